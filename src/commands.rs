@@ -1,0 +1,319 @@
+//! The `eval`, `predict` and `inspect` commands (the library side; the
+//! binary only parses flags and prints errors).
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::checkpoint::{self, CheckpointDir, CheckpointError};
+use crate::config::{EvalArgs, InspectArgs, PredictArgs};
+use crate::eval::Report;
+use crate::features::{FeatureConfig, SparseVec};
+use crate::model::{Hyper, Model, State, Task};
+use crate::pipeline::{Outcome, Pipeline, PipelineConfig};
+use crate::transport::{DeadLetterSink, PredictionSink, open_output};
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{path}: {source}")]
+    Io { path: String, source: io::Error },
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error("no checkpoint in {0}")]
+    NoCheckpoint(PathBuf),
+}
+
+fn io_at(path: impl Into<String>) -> impl FnOnce(io::Error) -> CommandError {
+    let path = path.into();
+    move |source| CommandError::Io { path, source }
+}
+
+/// The result of `eval`, printed by `--json`.
+#[derive(Debug, Serialize)]
+pub struct EvalResult {
+    /// Lines handled in the first pass (examples, requests, test lines).
+    pub examples: u64,
+    pub seconds: f64,
+    pub examples_per_second: f64,
+    /// Bytes of input read.
+    pub bytes: u64,
+    pub megabytes_per_second: f64,
+    pub passes: usize,
+    /// The hyperparameters in force (for the stream's task).
+    pub model: Hyper,
+    pub features: FeatureConfig,
+    pub learned: u64,
+    pub bad: u64,
+    /// Mean non-zero features per featurized message.
+    pub features_per_example: f64,
+    pub progressive: Report,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test: Option<Report>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub published: Option<Report>,
+}
+
+/// Progressive evaluation of a whole file, then extra passes over its
+/// training lines and the held-out test metrics when it has a split.
+pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
+    let (features, choice) = args.model.settings().map_err(CommandError::Usage)?;
+    if args.passes == 0 {
+        return Err(CommandError::Usage("--passes must be at least 1".into()));
+    }
+    let mut cfg = args.pipeline.settings().map_err(CommandError::Usage)?;
+    cfg.defer_test = true;
+    cfg.keep_train = args.passes > 1;
+    let path = args.input.display().to_string();
+    let file = File::open(&args.input).map_err(io_at(&path))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut dead = DeadLetterSink::open(args.dead_letter.as_deref()).map_err(io_at(&path))?;
+    let mut pipeline = Pipeline::new(Model::new(choice.clone(), features.clone()), cfg);
+    let progress = progress_bar(size);
+    let start = Instant::now();
+    let mut train: Vec<(SparseVec, Vec<String>)> = Vec::new();
+    let mut test: Vec<(SparseVec, Vec<String>)> = Vec::new();
+    let mut line = Vec::new();
+    let (mut number, mut bytes) = (0u64, 0u64);
+    loop {
+        if args.limit.is_some_and(|l| number >= l) {
+            break;
+        }
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line).map_err(io_at(&path))?;
+        if n == 0 {
+            break;
+        }
+        bytes += n as u64;
+        while matches!(line.last(), Some(b'\n' | b'\r')) {
+            line.pop();
+        }
+        number += 1;
+        let id = || number.to_string();
+        match pipeline.handle(&line, &id, number) {
+            Outcome::Learned { kept: Some(k), .. } => train.push(k),
+            Outcome::Test { deferred: Some(t) } => test.push(t),
+            Outcome::Bad(bad) => dead
+                .write(&format!("{path}:{number}"), &bad, &line)
+                .map_err(io_at(&path))?,
+            _ => {}
+        }
+        if number.is_multiple_of(256) {
+            progress.set_position(bytes);
+        }
+    }
+    for _ in 1..args.passes {
+        for (x, gold) in &train {
+            pipeline.relearn(x, gold);
+        }
+    }
+    drop(train);
+    for (x, gold) in &test {
+        pipeline.score_test(x, gold);
+    }
+    progress.finish_and_clear();
+    dead.flush().map_err(io_at(&path))?;
+    let seconds = start.elapsed().as_secs_f64();
+    let result = EvalResult {
+        examples: number,
+        seconds,
+        examples_per_second: number as f64 / seconds.max(1e-9),
+        bytes,
+        megabytes_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
+        passes: args.passes,
+        model: pipeline.model().hyper().clone(),
+        features,
+        learned: pipeline.counters().learned,
+        bad: pipeline.counters().bad_total(),
+        features_per_example: pipeline.counters().features as f64 / number.max(1) as f64,
+        progressive: pipeline.progressive().report(),
+        test: (!test.is_empty()).then(|| pipeline.test_metrics().report()),
+        published: (pipeline.published().total().examples > 0)
+            .then(|| pipeline.published().report()),
+    };
+    Ok((result, pipeline))
+}
+
+/// A byte-progress bar on stderr; indicatif hides it when stderr is not a terminal.
+fn progress_bar(total: u64) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(total),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}
+
+impl EvalResult {
+    /// The readable report.
+    pub fn render(&self) -> String {
+        let mut s = format!(
+            "{} lines in {:.2} s ({:.0} lines/s, {:.1} MB/s); model {} ({} schedule, rate {}, l2 {}), {} bits\n",
+            self.examples,
+            self.seconds,
+            self.examples_per_second,
+            self.megabytes_per_second,
+            self.model.learner,
+            self.model.schedule,
+            self.model.learning_rate,
+            self.model.l2,
+            self.features.bits
+        );
+        if self.bad > 0 {
+            s.push_str(&format!("{} bad lines (see --dead-letter)\n", self.bad));
+        }
+        s.push_str(&self.progressive.render("progressive (test-then-train)"));
+        if let Some(t) = &self.test {
+            s.push_str(&t.render(&format!("held-out test after {} pass(es)", self.passes)));
+        }
+        if let Some(p) = &self.published {
+            s.push_str(&p.render("published predictions judged by late labels"));
+        }
+        s
+    }
+}
+
+/// Loads the newest good checkpoint of `dir` into a pipeline.
+pub fn load_pipeline(dir: &std::path::Path) -> Result<Pipeline, CommandError> {
+    let d = CheckpointDir::open(dir, checkpoint::DEFAULT_KEEP)?;
+    let (ckpt, path) = d
+        .load_latest()?
+        .ok_or_else(|| CommandError::NoCheckpoint(dir.to_path_buf()))?;
+    let (p, _) = checkpoint::restore(ckpt, PipelineConfig::default())
+        .map_err(|detail| CheckpointError::Corrupt { path, detail })?;
+    Ok(p)
+}
+
+/// `predict`: one prediction line per input line with text; bad lines are
+/// reported on stderr and skipped. Returns (predicted, refused).
+pub fn predict(args: &PredictArgs) -> Result<(u64, u64), CommandError> {
+    let mut pipeline = load_pipeline(&args.checkpoint_dir)?;
+    let input: Box<dyn io::Read> = if args.input == "-" {
+        Box::new(io::stdin())
+    } else {
+        Box::new(File::open(&args.input).map_err(io_at(&args.input))?)
+    };
+    let mut out = PredictionSink::new(open_output(&args.output).map_err(io_at(&args.output))?);
+    let (mut ok, mut bad) = (0, 0);
+    for (i, line) in BufReader::new(input).split(b'\n').enumerate() {
+        let mut line = line.map_err(io_at(&args.input))?;
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match pipeline.predict_only(&line, &|| (i + 1).to_string()) {
+            Ok(p) => {
+                out.write(&p).map_err(io_at(&args.output))?;
+                ok += 1;
+            }
+            Err(b) => {
+                tracing::warn!(line = i + 1, reason = %b.reason, error = %b.detail, "skipping line");
+                bad += 1;
+            }
+        }
+    }
+    out.flush().map_err(io_at(&args.output))?;
+    Ok((ok, bad))
+}
+
+/// A model summary for `inspect`.
+#[derive(Debug, Serialize)]
+pub struct Inspection {
+    pub model: Hyper,
+    pub features: FeatureConfig,
+    pub task: Option<Task>,
+    pub version: u64,
+    pub labels: Vec<String>,
+    pub non_zero_buckets: u64,
+    pub named_buckets: usize,
+    pub progressive: Report,
+    /// Per class: its strongest features (name, weight).
+    pub top_features: Vec<(String, Vec<(String, f32)>)>,
+}
+
+pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
+    let pipeline = load_pipeline(&args.checkpoint_dir)?;
+    let m = pipeline.model();
+    let k = m.labels().len();
+    let non_zero = match m.state() {
+        State::Linear(w) => (0..m.features().buckets() as u32)
+            .filter(|&b| (0..k).any(|c| w.get(b, c) != 0.0))
+            .count() as u64,
+        State::NaiveBayes(nb) => nb.vocabulary,
+    };
+    let top_features = (0..k)
+        .map(|c| {
+            let feats = m
+                .top_features(c, args.top)
+                .into_iter()
+                .map(|(b, w)| {
+                    (
+                        m.sketch()
+                            .name(b)
+                            .map_or_else(|| format!("#{b}"), str::to_string),
+                        w,
+                    )
+                })
+                .collect();
+            (m.labels().name(c).to_string(), feats)
+        })
+        .collect();
+    Ok(Inspection {
+        model: m.hyper().clone(),
+        features: m.features().clone(),
+        task: m.task(),
+        version: m.version(),
+        labels: m.labels().names().to_vec(),
+        non_zero_buckets: non_zero,
+        named_buckets: m.sketch().len(),
+        progressive: pipeline.progressive().report(),
+        top_features,
+    })
+}
+
+impl Inspection {
+    pub fn render(&self, out: &mut impl Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "model {} ({:?}), version {} (examples learned), {} labels",
+            self.model.learner,
+            self.task,
+            self.version,
+            self.labels.len()
+        )?;
+        writeln!(
+            out,
+            "features: {} bits, word n-grams up to {}, char n-grams {:?}, {} values, normalised {}",
+            self.features.bits,
+            self.features.word_ngrams,
+            self.features.char_ngrams,
+            self.features.value,
+            self.features.normalize
+        )?;
+        writeln!(
+            out,
+            "{} non-zero buckets, {} with known names",
+            self.non_zero_buckets, self.named_buckets
+        )?;
+        write!(out, "{}", self.progressive.render("progressive"))?;
+        for (label, feats) in &self.top_features {
+            writeln!(out, "strongest features of {label:?}:")?;
+            for (name, w) in feats {
+                writeln!(out, "  {w:>10.4}  {name}")?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,474 @@
+//! Command-line flags (clap), each with a `CLASSIFYD_...` environment
+//! variable, an optional TOML config file beneath both, and validation of
+//! the raw flags into settings values used by the rest of the library.
+//!
+//! Precedence: a flag wins over its environment variable, which wins over
+//! the config file. The file's keys are the flag names (`learning-rate = 0.5`
+//! or `learning_rate = 0.5`); an unknown key is an error.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, CommandFactory, Parser, Subcommand};
+
+use crate::features::{FeatureConfig, ValueMode, parse_char_ngrams};
+use crate::model::{Hyper, HyperChoice, Learner, Schedule};
+use crate::pipeline::PipelineConfig;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "classifyd",
+    version,
+    about = "Learns a text classifier online from a message stream"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Log filter (tracing's EnvFilter syntax), e.g. info or classifyd=debug.
+    #[arg(long, global = true, env = "CLASSIFYD_LOG", default_value = "info")]
+    pub log: String,
+    /// TOML file with flag values (keys are flag names); flags and env win over it.
+    #[arg(long, global = true, env = "CLASSIFYD_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The daemon: learn from labeled messages, predict unlabeled ones.
+    Run(Box<RunArgs>),
+    /// Progressive (test-then-train) evaluation of a whole JSON-lines stream.
+    Eval(EvalArgs),
+    /// Predict each line of a JSON-lines input with a checkpointed model.
+    Predict(PredictArgs),
+    /// Summarise a checkpointed model and its strongest features.
+    Inspect(InspectArgs),
+}
+
+/// Model and feature flags, shared by `run` and `eval`.
+#[derive(Debug, Clone, Args)]
+pub struct ModelArgs {
+    /// Learner: auto (logistic for single-label streams, hinge for
+    /// multi-label ones), perceptron (averaged), logistic, hinge or naive-bayes.
+    #[arg(long, env = "CLASSIFYD_MODEL", default_value = "auto")]
+    pub model: ModelChoice,
+    /// log2 of the number of hash buckets per class.
+    #[arg(long, env = "CLASSIFYD_BITS", default_value_t = 20)]
+    pub bits: u8,
+    /// Seed of the feature hash.
+    #[arg(long, env = "CLASSIFYD_HASH_SEED", default_value_t = 0)]
+    pub hash_seed: u64,
+    /// Word n-grams up to N (0 turns words off).
+    #[arg(long, env = "CLASSIFYD_NGRAMS", default_value_t = 2)]
+    pub ngrams: u8,
+    /// Character n-grams MIN-MAX (or N); 0 turns them off.
+    #[arg(long, env = "CLASSIFYD_CHAR_NGRAMS", default_value = "3-4")]
+    pub char_ngrams: String,
+    /// Character n-grams come from this many leading bytes of the text.
+    #[arg(long, env = "CLASSIFYD_CHAR_PREFIX_BYTES", default_value_t = 3000)]
+    pub char_prefix_bytes: usize,
+    /// Lowercase the text before taking character n-grams.
+    #[arg(long, env = "CLASSIFYD_CHAR_LOWERCASE", default_value_t = false, action = clap::ArgAction::Set)]
+    pub char_lowercase: bool,
+    /// Feature values: binary, count or log-count.
+    #[arg(long, env = "CLASSIFYD_VALUE", default_value = "log-count")]
+    pub value: ValueMode,
+    /// Scale each document's vector to unit L2 norm.
+    #[arg(long, env = "CLASSIFYD_NORMALIZE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub normalize: bool,
+    /// Weight values by inverse document frequency learned from the stream.
+    #[arg(long, env = "CLASSIFYD_IDF", default_value_t = true, action = clap::ArgAction::Set)]
+    pub idf: bool,
+    /// Learning rate (default depends on --model).
+    #[arg(long, env = "CLASSIFYD_LEARNING_RATE")]
+    pub learning_rate: Option<f32>,
+    /// L2 regularization strength (weight decay per step: rate * l2).
+    #[arg(long, env = "CLASSIFYD_L2")]
+    pub l2: Option<f64>,
+    /// Learning-rate schedule: constant, inverse (rate / t^power), adagrad, or arow (hinge only).
+    #[arg(long, env = "CLASSIFYD_SCHEDULE")]
+    pub schedule: Option<Schedule>,
+    /// Exponent of the inverse schedule.
+    #[arg(long, env = "CLASSIFYD_POWER")]
+    pub power: Option<f64>,
+    /// AdaGrad's step is rate * g / (beta + sqrt(sum of g^2)).
+    #[arg(long, env = "CLASSIFYD_ADAGRAD_BETA")]
+    pub adagrad_beta: Option<f32>,
+    /// AROW's regularizer r (with --schedule arow).
+    #[arg(long, env = "CLASSIFYD_AROW_R")]
+    pub arow_r: Option<f32>,
+    /// Predict with lazily averaged weights.
+    #[arg(long, env = "CLASSIFYD_AVERAGE", action = clap::ArgAction::Set)]
+    pub average: Option<bool>,
+    /// Naive Bayes additive smoothing.
+    #[arg(long, env = "CLASSIFYD_NB_ALPHA")]
+    pub nb_alpha: Option<f32>,
+    /// Multi-label: predict the best label when none clears the threshold.
+    #[arg(long, env = "CLASSIFYD_AT_LEAST_ONE_LABEL", action = clap::ArgAction::Set)]
+    pub at_least_one_label: Option<bool>,
+    /// Multi-label: predict a label when its raw score (log-odds or margin) exceeds this.
+    #[arg(long, env = "CLASSIFYD_THRESHOLD", allow_hyphen_values = true)]
+    pub threshold: Option<f32>,
+}
+
+/// `--model`: a learner, or `auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelChoice {
+    Auto,
+    Learner(Learner),
+}
+
+impl std::str::FromStr for ModelChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(ModelChoice::Auto),
+            other => other
+                .parse()
+                .map(ModelChoice::Learner)
+                .map_err(|e| format!("{e}, or auto")),
+        }
+    }
+}
+
+impl ModelArgs {
+    /// Validates the flags into feature and learner settings.
+    pub fn settings(&self) -> Result<(FeatureConfig, HyperChoice), String> {
+        let features = FeatureConfig {
+            bits: self.bits,
+            seed: self.hash_seed,
+            word_ngrams: self.ngrams,
+            char_ngrams: parse_char_ngrams(&self.char_ngrams)?,
+            char_prefix_bytes: self.char_prefix_bytes,
+            char_lowercase: self.char_lowercase,
+            value: self.value,
+            normalize: self.normalize,
+            idf: self.idf,
+        };
+        features.validate().map_err(|e| e.to_string())?;
+        let choice = match self.model {
+            ModelChoice::Auto => HyperChoice {
+                single: self.hyper(Learner::Logistic),
+                multi: self.hyper(Learner::Hinge),
+            },
+            ModelChoice::Learner(l) => HyperChoice::same(self.hyper(l)),
+        };
+        choice.validate().map_err(|e| e.to_string())?;
+        Ok((features, choice))
+    }
+
+    /// The learner's defaults with the flags that were given.
+    fn hyper(&self, learner: Learner) -> Hyper {
+        let d = Hyper::defaults(learner);
+        Hyper {
+            learner,
+            learning_rate: self.learning_rate.unwrap_or(d.learning_rate),
+            l2: self.l2.unwrap_or(d.l2),
+            schedule: self.schedule.unwrap_or(d.schedule),
+            power: self.power.unwrap_or(d.power),
+            adagrad_beta: self.adagrad_beta.unwrap_or(d.adagrad_beta),
+            arow_r: self.arow_r.unwrap_or(d.arow_r),
+            average: self.average.unwrap_or(d.average),
+            nb_alpha: self.nb_alpha.unwrap_or(d.nb_alpha),
+            at_least_one_label: self.at_least_one_label.unwrap_or(d.at_least_one_label),
+            threshold: self.threshold.unwrap_or(d.threshold),
+        }
+    }
+}
+
+/// Flags of the pipeline around the model, shared by `run` and `eval`.
+#[derive(Debug, Clone, Args)]
+pub struct PipelineArgs {
+    /// Messages over this many bytes are refused (dead-lettered).
+    #[arg(long, env = "CLASSIFYD_MAX_MESSAGE_BYTES", default_value_t = crate::message::DEFAULT_MAX_MESSAGE_BYTES)]
+    pub max_message_bytes: usize,
+    /// Length of the sliding window of the live metrics.
+    #[arg(long, env = "CLASSIFYD_WINDOW", default_value_t = crate::eval::DEFAULT_WINDOW)]
+    pub window: usize,
+    /// Positive class of binary tasks, for ROC (default: "spam", else the second label seen).
+    #[arg(long, env = "CLASSIFYD_POSITIVE_LABEL")]
+    pub positive_label: Option<String>,
+    /// Most messages kept to join late feedback labels to.
+    #[arg(
+        long,
+        env = "CLASSIFYD_FEEDBACK_CACHE_ENTRIES",
+        default_value_t = 100_000
+    )]
+    pub feedback_cache_entries: usize,
+    /// Most text bytes kept to join late feedback labels to.
+    #[arg(long, env = "CLASSIFYD_FEEDBACK_CACHE_BYTES", default_value_t = 64 << 20)]
+    pub feedback_cache_bytes: usize,
+    /// Seconds a message waits for its late label.
+    #[arg(long, env = "CLASSIFYD_FEEDBACK_TTL_SECS", default_value_t = 86_400)]
+    pub feedback_ttl_secs: u64,
+}
+
+impl PipelineArgs {
+    pub fn settings(&self) -> Result<PipelineConfig, String> {
+        if self.window == 0 {
+            return Err("--window must be at least 1".into());
+        }
+        if self.max_message_bytes == 0 {
+            return Err("--max-message-bytes must be at least 1".into());
+        }
+        Ok(PipelineConfig {
+            max_message_bytes: self.max_message_bytes,
+            window: self.window,
+            positive_label: self.positive_label.clone(),
+            cache_entries: self.feedback_cache_entries,
+            cache_bytes: self.feedback_cache_bytes,
+            cache_ttl_ms: self.feedback_ttl_secs.saturating_mul(1000),
+            defer_test: false,
+            keep_train: false,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Kafka bootstrap servers; without it, the embedded default (JSON lines).
+    #[arg(long, env = "CLASSIFYD_BROKERS")]
+    pub brokers: Option<String>,
+    #[arg(long, env = "CLASSIFYD_INPUT_TOPIC", default_value = "messages")]
+    pub input_topic: String,
+    #[arg(long, env = "CLASSIFYD_FEEDBACK_TOPIC", default_value = "labels")]
+    pub feedback_topic: String,
+    #[arg(long, env = "CLASSIFYD_OUTPUT_TOPIC", default_value = "predictions")]
+    pub output_topic: String,
+    #[arg(
+        long,
+        env = "CLASSIFYD_DEAD_LETTER_TOPIC",
+        default_value = "classifyd-dead-letter"
+    )]
+    pub dead_letter_topic: String,
+    #[arg(long, env = "CLASSIFYD_GROUP_ID", default_value = "classifyd")]
+    pub group_id: String,
+    /// librdkafka property key=value (repeatable).
+    #[arg(short = 'X', value_name = "KEY=VALUE")]
+    pub kafka_property: Vec<String>,
+    /// JSON-lines input when no brokers: a file, or - for stdin.
+    #[arg(long, env = "CLASSIFYD_INPUT", default_value = "-")]
+    pub input: String,
+    /// Predictions when no brokers: a file (appended), or - for stdout.
+    #[arg(long, env = "CLASSIFYD_OUTPUT", default_value = "-")]
+    pub output: String,
+    /// Bad lines when no brokers, one JSON record each (appended).
+    #[arg(long, env = "CLASSIFYD_DEAD_LETTER")]
+    pub dead_letter: Option<PathBuf>,
+    /// Where checkpoints live; the daemon resumes from the newest good one.
+    #[arg(long, env = "CLASSIFYD_CHECKPOINT_DIR")]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Seconds between checkpoints (one is also written at exit).
+    #[arg(long, env = "CLASSIFYD_CHECKPOINT_INTERVAL_SECS", default_value_t = 60)]
+    pub checkpoint_interval_secs: u64,
+    /// Also checkpoint after this many learned updates (0: time only).
+    #[arg(long, env = "CLASSIFYD_CHECKPOINT_EVERY_UPDATES", default_value_t = 0)]
+    pub checkpoint_every_updates: u64,
+    /// Checkpoints kept on disk.
+    #[arg(long, env = "CLASSIFYD_KEEP_CHECKPOINTS", default_value_t = crate::checkpoint::DEFAULT_KEEP)]
+    pub keep_checkpoints: usize,
+    /// Prometheus endpoint address, e.g. 127.0.0.1:9464.
+    #[arg(long, env = "CLASSIFYD_METRICS_ADDR")]
+    pub metrics_addr: Option<String>,
+    /// Seconds allowed for the shutdown (finish, checkpoint, flush).
+    #[arg(long, env = "CLASSIFYD_SHUTDOWN_TIMEOUT_SECS", default_value_t = 30)]
+    pub shutdown_timeout_secs: u64,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct EvalArgs {
+    /// The JSON-lines stream to evaluate.
+    #[arg(long, env = "CLASSIFYD_INPUT")]
+    pub input: PathBuf,
+    /// Print one JSON object instead of the readable report.
+    #[arg(long)]
+    pub json: bool,
+    /// Passes over the training lines of a split stream (the first is progressive).
+    #[arg(long, env = "CLASSIFYD_PASSES", default_value_t = 5)]
+    pub passes: usize,
+    /// Stop after this many lines.
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// Bad lines, one JSON record each.
+    #[arg(long)]
+    pub dead_letter: Option<PathBuf>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PredictArgs {
+    #[arg(long, env = "CLASSIFYD_CHECKPOINT_DIR")]
+    pub checkpoint_dir: PathBuf,
+    #[arg(long, default_value = "-")]
+    pub input: String,
+    #[arg(long, default_value = "-")]
+    pub output: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct InspectArgs {
+    #[arg(long, env = "CLASSIFYD_CHECKPOINT_DIR")]
+    pub checkpoint_dir: PathBuf,
+    /// Features shown per class.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Sets `CLASSIFYD_*` variables from a TOML config file, for each key not
+/// already set in the environment (so flags > env > file). Unknown keys and
+/// values that are tables are errors.
+pub fn apply_config_file(path: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e| format!("config file {}: {e}", path.display()))?;
+    let known = known_env_vars();
+    let mut to_set = Vec::new();
+    for (key, value) in table {
+        let var = format!("CLASSIFYD_{}", key.replace('-', "_").to_ascii_uppercase());
+        if !known.contains(&var) {
+            return Err(format!(
+                "config file {}: unknown key {key:?}",
+                path.display()
+            ));
+        }
+        let value = match value {
+            toml::Value::String(s) => s,
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            other => {
+                return Err(format!(
+                    "config file {}: key {key:?} must be a scalar, got {}",
+                    path.display(),
+                    other.type_str()
+                ));
+            }
+        };
+        if std::env::var_os(&var).is_none() {
+            to_set.push((var, value));
+        }
+    }
+    for (var, value) in to_set {
+        // SAFETY: called once at start-up, before any thread is spawned.
+        unsafe { std::env::set_var(var, value) };
+    }
+    Ok(())
+}
+
+/// Every environment variable a flag reads.
+fn known_env_vars() -> Vec<String> {
+    fn walk(cmd: &clap::Command, out: &mut Vec<String>) {
+        for a in cmd.get_arguments() {
+            if let Some(env) = a.get_env() {
+                out.push(env.to_string_lossy().into_owned());
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            walk(sub, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(&Cli::command(), &mut out);
+    out
+}
+
+/// Finds `--config FILE` (or CLASSIFYD_CONFIG) before clap parses, so the
+/// file can feed the environment clap reads.
+pub fn config_path_from_args(args: &[String]) -> Option<PathBuf> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--config" {
+            return it.next().map(PathBuf::from);
+        }
+        if let Some(p) = a.strip_prefix("--config=") {
+            return Some(PathBuf::from(p));
+        }
+    }
+    std::env::var_os("CLASSIFYD_CONFIG").map(PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_flag_has_an_env_var() {
+        let vars = known_env_vars();
+        for v in [
+            "CLASSIFYD_BROKERS",
+            "CLASSIFYD_MODEL",
+            "CLASSIFYD_BITS",
+            "CLASSIFYD_CHECKPOINT_DIR",
+            "CLASSIFYD_L2",
+        ] {
+            assert!(vars.contains(&v.to_string()), "{v}");
+        }
+    }
+
+    #[test]
+    fn model_flags_validate() {
+        let cli =
+            Cli::try_parse_from(["classifyd", "eval", "--input", "x", "--bits", "40"]).unwrap();
+        let Command::Eval(e) = cli.command else {
+            panic!()
+        };
+        assert!(e.model.settings().unwrap_err().contains("--bits"));
+        let cli = Cli::try_parse_from([
+            "classifyd",
+            "eval",
+            "--input",
+            "x",
+            "--model",
+            "hinge",
+            "--l2",
+            "0.001",
+        ])
+        .unwrap();
+        let Command::Eval(e) = cli.command else {
+            panic!()
+        };
+        let (_, h) = e.model.settings().unwrap();
+        assert_eq!(h.single.learner, Learner::Hinge);
+        assert_eq!(h.multi.learner, Learner::Hinge);
+        assert_eq!(h.single.l2, 0.001);
+        let cli = Cli::try_parse_from([
+            "classifyd",
+            "eval",
+            "--input",
+            "x",
+            "--learning-rate",
+            "0.25",
+        ])
+        .unwrap();
+        let Command::Eval(e) = cli.command else {
+            panic!()
+        };
+        let (_, h) = e.model.settings().unwrap();
+        assert_eq!(
+            (h.single.learner, h.multi.learner),
+            (Learner::Logistic, Learner::Hinge)
+        );
+        assert_eq!(
+            (h.single.learning_rate, h.multi.learning_rate),
+            (0.25, 0.25)
+        );
+        assert!(
+            Cli::try_parse_from(["classifyd", "eval", "--input", "x", "--model", "forest"])
+                .is_err()
+        );
+    }
+}

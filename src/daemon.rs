@@ -1,0 +1,199 @@
+//! `classifyd run` on the embedded default transport (JSON lines): read
+//! lines, hand each to the [`Pipeline`], deliver predictions and dead
+//! letters, checkpoint periodically and at exit, resume from the newest good
+//! checkpoint at the line after the last one it covers.
+//!
+//! A checkpoint is taken only after the outputs of every line it covers are
+//! flushed, so a restart never skips a delivery; predictions of lines after
+//! the last checkpoint are delivered again (at least once), and each carries
+//! its id for deduplication.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::checkpoint::{self, CheckpointDir, CheckpointError};
+use crate::features::FeatureConfig;
+use crate::model::{HyperChoice, Model};
+use crate::pipeline::{Outcome, Pipeline, PipelineConfig};
+use crate::shutdown::Shutdown;
+use crate::transport::{DeadLetterSink, LineEvent, LineSource, PredictionSink};
+
+/// The position key of the JSON-lines source in checkpoints.
+pub const JSONL_POSITION: &str = "jsonl";
+
+/// Why the daemon stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("checkpoint {path} cannot be restored: {detail}")]
+    Restore { path: PathBuf, detail: String },
+}
+
+/// Settings of a JSON-lines run.
+#[derive(Clone, Debug)]
+pub struct JsonlSettings {
+    pub input: String,
+    pub output: String,
+    pub dead_letter: Option<PathBuf>,
+    pub checkpoint_dir: Option<PathBuf>,
+    pub checkpoint_interval: Duration,
+    /// Checkpoint after this many learned updates too (0: off).
+    pub checkpoint_every_updates: u64,
+    pub keep_checkpoints: usize,
+    pub features: FeatureConfig,
+    pub hyper: HyperChoice,
+    pub pipeline: PipelineConfig,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default)]
+pub struct RunSummary {
+    pub lines: u64,
+    pub next_line: u64,
+    pub resumed_from: Option<PathBuf>,
+    pub checkpoints: u64,
+}
+
+/// Milliseconds since the epoch: the event time of JSON lines (they carry none).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A pipeline with the positions its checkpoint recorded and the
+/// checkpoint it came from (if any).
+pub type Loaded = (Pipeline, BTreeMap<String, u64>, Option<PathBuf>);
+
+/// Builds the pipeline: from the newest good checkpoint in `dir` if there
+/// is one (its feature and model settings win over the flags, since the
+/// weights only mean something under them), else fresh from the flags.
+pub fn load_or_new(
+    dir: Option<&CheckpointDir>,
+    features: &FeatureConfig,
+    hyper: &HyperChoice,
+    cfg: PipelineConfig,
+) -> Result<Loaded, DaemonError> {
+    if let Some(dir) = dir
+        && let Some((ckpt, path)) = dir.load_latest()?
+    {
+        let (pipeline, positions) =
+            checkpoint::restore(ckpt, cfg).map_err(|detail| DaemonError::Restore {
+                path: path.clone(),
+                detail,
+            })?;
+        if pipeline.model().features() != features || pipeline.model().choice() != hyper {
+            tracing::warn!(
+                checkpoint = %path.display(),
+                "the checkpoint's feature and model settings differ from the flags; using the checkpoint's"
+            );
+        }
+        tracing::info!(checkpoint = %path.display(), version = pipeline.model().version(), "resumed from checkpoint");
+        return Ok((pipeline, positions, Some(path)));
+    }
+    Ok((
+        Pipeline::new(Model::new(hyper.clone(), features.clone()), cfg),
+        BTreeMap::new(),
+        None,
+    ))
+}
+
+/// Runs until the input ends or `shutdown` is triggered; checkpoints at exit.
+pub fn run_jsonl(s: &JsonlSettings, shutdown: &Shutdown) -> Result<RunSummary, DaemonError> {
+    let mut dir = match &s.checkpoint_dir {
+        Some(d) => Some(CheckpointDir::open(d, s.keep_checkpoints)?),
+        None => None,
+    };
+    let (mut pipeline, mut positions, resumed_from) =
+        load_or_new(dir.as_ref(), &s.features, &s.hyper, s.pipeline.clone())?;
+    let start_line = positions.get(JSONL_POSITION).copied().unwrap_or(0);
+    let source = LineSource::open(&s.input, start_line)?;
+    let mut predictions = PredictionSink::new(crate::transport::open_output(&s.output)?);
+    let mut dead = DeadLetterSink::open(s.dead_letter.as_deref())?;
+    let mut summary = RunSummary {
+        next_line: start_line,
+        resumed_from,
+        ..Default::default()
+    };
+    let mut last_checkpoint = Instant::now();
+    let mut updates_at_checkpoint = pipeline.model().version();
+    let name = source.name.clone();
+
+    let mut checkpoint = |pipeline: &Pipeline,
+                          positions: &mut BTreeMap<String, u64>,
+                          next_line: u64,
+                          predictions: &mut PredictionSink,
+                          dead: &mut DeadLetterSink|
+     -> Result<(), DaemonError> {
+        // Deliver before recording the position past these lines.
+        predictions.flush()?;
+        dead.flush()?;
+        if let Some(dir) = dir.as_mut() {
+            positions.insert(JSONL_POSITION.to_string(), next_line);
+            let saved = dir.save(&mut checkpoint::capture(pipeline, positions))?;
+            tracing::debug!(path = %saved.path.display(), bytes = saved.bytes, ms = saved.duration.as_millis() as u64, "checkpoint written");
+        }
+        Ok(())
+    };
+
+    loop {
+        if shutdown.is_triggered() {
+            tracing::info!("shutdown requested; finishing");
+            break;
+        }
+        let due_time = last_checkpoint.elapsed() >= s.checkpoint_interval;
+        let due_updates = s.checkpoint_every_updates > 0
+            && pipeline.model().version() - updates_at_checkpoint >= s.checkpoint_every_updates;
+        if due_time || due_updates {
+            checkpoint(
+                &pipeline,
+                &mut positions,
+                summary.next_line,
+                &mut predictions,
+                &mut dead,
+            )?;
+            summary.checkpoints += 1;
+            last_checkpoint = Instant::now();
+            updates_at_checkpoint = pipeline.model().version();
+        }
+        match source.next(Duration::from_millis(100)) {
+            None => continue,
+            Some(LineEvent::End) => break,
+            Some(LineEvent::Error(e)) => return Err(DaemonError::Io(e)),
+            Some(LineEvent::Line { number, bytes }) => {
+                let default_id = || (number + 1).to_string();
+                match pipeline.handle(&bytes, &default_id, now_ms()) {
+                    Outcome::Predicted(p) => predictions.write(&p)?,
+                    Outcome::Bad(bad) => {
+                        dead.write(&format!("{name}:{}", number + 1), &bad, &bytes)?
+                    }
+                    _ => {}
+                }
+                summary.lines += 1;
+                summary.next_line = number + 1;
+            }
+        }
+    }
+    checkpoint(
+        &pipeline,
+        &mut positions,
+        summary.next_line,
+        &mut predictions,
+        &mut dead,
+    )?;
+    summary.checkpoints += 1;
+    let r = pipeline.progressive().report();
+    tracing::info!(
+        lines = summary.lines,
+        learned = pipeline.counters().learned,
+        predicted = pipeline.counters().predicted,
+        bad = pipeline.counters().bad_total(),
+        accuracy = r.accuracy,
+        "run finished"
+    );
+    Ok(summary)
+}

@@ -1,0 +1,572 @@
+//! Progressive (test-then-train) metrics: each labeled example is predicted
+//! by the model as it stands, counted here, and only then learned.
+//!
+//! Kept both cumulatively and over a sliding window of the last N examples:
+//! accuracy (subset accuracy for multi-label), per-class precision, recall
+//! and F1, micro and macro averages, the confusion matrix (single-label),
+//! and ROC AUC for binary tasks (spam filters report 1-ROCA %).
+//!
+//! The metrics keep their own label universe, in discovery order, so a gold
+//! label the model has never seen (a test-only topic) still counts.
+
+use std::collections::{HashMap, VecDeque};
+
+use serde::Serialize;
+
+/// Most (score, is-positive) pairs kept for the cumulative ROC AUC; beyond
+/// it a deterministic reservoir sample keeps the estimate unbiased.
+pub const ROC_CAP: usize = 1 << 20;
+
+/// Default length of the sliding window.
+pub const DEFAULT_WINDOW: usize = 1000;
+
+/// Per-class counts.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ClassCounts {
+    pub tp: u64,
+    pub fp: u64,
+    #[serde(rename = "fn")]
+    pub fn_: u64,
+}
+
+impl ClassCounts {
+    fn add(&mut self, o: &ClassCounts, sign: i64) {
+        let f = |a: u64, b: u64| (a as i64 + sign * b as i64) as u64;
+        self.tp = f(self.tp, o.tp);
+        self.fp = f(self.fp, o.fp);
+        self.fn_ = f(self.fn_, o.fn_);
+    }
+    pub fn precision(&self) -> f64 {
+        ratio(self.tp, self.tp + self.fp)
+    }
+    pub fn recall(&self) -> f64 {
+        ratio(self.tp, self.tp + self.fn_)
+    }
+    pub fn f1(&self) -> f64 {
+        ratio(2 * self.tp, 2 * self.tp + self.fp + self.fn_)
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
+
+/// One counted example, as kept in the window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub gold: Vec<u32>,
+    pub predicted: Vec<u32>,
+    /// The positive class's score (binary single-label tasks).
+    pub score: Option<f32>,
+}
+
+/// Counters over a set of examples (the whole stream, or the window).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tally {
+    pub examples: u64,
+    /// Examples whose predicted set equals the gold set.
+    pub exact: u64,
+    pub per_class: Vec<ClassCounts>,
+    /// `confusion[gold][pred]`, single-label only; column `len` is "no prediction".
+    pub confusion: Vec<Vec<u64>>,
+}
+
+impl Tally {
+    fn grow(&mut self, n: usize) {
+        while self.per_class.len() < n {
+            self.per_class.push(ClassCounts::default());
+        }
+        for row in &mut self.confusion {
+            // The last column counts "no prediction": it stays last.
+            let none = row.pop().unwrap_or(0);
+            row.resize(n, 0);
+            row.push(none);
+        }
+        while self.confusion.len() < n {
+            self.confusion.push(vec![0; n + 1]);
+        }
+    }
+
+    fn count(&mut self, o: &Outcome, single: bool, sign: i64) {
+        let n = self.per_class.len();
+        let bump = |x: &mut u64| *x = (*x as i64 + sign) as u64;
+        bump(&mut self.examples);
+        let mut gold = o.gold.clone();
+        gold.sort_unstable();
+        let mut pred = o.predicted.clone();
+        pred.sort_unstable();
+        if gold == pred {
+            bump(&mut self.exact);
+        }
+        let mut delta = vec![ClassCounts::default(); n];
+        for &g in &gold {
+            if pred.binary_search(&g).is_ok() {
+                delta[g as usize].tp += 1;
+            } else {
+                delta[g as usize].fn_ += 1;
+            }
+        }
+        for &p in &pred {
+            if gold.binary_search(&p).is_err() {
+                delta[p as usize].fp += 1;
+            }
+        }
+        for (c, d) in self.per_class.iter_mut().zip(&delta) {
+            c.add(d, sign);
+        }
+        if single && let Some(&g) = gold.first() {
+            let col = pred.first().map_or(n, |&p| p as usize);
+            bump(&mut self.confusion[g as usize][col]);
+        }
+    }
+
+    pub fn accuracy(&self) -> f64 {
+        ratio(self.exact, self.examples)
+    }
+
+    pub fn micro(&self) -> ClassCounts {
+        let mut m = ClassCounts::default();
+        for c in &self.per_class {
+            m.add(c, 1);
+        }
+        m
+    }
+
+    /// Mean F1 over classes that occur (as gold or prediction) in the tally.
+    pub fn macro_f1(&self) -> f64 {
+        let used: Vec<f64> = self
+            .per_class
+            .iter()
+            .filter(|c| c.tp + c.fp + c.fn_ > 0)
+            .map(ClassCounts::f1)
+            .collect();
+        if used.is_empty() {
+            0.0
+        } else {
+            used.iter().sum::<f64>() / used.len() as f64
+        }
+    }
+}
+
+/// Progressive metrics over a stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Progressive {
+    /// Label names in discovery order.
+    pub(crate) labels: Vec<String>,
+    index: HashMap<String, u32>,
+    /// Single-label stream (a confusion matrix and, for two classes, ROC).
+    pub(crate) single: bool,
+    /// The configured positive class name for ROC, if any.
+    pub(crate) positive_name: Option<String>,
+    pub(crate) total: Tally,
+    pub(crate) window: Tally,
+    pub(crate) recent: VecDeque<Outcome>,
+    pub(crate) window_size: usize,
+    /// (score, is positive) pairs for the cumulative ROC AUC.
+    pub(crate) roc: Vec<(f32, bool)>,
+    /// Pairs offered to `roc` (for reservoir sampling beyond [`ROC_CAP`]).
+    pub(crate) roc_seen: u64,
+}
+
+impl Progressive {
+    pub fn new(window_size: usize, positive_name: Option<String>) -> Self {
+        Progressive {
+            labels: Vec::new(),
+            index: HashMap::new(),
+            single: true,
+            positive_name,
+            total: Tally::default(),
+            window: Tally::default(),
+            recent: VecDeque::new(),
+            window_size: window_size.max(1),
+            roc: Vec::new(),
+            roc_seen: 0,
+        }
+    }
+
+    /// The id of label `name` in this universe (added if new).
+    pub fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.index.get(name) {
+            return id;
+        }
+        let id = self.labels.len() as u32;
+        self.labels.push(name.to_string());
+        self.index.insert(name.to_string(), id);
+        self.total.grow(self.labels.len());
+        self.window.grow(self.labels.len());
+        id
+    }
+
+    pub fn labels(&self) -> &[String] {
+        &self.labels
+    }
+
+    /// The positive class of a binary task: the configured name, else
+    /// "spam", else the second label discovered.
+    pub fn positive(&self) -> Option<String> {
+        if let Some(p) = &self.positive_name {
+            return Some(p.clone());
+        }
+        if self.index.contains_key("spam") {
+            return Some("spam".to_string());
+        }
+        self.labels.get(1).cloned()
+    }
+
+    /// Whether this is (so far) a binary single-label task.
+    pub fn is_binary(&self) -> bool {
+        self.single && self.labels.len() <= 2
+    }
+
+    /// Counts one example. `score` is the positive class's score (binary tasks).
+    pub fn record(&mut self, gold: &[&str], predicted: &[&str], score: Option<f32>) {
+        if gold.len() != 1 {
+            self.single = false;
+        }
+        let gold: Vec<u32> = gold.iter().map(|g| self.intern(g)).collect();
+        let predicted: Vec<u32> = predicted.iter().map(|p| self.intern(p)).collect();
+        let positive = self.positive();
+        let is_pos = positive
+            .as_deref()
+            .is_some_and(|p| self.index.get(p).is_some_and(|&id| gold == [id]));
+        let score = score.filter(|_| self.is_binary());
+        if let Some(s) = score {
+            self.push_roc(s, is_pos);
+        }
+        let o = Outcome {
+            gold,
+            predicted,
+            score,
+        };
+        let single = self.single;
+        self.total.count(&o, single, 1);
+        self.window.count(&o, single, 1);
+        self.recent.push_back(o);
+        if self.recent.len() > self.window_size
+            && let Some(old) = self.recent.pop_front()
+        {
+            self.window.count(&old, single, -1);
+        }
+    }
+
+    fn push_roc(&mut self, score: f32, positive: bool) {
+        self.roc_seen += 1;
+        if self.roc.len() < ROC_CAP {
+            self.roc.push((score, positive));
+        } else {
+            // Reservoir sampling with a fixed hash of the count: reproducible.
+            let j = (splitmix64(self.roc_seen) % self.roc_seen) as usize;
+            if j < ROC_CAP {
+                self.roc[j] = (score, positive);
+            }
+        }
+    }
+
+    pub fn total(&self) -> &Tally {
+        &self.total
+    }
+
+    pub fn window(&self) -> &Tally {
+        &self.window
+    }
+
+    /// Cumulative ROC AUC (binary tasks with both classes seen).
+    pub fn roc_auc(&self) -> Option<f64> {
+        if !self.is_binary() {
+            return None;
+        }
+        roc_auc(&self.roc)
+    }
+
+    /// ROC AUC over the window.
+    pub fn window_roc_auc(&self) -> Option<f64> {
+        if !self.is_binary() {
+            return None;
+        }
+        let positive = self.positive()?;
+        let pos = *self.index.get(&positive)?;
+        let pairs: Vec<(f32, bool)> = self
+            .recent
+            .iter()
+            .filter_map(|o| o.score.map(|s| (s, o.gold == [pos])))
+            .collect();
+        roc_auc(&pairs)
+    }
+
+    /// A summary for reports and `--json`.
+    pub fn report(&self) -> Report {
+        let labels = &self.labels;
+        let per_class = labels
+            .iter()
+            .zip(&self.total.per_class)
+            .map(|(name, c)| {
+                (
+                    name.clone(),
+                    ClassReport {
+                        precision: c.precision(),
+                        recall: c.recall(),
+                        f1: c.f1(),
+                        support: c.tp + c.fn_,
+                    },
+                )
+            })
+            .collect();
+        let auc = self.roc_auc();
+        let micro = self.total.micro();
+        Report {
+            examples: self.total.examples,
+            accuracy: self.total.accuracy(),
+            micro_f1: micro.f1(),
+            macro_f1: self.total.macro_f1(),
+            micro_precision: micro.precision(),
+            micro_recall: micro.recall(),
+            roc_auc: auc,
+            one_minus_roca_percent: auc.map(|a| (1.0 - a) * 100.0),
+            positive_label: if self.is_binary() {
+                self.positive()
+            } else {
+                None
+            },
+            per_class,
+            confusion: self.single.then(|| Confusion {
+                labels: labels.clone(),
+                matrix: self.total.confusion.clone(),
+            }),
+            window: WindowReport {
+                size: self.window_size,
+                examples: self.window.examples,
+                accuracy: self.window.accuracy(),
+                micro_f1: self.window.micro().f1(),
+                macro_f1: self.window.macro_f1(),
+                roc_auc: self.window_roc_auc(),
+            },
+        }
+    }
+}
+
+/// Metrics of one class.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassReport {
+    pub precision: f64,
+    pub recall: f64,
+    pub f1: f64,
+    pub support: u64,
+}
+
+/// The confusion matrix: `matrix[gold][pred]`, the last column counting
+/// examples the model gave no prediction (it knew no class yet).
+#[derive(Clone, Debug, Serialize)]
+pub struct Confusion {
+    pub labels: Vec<String>,
+    pub matrix: Vec<Vec<u64>>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WindowReport {
+    pub size: usize,
+    pub examples: u64,
+    pub accuracy: f64,
+    pub micro_f1: f64,
+    pub macro_f1: f64,
+    pub roc_auc: Option<f64>,
+}
+
+/// The summary of a [`Progressive`] tally.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub examples: u64,
+    /// Accuracy (single-label) or subset accuracy (multi-label).
+    pub accuracy: f64,
+    pub micro_f1: f64,
+    pub macro_f1: f64,
+    pub micro_precision: f64,
+    pub micro_recall: f64,
+    pub roc_auc: Option<f64>,
+    pub one_minus_roca_percent: Option<f64>,
+    pub positive_label: Option<String>,
+    pub per_class: Vec<(String, ClassReport)>,
+    pub confusion: Option<Confusion>,
+    pub window: WindowReport,
+}
+
+impl Report {
+    /// A readable multi-line report (the `eval` command without `--json`).
+    pub fn render(&self, title: &str) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(s, "{title}: {} examples", self.examples);
+        let _ = writeln!(
+            s,
+            "  accuracy {:.4}   micro-F1 {:.4}   macro-F1 {:.4}",
+            self.accuracy, self.micro_f1, self.macro_f1
+        );
+        if let (Some(auc), Some(p)) = (self.roc_auc, &self.positive_label) {
+            let _ = writeln!(
+                s,
+                "  ROC AUC {auc:.5}   1-ROCA {:.3} %   (positive class {p:?})",
+                (1.0 - auc) * 100.0
+            );
+        }
+        let _ = writeln!(
+            s,
+            "  last {} examples: accuracy {:.4}   macro-F1 {:.4}",
+            self.window.examples, self.window.accuracy, self.window.macro_f1
+        );
+        let width = self
+            .per_class
+            .iter()
+            .map(|(n, _)| n.chars().count())
+            .max()
+            .unwrap_or(5)
+            .clamp(5, 32);
+        let _ = writeln!(
+            s,
+            "  {:<width$}  precision  recall     F1  support",
+            "class"
+        );
+        for (name, c) in &self.per_class {
+            let _ = writeln!(
+                s,
+                "  {:<width$}     {:.4}  {:.4} {:.4}  {:>7}",
+                truncate(name, width),
+                c.precision,
+                c.recall,
+                c.f1,
+                c.support
+            );
+        }
+        if let Some(conf) = &self.confusion
+            && conf.labels.len() <= 25
+        {
+            let _ = writeln!(
+                s,
+                "  confusion (rows gold, columns predicted; '-' = no prediction):"
+            );
+            let cw = 7;
+            let _ = write!(s, "  {:<width$}", "");
+            for l in &conf.labels {
+                let _ = write!(s, " {:>cw$}", truncate(l, cw));
+            }
+            let _ = writeln!(s, " {:>cw$}", "-");
+            for (l, row) in conf.labels.iter().zip(&conf.matrix) {
+                let _ = write!(s, "  {:<width$}", truncate(l, width));
+                for v in row {
+                    let _ = write!(s, " {v:>cw$}");
+                }
+                let _ = writeln!(s);
+            }
+        }
+        s
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+/// ROC AUC by the rank-sum (Mann-Whitney) statistic, ties counted half.
+/// `None` unless both classes occur.
+pub fn roc_auc(pairs: &[(f32, bool)]) -> Option<f64> {
+    let pos = pairs.iter().filter(|p| p.1).count() as f64;
+    let neg = pairs.len() as f64 - pos;
+    if pos == 0.0 || neg == 0.0 {
+        return None;
+    }
+    let mut sorted: Vec<(f32, bool)> = pairs
+        .iter()
+        .map(|&(s, p)| (if s.is_nan() { f32::MIN } else { s }, p))
+        .collect();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut rank_sum = 0.0;
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j < sorted.len() && sorted[j].0 == sorted[i].0 {
+            j += 1;
+        }
+        // Ranks i+1 ..= j share their mean.
+        let mean_rank = (i + 1 + j) as f64 / 2.0;
+        rank_sum += mean_rank * sorted[i..j].iter().filter(|p| p.1).count() as f64;
+        i = j;
+    }
+    Some((rank_sum - pos * (pos + 1.0) / 2.0) / (pos * neg))
+}
+
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auc_matches_pair_counting() {
+        let pairs = [
+            (0.9, true),
+            (0.8, false),
+            (0.7, true),
+            (0.7, false),
+            (0.1, false),
+            (0.95, true),
+        ];
+        // Brute force over positive-negative pairs, ties half.
+        let mut wins = 0.0;
+        let mut n = 0.0;
+        for &(sp, p) in &pairs {
+            for &(sn, q) in &pairs {
+                if p && !q {
+                    n += 1.0;
+                    wins += if sp > sn {
+                        1.0
+                    } else if sp == sn {
+                        0.5
+                    } else {
+                        0.0
+                    };
+                }
+            }
+        }
+        assert!((roc_auc(&pairs).unwrap() - wins / n).abs() < 1e-12);
+        assert_eq!(roc_auc(&[(0.5, true)]), None);
+    }
+
+    #[test]
+    fn single_label_counts_and_window() {
+        let mut m = Progressive::new(2, None);
+        m.record(&["ham"], &[], Some(0.0));
+        m.record(&["spam"], &["ham"], Some(0.2));
+        m.record(&["spam"], &["spam"], Some(0.9));
+        m.record(&["ham"], &["ham"], Some(0.1));
+        let r = m.report();
+        assert_eq!(r.examples, 4);
+        assert_eq!(r.accuracy, 0.5);
+        assert_eq!(r.positive_label.as_deref(), Some("spam"));
+        // spam: tp 1, fn 1, fp 0; ham: tp 1, fp 1, fn 1 (the unpredicted one).
+        let spam = &r.per_class.iter().find(|c| c.0 == "spam").unwrap().1;
+        assert_eq!((spam.precision, spam.recall), (1.0, 0.5));
+        let conf = r.confusion.unwrap();
+        assert_eq!(conf.matrix, vec![vec![1, 0, 1], vec![1, 1, 0]]);
+        assert_eq!(r.window.examples, 2);
+        assert_eq!(r.window.accuracy, 1.0);
+        // Scores: spam 0.2, 0.9; ham 0.0, 0.1: perfectly ranked.
+        assert_eq!(r.roc_auc, Some(1.0));
+        assert_eq!(m.window_roc_auc(), Some(1.0));
+    }
+
+    #[test]
+    fn multilabel_micro_and_subset_accuracy() {
+        let mut m = Progressive::new(10, None);
+        m.record(&["grain", "wheat"], &["grain"], None);
+        m.record(&["crude"], &["crude"], None);
+        m.record(&[], &["corn"], None);
+        let r = m.report();
+        assert!(r.confusion.is_none() && r.roc_auc.is_none());
+        // tp 2, fp 1, fn 1 -> micro F1 = 4 / 6.
+        assert!((r.micro_f1 - 4.0 / 6.0).abs() < 1e-12);
+        assert!((r.accuracy - 1.0 / 3.0).abs() < 1e-12);
+    }
+}

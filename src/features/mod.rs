@@ -1,0 +1,654 @@
+//! Text to sparse feature vectors: tokenization, word and character n-grams,
+//! feature hashing into `2^bits` buckets, value weighting and normalisation.
+//!
+//! Hashing uses xxh3-64 with a seed; the bucket of a feature is its hash
+//! masked to `bits`. The bits, seed and the rest of [`FeatureConfig`] live in
+//! the checkpoint, and `tests::golden_bucket_ids` pins known bucket ids so a
+//! saved model keeps its meaning across releases.
+
+mod tokenize;
+
+pub use tokenize::tokenize;
+
+use std::fmt;
+use std::str::FromStr;
+
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+/// How a feature's value is derived from its count in the document.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ValueMode {
+    /// 1 for every feature present.
+    Binary,
+    /// The number of occurrences.
+    Count,
+    /// ln(1 + count): damps long documents that repeat words.
+    LogCount,
+}
+
+impl ValueMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ValueMode::Binary => "binary",
+            ValueMode::Count => "count",
+            ValueMode::LogCount => "log-count",
+        }
+    }
+}
+
+impl fmt::Display for ValueMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ValueMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "binary" => Ok(ValueMode::Binary),
+            "count" => Ok(ValueMode::Count),
+            "log-count" | "log" => Ok(ValueMode::LogCount),
+            other => Err(format!(
+                "unknown feature value mode {other:?} (expected binary, count or log-count)"
+            )),
+        }
+    }
+}
+
+/// Everything that decides which bucket and value a document's features get.
+/// Stored in the checkpoint: changing any field changes the model's meaning.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct FeatureConfig {
+    /// log2 of the number of hash buckets.
+    pub bits: u8,
+    /// Seed of the xxh3 feature hash.
+    pub seed: u64,
+    /// Word n-grams up to this length (1 = unigrams only, 0 = no words).
+    pub word_ngrams: u8,
+    /// Character n-gram lengths, inclusive; `None` turns them off.
+    pub char_ngrams: Option<(u8, u8)>,
+    /// Character n-grams are taken from at most this many bytes of the text.
+    pub char_prefix_bytes: usize,
+    /// Lowercase the text before taking character n-grams.
+    pub char_lowercase: bool,
+    /// How counts become values.
+    pub value: ValueMode,
+    /// Scale the vector (without the bias) to unit L2 norm.
+    pub normalize: bool,
+    /// Weight values by inverse document frequency learned from the stream.
+    pub idf: bool,
+}
+
+impl Default for FeatureConfig {
+    fn default() -> Self {
+        FeatureConfig {
+            bits: 20,
+            seed: 0,
+            word_ngrams: 2,
+            char_ngrams: Some((3, 4)),
+            char_prefix_bytes: 3000,
+            char_lowercase: false,
+            value: ValueMode::LogCount,
+            normalize: true,
+            idf: true,
+        }
+    }
+}
+
+/// Why a feature configuration cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    #[error("--bits must be between 4 and 30, got {0}")]
+    Bits(u8),
+    #[error("--ngrams must be between 0 and 5, got {0}")]
+    WordNgrams(u8),
+    #[error("--char-ngrams must be MIN-MAX with 1 <= MIN <= MAX <= 10, got {0}-{1}")]
+    CharNgrams(u8, u8),
+    #[error("no features: both word and character n-grams are off")]
+    NoFeatures,
+}
+
+impl FeatureConfig {
+    /// Checks the ranges once, so the featurizer can rely on them.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(4..=30).contains(&self.bits) {
+            return Err(ConfigError::Bits(self.bits));
+        }
+        if self.word_ngrams > 5 {
+            return Err(ConfigError::WordNgrams(self.word_ngrams));
+        }
+        if let Some((lo, hi)) = self.char_ngrams
+            && !(1 <= lo && lo <= hi && hi <= 10)
+        {
+            return Err(ConfigError::CharNgrams(lo, hi));
+        }
+        if self.word_ngrams == 0 && self.char_ngrams.is_none() {
+            return Err(ConfigError::NoFeatures);
+        }
+        Ok(())
+    }
+
+    /// The number of buckets, `2^bits`.
+    pub fn buckets(&self) -> usize {
+        1usize << self.bits
+    }
+}
+
+/// Parses `MIN-MAX`, `N` or `0` (off) into a character n-gram range.
+pub fn parse_char_ngrams(s: &str) -> Result<Option<(u8, u8)>, String> {
+    let bad =
+        || format!("invalid character n-gram range {s:?} (expected MIN-MAX, N, or 0 for off)");
+    let (lo, hi) = match s.split_once('-') {
+        Some((a, b)) => (
+            a.trim().parse::<u8>().map_err(|_| bad())?,
+            b.trim().parse::<u8>().map_err(|_| bad())?,
+        ),
+        None => {
+            let n = s.trim().parse::<u8>().map_err(|_| bad())?;
+            (n, n)
+        }
+    };
+    if lo == 0 && hi == 0 {
+        return Ok(None);
+    }
+    if lo == 0 || lo > hi {
+        return Err(bad());
+    }
+    Ok(Some((lo, hi)))
+}
+
+/// A sparse vector as parallel arrays of bucket ids (unique, in order of
+/// first occurrence) and values.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SparseVec {
+    pub idx: Vec<u32>,
+    pub val: Vec<f32>,
+}
+
+impl SparseVec {
+    pub fn len(&self) -> usize {
+        self.idx.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.idx.is_empty()
+    }
+    pub fn clear(&mut self) {
+        self.idx.clear();
+        self.val.clear();
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (u32, f32)> + '_ {
+        self.idx.iter().copied().zip(self.val.iter().copied())
+    }
+}
+
+/// Namespaces keep a word, a bigram and a character n-gram with the same
+/// bytes in different buckets.
+const NS_WORD: u64 = 0x9E37_79B9_7F4A_7C15;
+const NS_CHAR: u64 = 0xC2B2_AE3D_27D4_EB4F;
+const NS_BIAS: u64 = 0x1656_67B1_9E37_79F9;
+
+/// Combines the hash of an n-gram so far with the next token's hash.
+#[inline]
+fn combine(acc: u64, next: u64) -> u64 {
+    // A multiply-rotate mix: cheap, order-sensitive, stable forever.
+    (acc.rotate_left(27) ^ next).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// The bucket of the bias feature ("the fake word <s>" every document has).
+pub fn bias_bucket(cfg: &FeatureConfig) -> u32 {
+    (xxh3_64_with_seed(b"<s>", cfg.seed ^ NS_BIAS) & mask(cfg)) as u32
+}
+
+#[inline]
+fn mask(cfg: &FeatureConfig) -> u64 {
+    (1u64 << cfg.bits) - 1
+}
+
+/// Turns texts into [`SparseVec`]s, reusing its buffers between documents.
+#[derive(Debug)]
+pub struct Featurizer {
+    cfg: FeatureConfig,
+    /// Hashes of the current document's tokens.
+    token_hashes: Vec<u64>,
+    /// Bucket ids before counting (with repeats).
+    buckets: Vec<u32>,
+    /// Byte offsets of char boundaries in the character n-gram window.
+    char_offsets: Vec<usize>,
+    /// Lowercased copy of the text's prefix, when char n-grams are lowercased.
+    lower: String,
+    /// Reused token buffer.
+    scratch: String,
+    /// Token strings of the current document, kept only when names are asked for.
+    names: Vec<(u32, String)>,
+    /// Open-addressing table (bucket -> position in the output) for counting
+    /// repeats without sorting; `u32::MAX` is empty.
+    table: Vec<u32>,
+    bias: u32,
+}
+
+impl Featurizer {
+    /// `cfg` must have passed [`FeatureConfig::validate`].
+    pub fn new(cfg: FeatureConfig) -> Self {
+        let bias = bias_bucket(&cfg);
+        Featurizer {
+            cfg,
+            token_hashes: Vec::new(),
+            buckets: Vec::new(),
+            char_offsets: Vec::new(),
+            lower: String::new(),
+            scratch: String::new(),
+            names: Vec::new(),
+            table: Vec::new(),
+            bias,
+        }
+    }
+
+    pub fn config(&self) -> &FeatureConfig {
+        &self.cfg
+    }
+
+    /// Featurizes `text` into `out` (cleared first), complete: values,
+    /// normalisation and bias, with no IDF weighting.
+    pub fn featurize(&mut self, text: &str, out: &mut SparseVec) {
+        self.featurize_raw(text, out);
+        self.finalize(out, None);
+    }
+
+    /// The document's features with their values (binary, count or
+    /// log-count), before IDF weighting, normalisation and the bias: what
+    /// [`Featurizer::finalize`] completes.
+    pub fn featurize_raw(&mut self, text: &str, out: &mut SparseVec) {
+        self.extract(text, false);
+        self.count(out);
+    }
+
+    /// Like [`Featurizer::featurize_raw`], and also returns each bucket's
+    /// human-readable feature (for the model's feature-name sketch).
+    pub fn featurize_raw_named(&mut self, text: &str, out: &mut SparseVec) -> &[(u32, String)] {
+        self.names.clear();
+        self.extract(text, true);
+        self.count(out);
+        &self.names
+    }
+
+    /// Completes a raw vector in place: IDF weights (when given), L2
+    /// normalisation (when configured), then the bias feature with value 1.
+    pub fn finalize(&self, x: &mut SparseVec, idf: Option<&DocFreq>) {
+        if let Some(d) = idf {
+            for (i, v) in x.idx.iter().zip(x.val.iter_mut()) {
+                *v *= d.weight(*i);
+            }
+        }
+        if self.cfg.normalize && !x.val.is_empty() {
+            let norm = x.val.iter().map(|v| v * v).sum::<f32>().sqrt();
+            if norm > 0.0 {
+                let inv = 1.0 / norm;
+                for v in &mut x.val {
+                    *v *= inv;
+                }
+            }
+        }
+        // The bias: merged if a feature already hashes to its bucket.
+        match x.idx.iter().position(|&i| i == self.bias) {
+            Some(pos) => x.val[pos] += 1.0,
+            None => {
+                x.idx.push(self.bias);
+                x.val.push(1.0);
+            }
+        }
+    }
+
+    /// The bucket of the bias feature.
+    pub fn bias(&self) -> u32 {
+        self.bias
+    }
+
+    fn extract(&mut self, text: &str, named: bool) {
+        let cfg = self.cfg.clone();
+        let cfg = &cfg;
+        let m = mask(cfg);
+        self.buckets.clear();
+        self.token_hashes.clear();
+        let seed = cfg.seed;
+        if cfg.word_ngrams > 0 {
+            let hashes = &mut self.token_hashes;
+            let names = &mut self.names;
+            tokenize(text, &mut self.scratch, |tok| {
+                hashes.push(xxh3_64_with_seed(tok.as_bytes(), seed ^ NS_WORD));
+                if named {
+                    names.push((0, tok.to_string()));
+                }
+            });
+            let n = self.token_hashes.len();
+            for i in 0..n {
+                let mut h = self.token_hashes[i];
+                self.buckets.push((h & m) as u32);
+                for len in 2..=cfg.word_ngrams as usize {
+                    if i + len > n {
+                        break;
+                    }
+                    h = combine(h, self.token_hashes[i + len - 1]);
+                    self.buckets.push((h & m) as u32);
+                }
+            }
+            if named {
+                self.name_word_ngrams();
+            }
+        }
+        if let Some((lo, hi)) = cfg.char_ngrams {
+            let mut end = text.len().min(cfg.char_prefix_bytes);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            let window: &str = if cfg.char_lowercase {
+                self.lower.clear();
+                self.lower.push_str(&text[..end]);
+                self.lower.make_ascii_lowercase();
+                &self.lower
+            } else {
+                &text[..end]
+            };
+            let bytes = window.as_bytes();
+            let first = self.buckets.len();
+            if window.is_ascii() {
+                for n in lo as usize..=hi as usize {
+                    for start in 0..bytes.len().saturating_sub(n - 1) {
+                        let h = xxh3_64_with_seed(&bytes[start..start + n], seed ^ NS_CHAR);
+                        self.buckets.push((h & m) as u32);
+                    }
+                }
+            } else {
+                self.char_offsets.clear();
+                self.char_offsets
+                    .extend(window.char_indices().map(|(i, _)| i));
+                self.char_offsets.push(window.len());
+                let chars = self.char_offsets.len() - 1;
+                for n in lo as usize..=hi as usize {
+                    for start in 0..chars.saturating_sub(n - 1) {
+                        let piece = &bytes[self.char_offsets[start]..self.char_offsets[start + n]];
+                        let h = xxh3_64_with_seed(piece, seed ^ NS_CHAR);
+                        self.buckets.push((h & m) as u32);
+                    }
+                }
+            }
+            if named {
+                self.name_char_ngrams(first, lo, hi, window.to_string());
+            }
+        }
+    }
+
+    /// Pairs each word n-gram bucket with its text ("free entry").
+    fn name_word_ngrams(&mut self) {
+        let words: Vec<String> = self.names.drain(..).map(|(_, s)| s).collect();
+        let mut k = 0;
+        let n = words.len();
+        for i in 0..n {
+            for len in 1..=self.cfg.word_ngrams as usize {
+                if i + len > n {
+                    break;
+                }
+                self.names
+                    .push((self.buckets[k], words[i..i + len].join(" ")));
+                k += 1;
+            }
+        }
+    }
+
+    /// Pairs each character n-gram bucket with its text, quoted ("c:'free'").
+    fn name_char_ngrams(&mut self, first: usize, lo: u8, hi: u8, window: String) {
+        let offsets: Vec<usize> = window
+            .char_indices()
+            .map(|(i, _)| i)
+            .chain([window.len()])
+            .collect();
+        let chars = offsets.len() - 1;
+        let mut k = first;
+        for n in lo as usize..=hi as usize {
+            for start in 0..chars.saturating_sub(n - 1) {
+                let piece = &window[offsets[start]..offsets[start + n]];
+                self.names.push((self.buckets[k], format!("c:{piece:?}")));
+                k += 1;
+            }
+        }
+    }
+
+    /// Counts bucket repeats and applies the value mode.
+    fn count(&mut self, out: &mut SparseVec) {
+        out.clear();
+        let cap = (2 * self.buckets.len() + 2).next_power_of_two().max(16);
+        let shift = 64 - cap.trailing_zeros();
+        self.table.clear();
+        self.table.resize(cap, u32::MAX);
+        for &b in &self.buckets {
+            let pos = probe(&self.table, &out.idx, b, shift);
+            let slot = self.table[pos];
+            if slot == u32::MAX {
+                self.table[pos] = out.idx.len() as u32;
+                out.idx.push(b);
+                out.val.push(1.0);
+            } else {
+                out.val[slot as usize] += 1.0;
+            }
+        }
+        match self.cfg.value {
+            ValueMode::Binary => out.val.fill(1.0),
+            ValueMode::Count => {}
+            ValueMode::LogCount => out.val.iter_mut().for_each(|v| *v = v.ln_1p()),
+        }
+    }
+}
+
+/// Document frequencies learned from the stream, for IDF weighting:
+/// `idf(f) = ln((1 + N) / (1 + df(f))) + 1` (scikit-learn's smooth IDF),
+/// with N the documents observed. Part of the model's learned state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DocFreq {
+    /// Documents containing each bucket.
+    pub(crate) df: Vec<u32>,
+    /// `ln(1 + df)`, kept beside the counts so weighting costs no logarithm.
+    ln_df: Vec<f32>,
+    /// Documents observed.
+    pub(crate) docs: u64,
+    /// `ln(1 + docs)`.
+    ln_docs: f32,
+}
+
+impl DocFreq {
+    pub fn new(buckets: usize) -> Self {
+        DocFreq {
+            df: vec![0; buckets],
+            ln_df: vec![0.0; buckets],
+            docs: 0,
+            ln_docs: 0.0,
+        }
+    }
+
+    /// Rebuilds the cached logarithms after a restore.
+    pub(crate) fn with_counts(df: Vec<u32>, docs: u64) -> Self {
+        let ln_df = df.iter().map(|&d| (1.0 + d as f32).ln()).collect();
+        DocFreq {
+            df,
+            ln_df,
+            docs,
+            ln_docs: (1.0 + docs as f32).ln(),
+        }
+    }
+
+    #[inline]
+    pub fn weight(&self, bucket: u32) -> f32 {
+        self.ln_docs - self.ln_df[bucket as usize] + 1.0
+    }
+
+    /// Counts one document (its raw features).
+    pub fn observe(&mut self, x: &SparseVec) {
+        for &i in &x.idx {
+            let d = &mut self.df[i as usize];
+            *d = d.saturating_add(1);
+            self.ln_df[i as usize] = (1.0 + *d as f32).ln();
+        }
+        self.docs += 1;
+        self.ln_docs = (1.0 + self.docs as f32).ln();
+    }
+
+    pub fn docs(&self) -> u64 {
+        self.docs
+    }
+}
+
+/// The table position of bucket `b`: where it is, or the empty slot where it
+/// goes. The table is at most half full, so the probe ends.
+#[inline]
+fn probe(table: &[u32], idx: &[u32], b: u32, shift: u32) -> usize {
+    let mask = table.len() - 1;
+    let mut pos = ((b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize;
+    loop {
+        let slot = table[pos];
+        if slot == u32::MAX || idx[slot as usize] == b {
+            return pos;
+        }
+        pos = (pos + 1) & mask;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words_only(bits: u8) -> FeatureConfig {
+        FeatureConfig {
+            bits,
+            char_ngrams: None,
+            value: ValueMode::Count,
+            normalize: false,
+            ..FeatureConfig::default()
+        }
+    }
+
+    /// Pins bucket ids: if this test fails, saved checkpoints change meaning.
+    /// Never update the numbers without bumping the checkpoint format version.
+    #[test]
+    fn golden_bucket_ids() {
+        let cfg = words_only(20);
+        let mut f = Featurizer::new(cfg.clone());
+        let mut v = SparseVec::default();
+        let names: Vec<(u32, String)> = f.featurize_raw_named("Free entry", &mut v).to_vec();
+        let got: Vec<(String, u32)> = names.into_iter().map(|(b, s)| (s, b)).collect();
+        assert_eq!(
+            got,
+            [
+                ("free".to_string(), 109627),
+                ("free entry".to_string(), 819877),
+                ("entry".to_string(), 157062)
+            ]
+        );
+        assert_eq!(bias_bucket(&cfg), 882499);
+        let cfg = FeatureConfig {
+            char_ngrams: Some((4, 4)),
+            word_ngrams: 0,
+            ..words_only(22)
+        };
+        let mut f = Featurizer::new(cfg);
+        let names: Vec<(u32, String)> = f.featurize_raw_named("Win!", &mut v).to_vec();
+        assert_eq!(names, [(3882435, "c:\"Win!\"".to_string())]);
+    }
+
+    #[test]
+    fn counts_merge_and_bias_is_present() {
+        let cfg = words_only(18);
+        let mut f = Featurizer::new(cfg.clone());
+        let mut v = SparseVec::default();
+        f.featurize("spam spam spam", &mut v);
+        // "spam", "spam spam" and the bias.
+        assert_eq!(v.len(), 3);
+        let mut vals = v.val.clone();
+        vals.sort_by(f32::total_cmp);
+        assert_eq!(vals, [1.0, 2.0, 3.0]);
+        assert!(v.idx.contains(&bias_bucket(&cfg)));
+        let mut sorted = v.idx.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), v.idx.len(), "indices unique");
+    }
+
+    #[test]
+    fn normalised_vector_has_unit_norm_without_bias() {
+        let cfg = FeatureConfig {
+            normalize: true,
+            ..words_only(20)
+        };
+        let bias = bias_bucket(&cfg);
+        let mut f = Featurizer::new(cfg);
+        let mut v = SparseVec::default();
+        f.featurize("a b c d e a", &mut v);
+        let norm: f32 = v
+            .iter()
+            .filter(|&(i, _)| i != bias)
+            .map(|(_, x)| x * x)
+            .sum();
+        assert!((norm - 1.0).abs() < 1e-5, "norm {norm}");
+    }
+
+    #[test]
+    fn char_ngrams_respect_prefix_and_unicode() {
+        let cfg = FeatureConfig {
+            word_ngrams: 0,
+            char_ngrams: Some((2, 3)),
+            char_prefix_bytes: 5,
+            value: ValueMode::Binary,
+            normalize: false,
+            ..words_only(20)
+        };
+        let mut f = Featurizer::new(cfg);
+        let mut v = SparseVec::default();
+        let names: Vec<String> = f
+            .featurize_raw_named("añbcdef", &mut v)
+            .iter()
+            .map(|(_, s)| s.clone())
+            .collect();
+        // The prefix is 5 bytes: "añbc" (ñ is two bytes).
+        assert_eq!(
+            names,
+            ["c:\"añ\"", "c:\"ñb\"", "c:\"bc\"", "c:\"añb\"", "c:\"ñbc\""]
+        );
+        // A prefix ending inside a char is cut back to a boundary.
+        f.featurize("ññññ", &mut v);
+        assert_eq!(v.len(), 1 + 1, "one distinct bigram (ññ) and the bias");
+    }
+
+    #[test]
+    fn empty_text_has_only_the_bias() {
+        let mut f = Featurizer::new(FeatureConfig::default());
+        let mut v = SparseVec::default();
+        f.featurize("", &mut v);
+        assert_eq!(v.idx, [bias_bucket(&FeatureConfig::default())]);
+        assert_eq!(v.val, [1.0]);
+    }
+
+    #[test]
+    fn config_validation() {
+        assert_eq!(
+            FeatureConfig {
+                bits: 31,
+                ..Default::default()
+            }
+            .validate(),
+            Err(ConfigError::Bits(31))
+        );
+        assert_eq!(
+            FeatureConfig {
+                word_ngrams: 0,
+                char_ngrams: None,
+                ..Default::default()
+            }
+            .validate(),
+            Err(ConfigError::NoFeatures)
+        );
+        assert_eq!(parse_char_ngrams("0"), Ok(None));
+        assert_eq!(parse_char_ngrams("3-5"), Ok(Some((3, 5))));
+        assert_eq!(parse_char_ngrams("4"), Ok(Some((4, 4))));
+        assert!(parse_char_ngrams("5-3").is_err());
+        assert!(parse_char_ngrams("x").is_err());
+    }
+}

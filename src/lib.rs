@@ -1,0 +1,29 @@
+//! classifyd: learns a text classifier online from a message stream.
+//!
+//! The pipeline is `source -> parse -> features -> model -> sink`, with the
+//! checkpoint beside it; transports only move bytes and positions.
+//!
+//! - [`config`]: flags, environment variables, config file, validation.
+//! - [`message`]: the input contract and the bounded set of bad-input reasons.
+//! - [`features`]: tokenizer, word and character n-grams, feature hashing.
+//! - [`model`]: the online learners (perceptron, logistic, hinge, naive
+//!   Bayes; one-vs-rest multi-label) and the lazily averaged weights.
+//! - [`eval`]: progressive (test-then-train) metrics.
+//! - [`pipeline`]: one message in, one outcome out; the late-label join cache.
+//! - [`checkpoint`]: protobuf checkpoints, atomic and checksummed.
+//! - [`transport`]: the JSON-lines source and sinks.
+//! - [`daemon`]: `classifyd run` on JSON lines.
+//! - [`commands`]: `eval`, `predict`, `inspect`.
+//! - [`shutdown`]: SIGTERM/SIGINT handling.
+
+pub mod checkpoint;
+pub mod commands;
+pub mod config;
+pub mod daemon;
+pub mod eval;
+pub mod features;
+pub mod message;
+pub mod model;
+pub mod pipeline;
+pub mod shutdown;
+pub mod transport;

@@ -1,0 +1,93 @@
+//! The `classifyd` binary: parse flags, set up logging, run a command, map
+//! errors to an exit status. All logic lives in the library.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use classifyd::config::{self, Cli, Command};
+use classifyd::{commands, daemon, shutdown::Shutdown};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(path) = config::config_path_from_args(&args)
+        && let Err(e) = config::apply_config_file(&path)
+    {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| "info".into());
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .init();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Run(a) => {
+            let a = *a;
+            if a.brokers.is_some() {
+                anyhow::bail!(
+                    "the Kafka transport is not built yet; run without --brokers for JSON lines"
+                );
+            }
+            let (features, hyper) = a.model.settings().map_err(anyhow::Error::msg)?;
+            let pipeline = a.pipeline.settings().map_err(anyhow::Error::msg)?;
+            let settings = daemon::JsonlSettings {
+                input: a.input,
+                output: a.output,
+                dead_letter: a.dead_letter,
+                checkpoint_dir: a.checkpoint_dir,
+                checkpoint_interval: Duration::from_secs(a.checkpoint_interval_secs.max(1)),
+                checkpoint_every_updates: a.checkpoint_every_updates,
+                keep_checkpoints: a.keep_checkpoints,
+                features,
+                hyper,
+                pipeline,
+            };
+            let shutdown = Shutdown::new();
+            shutdown
+                .install_signal_handlers()
+                .context("cannot install signal handlers")?;
+            daemon::run_jsonl(&settings, &shutdown)?;
+        }
+        Command::Eval(a) => {
+            let (result, _) = commands::eval(&a)?;
+            let mut out = std::io::stdout().lock();
+            if a.json {
+                serde_json::to_writer_pretty(&mut out, &result)?;
+                writeln!(out)?;
+            } else {
+                write!(out, "{}", result.render())?;
+            }
+        }
+        Command::Predict(a) => {
+            let (ok, bad) = commands::predict(&a)?;
+            tracing::info!(predicted = ok, skipped = bad, "predict finished");
+        }
+        Command::Inspect(a) => {
+            let i = commands::inspect(&a)?;
+            let mut out = std::io::stdout().lock();
+            if a.json {
+                serde_json::to_writer_pretty(&mut out, &i)?;
+                writeln!(out)?;
+            } else {
+                i.render(&mut out)?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,285 @@
+//! The input contract: parsing raw message bytes into an example, a
+//! prediction request or a feedback label, and the bounded set of reasons a
+//! message can be refused for.
+
+use std::fmt;
+
+use serde::Deserialize;
+
+/// Default cap on a message's size in bytes.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1 << 20;
+
+/// Why a message was refused: a bounded set, used as a metric label and in
+/// dead-letter records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BadReason {
+    InvalidUtf8,
+    TooLarge,
+    BadJson,
+    WrongType,
+    MissingText,
+    BadLabel,
+    TooManyClasses,
+}
+
+impl BadReason {
+    pub const ALL: [BadReason; 7] = [
+        BadReason::InvalidUtf8,
+        BadReason::TooLarge,
+        BadReason::BadJson,
+        BadReason::WrongType,
+        BadReason::MissingText,
+        BadReason::BadLabel,
+        BadReason::TooManyClasses,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BadReason::InvalidUtf8 => "invalid_utf8",
+            BadReason::TooLarge => "too_large",
+            BadReason::BadJson => "bad_json",
+            BadReason::WrongType => "wrong_type",
+            BadReason::MissingText => "missing_text",
+            BadReason::BadLabel => "bad_label",
+            BadReason::TooManyClasses => "too_many_classes",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        BadReason::ALL.iter().position(|&r| r == self).unwrap_or(0)
+    }
+
+    pub fn from_str_opt(s: &str) -> Option<BadReason> {
+        BadReason::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+impl fmt::Display for BadReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A refused message: the reason and a human-readable detail.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bad {
+    pub reason: BadReason,
+    pub detail: String,
+}
+
+impl Bad {
+    pub fn new(reason: BadReason, detail: impl Into<String>) -> Self {
+        Bad {
+            reason,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Gold labels of a message.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Gold {
+    /// `"label": "spam"`.
+    One(String),
+    /// `"labels": ["grain", "wheat"]` (possibly empty).
+    Set(Vec<String>),
+}
+
+impl Gold {
+    pub fn as_slice(&self) -> &[String] {
+        match self {
+            Gold::One(l) => std::slice::from_ref(l),
+            Gold::Set(v) => v,
+        }
+    }
+}
+
+/// Which part of a split data set a line belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Split {
+    Train,
+    Test,
+}
+
+/// A parsed message.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Message {
+    /// Text with or without gold labels.
+    Example {
+        id: Option<String>,
+        text: String,
+        gold: Option<Gold>,
+        split: Option<Split>,
+    },
+    /// A late gold label for an earlier message.
+    Feedback { id: String, gold: Gold },
+}
+
+/// A label may be written as a string, an integer or a boolean.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Scalar {
+    Str(String),
+    Int(i64),
+    Bool(bool),
+}
+
+impl Scalar {
+    fn into_string(self) -> String {
+        match self {
+            Scalar::Str(s) => s,
+            Scalar::Int(i) => i.to_string(),
+            Scalar::Bool(b) => b.to_string(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Raw {
+    id: Option<Scalar>,
+    text: Option<String>,
+    label: Option<Scalar>,
+    labels: Option<Vec<Scalar>>,
+    split: Option<String>,
+}
+
+/// Parses one message. `max_bytes` caps its size.
+pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Message, Bad> {
+    if bytes.len() > max_bytes {
+        return Err(Bad::new(
+            BadReason::TooLarge,
+            format!(
+                "message of {} bytes is over the cap of {max_bytes}",
+                bytes.len()
+            ),
+        ));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        Bad::new(
+            BadReason::InvalidUtf8,
+            format!("invalid UTF-8 at byte {}", e.valid_up_to()),
+        )
+    })?;
+    let raw: Raw = serde_json::from_str(text).map_err(|e| {
+        use serde_json::error::Category;
+        let reason = match e.classify() {
+            Category::Data => BadReason::WrongType,
+            _ => BadReason::BadJson,
+        };
+        Bad::new(reason, e.to_string())
+    })?;
+    let gold = match (raw.label, raw.labels) {
+        (Some(_), Some(_)) => {
+            return Err(Bad::new(
+                BadReason::BadLabel,
+                "both \"label\" and \"labels\" are present",
+            ));
+        }
+        (Some(l), None) => Some(Gold::One(l.into_string())),
+        (None, Some(ls)) => Some(Gold::Set(ls.into_iter().map(Scalar::into_string).collect())),
+        (None, None) => None,
+    };
+    if let Some(bad) = gold.as_ref().and_then(|g| {
+        g.as_slice()
+            .iter()
+            .find(|l| l.is_empty() || l.len() > 256 || l.chars().any(char::is_control))
+    }) {
+        return Err(Bad::new(
+            BadReason::BadLabel,
+            format!("label {bad:?} is empty, longer than 256 bytes or has control characters"),
+        ));
+    }
+    let split = match raw.split.as_deref() {
+        None => None,
+        Some("train") => Some(Split::Train),
+        Some("test") => Some(Split::Test),
+        Some(other) => {
+            return Err(Bad::new(
+                BadReason::WrongType,
+                format!("split must be \"train\" or \"test\", got {other:?}"),
+            ));
+        }
+    };
+    let id = raw.id.map(Scalar::into_string);
+    match (raw.text, gold, id) {
+        (Some(text), gold, id) => Ok(Message::Example {
+            id,
+            text,
+            gold,
+            split,
+        }),
+        (None, Some(gold), Some(id)) => Ok(Message::Feedback { id, gold }),
+        (None, Some(_), None) => Err(Bad::new(
+            BadReason::MissingText,
+            "no \"text\", and a feedback label needs an \"id\"",
+        )),
+        (None, None, _) => Err(Bad::new(BadReason::MissingText, "no \"text\" field")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reason(s: &[u8]) -> BadReason {
+        parse(s, 100).unwrap_err().reason
+    }
+
+    #[test]
+    fn parses_the_contract() {
+        assert_eq!(
+            parse(
+                br#"{"id": "m-42", "text": "Free entry", "label": "spam", "extra": 1}"#,
+                1000
+            ),
+            Ok(Message::Example {
+                id: Some("m-42".into()),
+                text: "Free entry".into(),
+                gold: Some(Gold::One("spam".into())),
+                split: None
+            })
+        );
+        assert_eq!(
+            parse(
+                br#"{"text": "x", "labels": ["grain", "wheat"], "split": "test", "id": 7}"#,
+                1000
+            ),
+            Ok(Message::Example {
+                id: Some("7".into()),
+                text: "x".into(),
+                gold: Some(Gold::Set(vec!["grain".into(), "wheat".into()])),
+                split: Some(Split::Test)
+            })
+        );
+        assert_eq!(
+            parse(br#"{"id": "m-43", "label": 1}"#, 1000),
+            Ok(Message::Feedback {
+                id: "m-43".into(),
+                gold: Gold::One("1".into())
+            })
+        );
+    }
+
+    #[test]
+    fn refuses_bad_input_with_a_reason() {
+        assert_eq!(reason(b"{\"text\": \"\xff\"}"), BadReason::InvalidUtf8);
+        assert_eq!(reason(&[b' '; 101]), BadReason::TooLarge);
+        assert_eq!(reason(b"{not json"), BadReason::BadJson);
+        assert_eq!(reason(b"[1, 2]"), BadReason::WrongType);
+        assert_eq!(reason(br#"{"text": 5}"#), BadReason::WrongType);
+        assert_eq!(reason(br#"{"id": "a"}"#), BadReason::MissingText);
+        assert_eq!(reason(br#"{"label": "a"}"#), BadReason::MissingText);
+        assert_eq!(
+            reason(br#"{"text": "a", "label": ""}"#),
+            BadReason::BadLabel
+        );
+        assert_eq!(
+            reason(br#"{"text": "a", "label": "x", "labels": []}"#),
+            BadReason::BadLabel
+        );
+        assert_eq!(
+            reason(br#"{"text": "a", "split": "dev"}"#),
+            BadReason::WrongType
+        );
+    }
+}

@@ -1,0 +1,499 @@
+//! Weights shared by every linear learner: one flat buffer laid out
+//! `[bucket][class]`, so scoring a feature for all classes reads one cache
+//! line; a global scale for lazy L2 weight decay; and lazy averaging.
+//!
+//! # The representation
+//!
+//! The true weights after step t are `w_t = s_t * v_t`: `s` is a scalar
+//! (decay multiplies it, never touching `v`) and `v` changes only where a
+//! step's gradient is non-zero. The running sum of all weights so far is kept
+//! as `S_t = A_t + B_t * v_t`, with `A` a vector and `B` a scalar. A step
+//! first decays (`s_{t+1} = s_t (1 - decay)`), then changes `v` by a sparse
+//! `delta`, then `S_{t+1} = S_t + w_{t+1}`, which works out to
+//!
+//! ```text
+//! A_{t+1} = A_t - B_t * delta      (sparse, like delta)
+//! B_{t+1} = B_t + s_{t+1}          (a scalar)
+//! ```
+//!
+//! and the average after T steps is `S_T / T`. Without decay (`s = 1`),
+//! `B_t = t` and this is Daumé's trick: `mean = v - (sum_t (t-1) g_t) / T`.
+//! `tests::lazy_average_equals_naive_average` checks it against the naive sum.
+
+use crate::features::SparseVec;
+
+/// Below this scale, `s` is folded into `v` to keep precision.
+const MIN_SCALE: f64 = 1e-5;
+
+/// Lazily decayed and lazily averaged weights.
+///
+/// One flat buffer, row per bucket; a row holds `v` for every class, then
+/// (when averaging) `A` for every class, then (with AdaGrad) the sums of
+/// squared gradients for every class. Everything one feature touches in a
+/// step is in one row, so a sparse step costs one cache miss per feature.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Weights {
+    /// Number of buckets (a power of two).
+    buckets: usize,
+    /// Number of classes.
+    classes: usize,
+    /// Room for classes in each slot of a row (grows by doubling, so adding
+    /// classes one by one re-lays the buffer out only log2(K) times).
+    cap: usize,
+    /// The rows: `[bucket][slot][class]`, `cap` floats per slot.
+    buf: Vec<f32>,
+    /// `s`: the global scale of `v`.
+    scale: f64,
+    /// `B`: the scalar part of the running sum.
+    bsum: f64,
+    /// `T`: steps taken.
+    steps: u64,
+    /// Whether the `A` slot is kept.
+    averaged: bool,
+    /// Whether the AdaGrad slot is kept.
+    adagrad: bool,
+}
+
+/// The raw parts of [`Weights`], for checkpoints.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WeightsParts {
+    pub buckets: usize,
+    pub classes: usize,
+    pub buf: Vec<f32>,
+    pub scale: f64,
+    pub bsum: f64,
+    pub steps: u64,
+    pub averaged: bool,
+    pub adagrad: bool,
+}
+
+impl Weights {
+    pub fn new(buckets: usize, classes: usize, averaged: bool, adagrad: bool) -> Self {
+        let slots = 1 + averaged as usize + adagrad as usize;
+        Weights {
+            buckets,
+            classes,
+            cap: classes,
+            buf: zeroed(buckets * classes * slots),
+            scale: 1.0,
+            bsum: 0.0,
+            steps: 0,
+            averaged,
+            adagrad,
+        }
+    }
+
+    fn slots(&self) -> usize {
+        1 + self.averaged as usize + self.adagrad as usize
+    }
+
+    /// Floats per bucket row.
+    fn stride(&self) -> usize {
+        self.slots() * self.cap
+    }
+
+    pub fn classes(&self) -> usize {
+        self.classes
+    }
+
+    pub fn buckets(&self) -> usize {
+        self.buckets
+    }
+
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    pub fn averaged(&self) -> bool {
+        self.averaged
+    }
+
+    /// Adds a class with zero weights (its average and AdaGrad sums are zero too).
+    pub fn add_class(&mut self) {
+        if self.classes == self.cap {
+            let new_cap = (2 * self.cap).max(2);
+            self.buf = relayout(
+                &self.buf,
+                self.buckets,
+                self.slots(),
+                self.cap,
+                new_cap,
+                self.classes,
+            );
+            self.cap = new_cap;
+        }
+        self.classes += 1;
+    }
+
+    /// Scores of every class with the current weights, into `out`.
+    #[inline]
+    pub fn scores(&self, x: &SparseVec, out: &mut [f32]) {
+        let k = self.classes;
+        let stride = self.stride();
+        out[..k].fill(0.0);
+        for (i, val) in x.iter() {
+            let base = i as usize * stride;
+            let row = &self.buf[base..base + k];
+            for (o, w) in out[..k].iter_mut().zip(row) {
+                *o += val * w;
+            }
+        }
+        let s = self.scale as f32;
+        for o in &mut out[..k] {
+            *o *= s;
+        }
+    }
+
+    /// Scores of every class with the averaged weights (the current ones when
+    /// not averaging or before the first step).
+    #[inline]
+    pub fn scores_averaged(&self, x: &SparseVec, out: &mut [f32]) {
+        if !self.averaged || self.steps == 0 {
+            return self.scores(x, out);
+        }
+        let k = self.classes;
+        let stride = self.stride();
+        out[..k].fill(0.0);
+        let b = self.bsum as f32;
+        for (i, val) in x.iter() {
+            let base = i as usize * stride;
+            let v = &self.buf[base..base + k];
+            let a = &self.buf[base + self.cap..base + self.cap + k];
+            for c in 0..k {
+                out[c] += val * (a[c] + b * v[c]);
+            }
+        }
+        let inv_t = (1.0 / self.steps as f64) as f32;
+        for o in &mut out[..k] {
+            *o *= inv_t;
+        }
+    }
+
+    /// Starts a step: multiplies all weights by `1 - decay` (lazily).
+    #[inline]
+    pub fn begin_step(&mut self, decay: f64) {
+        if decay > 0.0 {
+            self.scale *= 1.0 - decay.min(0.999_999);
+            if self.scale < MIN_SCALE {
+                self.rescale();
+            }
+        }
+    }
+
+    /// Adds `delta` to the true weight of (`bucket`, `class`) in this step.
+    #[inline]
+    pub fn add(&mut self, bucket: u32, class: usize, delta: f32) {
+        let i = bucket as usize * self.stride() + class;
+        self.add_at(i, delta);
+    }
+
+    #[inline]
+    fn add_at(&mut self, i: usize, delta: f32) {
+        let dv = (delta as f64 / self.scale) as f32;
+        self.buf[i] += dv;
+        if self.averaged {
+            self.buf[i + self.cap] -= (self.bsum as f32) * dv;
+        }
+    }
+
+    /// An AdaGrad step on (`bucket`, `class`) for gradient `g`: adds `g^2` to
+    /// the coordinate's sum and moves by `rate * g / (beta + sqrt(sum))`.
+    #[inline]
+    pub fn adagrad_add(&mut self, bucket: u32, class: usize, rate: f32, beta: f32, g: f32) {
+        debug_assert!(self.adagrad);
+        let i = bucket as usize * self.stride() + class;
+        let gi = i + self.cap * (1 + self.averaged as usize);
+        let sum = self.buf[gi] + g * g;
+        self.buf[gi] = sum;
+        let denom = beta + sum.sqrt();
+        // A zero denominator means a zero gradient: no step (not 0/0).
+        if denom > 0.0 {
+            self.add_at(i, rate * g / denom);
+        }
+    }
+
+    /// AROW's variance of (`bucket`, `class`): `1 / (1 + precision gained)`,
+    /// kept in the same slot AdaGrad uses for its sums.
+    #[inline]
+    pub fn variance(&self, bucket: u32, class: usize) -> f32 {
+        let gi = bucket as usize * self.stride() + class + self.cap * (1 + self.averaged as usize);
+        1.0 / (1.0 + self.buf[gi])
+    }
+
+    /// An AROW step on (`bucket`, `class`): moves by `step * variance` and
+    /// adds `precision` to the coordinate's precision.
+    #[inline]
+    pub fn arow_add(&mut self, bucket: u32, class: usize, step: f32, precision: f32) {
+        let i = bucket as usize * self.stride() + class;
+        let gi = i + self.cap * (1 + self.averaged as usize);
+        let variance = 1.0 / (1.0 + self.buf[gi]);
+        self.buf[gi] += precision;
+        self.add_at(i, step * variance);
+    }
+
+    /// The true weight of (`bucket`, `class`) now.
+    #[inline]
+    pub fn get(&self, bucket: u32, class: usize) -> f32 {
+        (self.buf[bucket as usize * self.stride() + class] as f64 * self.scale) as f32
+    }
+
+    /// The averaged weight of (`bucket`, `class`).
+    pub fn get_averaged(&self, bucket: u32, class: usize) -> f32 {
+        if !self.averaged || self.steps == 0 {
+            return self.get(bucket, class);
+        }
+        let i = bucket as usize * self.stride() + class;
+        ((self.buf[i + self.cap] as f64 + self.bsum * self.buf[i] as f64) / self.steps as f64)
+            as f32
+    }
+
+    /// Ends a step: the weights now in force join the running sum.
+    #[inline]
+    pub fn end_step(&mut self) {
+        self.bsum += self.scale;
+        self.steps += 1;
+    }
+
+    /// Folds the scale into `v` and the running sum into `A` (a dense pass,
+    /// rare): afterwards `s = 1` and `B = 0`, so neither drifts toward the
+    /// limits of floating point however long the stream.
+    fn rescale(&mut self) {
+        let s = self.scale as f32;
+        let b = self.bsum as f32;
+        let (k, cap, stride) = (self.classes, self.cap, self.stride());
+        let averaged = self.averaged;
+        if stride > 0 {
+            for row in self.buf.chunks_exact_mut(stride) {
+                for c in 0..k {
+                    if averaged {
+                        row[cap + c] += b * row[c];
+                    }
+                    row[c] *= s;
+                }
+            }
+        }
+        self.bsum = 0.0;
+        self.scale = 1.0;
+    }
+
+    /// The rows without spare room: `[bucket][slot][class]`, `slots * classes`
+    /// floats per row (the checkpoint layout).
+    pub fn compact(&self) -> Vec<f32> {
+        relayout(
+            &self.buf,
+            self.buckets,
+            self.slots(),
+            self.cap,
+            self.classes,
+            self.classes,
+        )
+    }
+
+    /// Floats per row of [`Weights::compact`].
+    pub fn compact_stride(&self) -> usize {
+        self.slots() * self.classes
+    }
+
+    pub fn to_parts(&self) -> WeightsParts {
+        WeightsParts {
+            buckets: self.buckets,
+            classes: self.classes,
+            buf: self.compact(),
+            scale: self.scale,
+            bsum: self.bsum,
+            steps: self.steps,
+            averaged: self.averaged,
+            adagrad: self.adagrad,
+        }
+    }
+
+    /// Rebuilds weights from checkpointed parts; `None` if the sizes disagree.
+    pub fn from_parts(p: WeightsParts) -> Option<Self> {
+        let slots = 1 + p.averaged as usize + p.adagrad as usize;
+        let n = p.buckets.checked_mul(p.classes)?.checked_mul(slots)?;
+        if p.buf.len() != n || p.scale.is_nan() || p.scale <= 0.0 {
+            return None;
+        }
+        Some(Weights {
+            buckets: p.buckets,
+            classes: p.classes,
+            cap: p.classes,
+            buf: p.buf,
+            scale: p.scale,
+            bsum: p.bsum,
+            steps: p.steps,
+            averaged: p.averaged,
+            adagrad: p.adagrad,
+        })
+    }
+}
+
+/// A zeroed buffer of `n` floats, backed by transparent huge pages where
+/// the OS offers them: feature hashing touches the buffer at random, and
+/// with 4 KiB pages nearly every touch is a TLB miss.
+pub fn zeroed(n: usize) -> Vec<f32> {
+    let mut v = vec![0.0f32; n];
+    advise_huge_pages(&mut v);
+    v
+}
+
+#[cfg(target_os = "linux")]
+fn advise_huge_pages(v: &mut [f32]) {
+    const PAGE: usize = 4096;
+    let bytes = std::mem::size_of_val(v);
+    if bytes < 4 << 20 {
+        return;
+    }
+    let start = v.as_mut_ptr() as usize;
+    let aligned = start.next_multiple_of(PAGE);
+    let len = (start + bytes - aligned) / PAGE * PAGE;
+    // SAFETY: [aligned, aligned + len) lies inside `v`'s allocation, which we
+    // borrow mutably; MADV_HUGEPAGE only changes how the kernel backs those
+    // pages, never their contents. A failure (e.g. no THP support) is harmless.
+    unsafe {
+        libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages(_: &mut [f32]) {}
+
+/// Copies `[bucket][slot][class]` rows with `from` floats per slot into rows
+/// with `to` per slot, keeping the first `k` classes of each slot.
+fn relayout(
+    buf: &[f32],
+    buckets: usize,
+    slots: usize,
+    from: usize,
+    to: usize,
+    k: usize,
+) -> Vec<f32> {
+    let mut out = zeroed(buckets * slots * to);
+    if k > 0 && from > 0 {
+        for (dst, src) in out
+            .chunks_exact_mut(slots * to)
+            .zip(buf.chunks_exact(slots * from))
+        {
+            for s in 0..slots {
+                dst[s * to..s * to + k].copy_from_slice(&src[s * from..s * from + k]);
+            }
+        }
+    }
+    out
+}
+
+/// Re-lays a `[bucket][k]` buffer out as `[bucket][k + 1]` with a zero new
+/// column (naive Bayes counts).
+pub fn widen_buffer(old: &[f32], buckets: usize, k: usize) -> Vec<f32> {
+    let mut out = zeroed(buckets * (k + 1));
+    if k > 0 {
+        for (dst, src) in out.chunks_exact_mut(k + 1).zip(old.chunks_exact(k)) {
+            dst[..k].copy_from_slice(src);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sv(pairs: &[(u32, f32)]) -> SparseVec {
+        SparseVec {
+            idx: pairs.iter().map(|p| p.0).collect(),
+            val: pairs.iter().map(|p| p.1).collect(),
+        }
+    }
+
+    /// One random step: a decay and some sparse updates.
+    #[derive(Clone, Debug)]
+    struct Step {
+        decay: f64,
+        updates: Vec<(u32, usize, f32)>,
+    }
+
+    fn steps() -> impl Strategy<Value = Vec<Step>> {
+        let update = (0u32..8, 0usize..3, -2.0f32..2.0);
+        let step = (
+            prop_oneof![Just(0.0), 0.0f64..0.3],
+            prop::collection::vec(update, 0..4),
+        )
+            .prop_map(|(decay, updates)| Step { decay, updates });
+        prop::collection::vec(step, 1..60)
+    }
+
+    proptest! {
+        /// The lazy average equals the plain mean of the weights after every step.
+        #[test]
+        fn lazy_average_equals_naive_average(steps in steps()) {
+            let (buckets, classes) = (8, 3);
+            let mut lazy = Weights::new(buckets, classes, true, false);
+            let mut naive = vec![0.0f64; buckets * classes];
+            let mut sum = vec![0.0f64; buckets * classes];
+            for step in &steps {
+                lazy.begin_step(step.decay);
+                for w in &mut naive { *w *= 1.0 - step.decay; }
+                for &(b, c, d) in &step.updates {
+                    lazy.add(b, c, d);
+                    naive[b as usize * classes + c] += d as f64;
+                }
+                lazy.end_step();
+                for (s, w) in sum.iter_mut().zip(&naive) { *s += w; }
+            }
+            let t = steps.len() as f64;
+            for b in 0..buckets as u32 {
+                for c in 0..classes {
+                    let i = b as usize * classes + c;
+                    let want = sum[i] / t;
+                    let got = lazy.get_averaged(b, c) as f64;
+                    prop_assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "avg {b},{c}: {got} vs {want}");
+                    let now = lazy.get(b, c) as f64;
+                    prop_assert!((now - naive[i]).abs() <= 1e-4 * (1.0 + naive[i].abs()), "now {b},{c}: {now} vs {}", naive[i]);
+                }
+            }
+            // Scoring with the average is the dot product with the averaged weights.
+            let x = sv(&[(1, 0.5), (3, -2.0), (7, 1.0)]);
+            let mut out = [0.0f32; 3];
+            lazy.scores_averaged(&x, &mut out);
+            for c in 0..classes {
+                let want: f64 = x.iter().map(|(b, v)| v as f64 * sum[b as usize * classes + c] / t).sum();
+                prop_assert!((out[c] as f64 - want).abs() <= 1e-3 * (1.0 + want.abs()));
+            }
+        }
+    }
+
+    #[test]
+    fn strong_decay_rescales_without_losing_the_average() {
+        let mut w = Weights::new(4, 1, true, false);
+        for _ in 0..200 {
+            w.begin_step(0.2);
+            w.add(2, 0, 1.0);
+            w.end_step();
+        }
+        // The fixed point of w <- 0.8 w + 1 is 5.
+        assert!((w.get(2, 0) - 5.0).abs() < 1e-3);
+        let avg = w.get_averaged(2, 0);
+        assert!(avg > 4.5 && avg < 5.0, "average {avg}");
+    }
+
+    #[test]
+    fn adding_a_class_keeps_existing_weights() {
+        let mut w = Weights::new(4, 2, true, true);
+        w.begin_step(0.0);
+        w.add(1, 0, 1.0);
+        w.add(3, 1, -2.0);
+        w.adagrad_add(2, 1, 1.0, 1.0, 3.0);
+        w.end_step();
+        w.add_class();
+        assert_eq!(w.classes(), 3);
+        assert_eq!(w.get(1, 0), 1.0);
+        assert_eq!(w.get(3, 1), -2.0);
+        assert_eq!(w.get(3, 2), 0.0);
+        assert_eq!(w.get_averaged(3, 1), -2.0);
+        // rate * g / (1 + sqrt(g^2)) = 3 / 4, and the sum of squares moved along.
+        assert_eq!(w.get(2, 1), 0.75);
+        w.adagrad_add(2, 1, 1.0, 1.0, 4.0);
+        assert_eq!(w.get(2, 1), 0.75 + 4.0 / (1.0 + 5.0));
+    }
+}

@@ -1,0 +1,379 @@
+//! `classifyd run` on the embedded default (JSON lines), driven as a real
+//! process: predictions, dead letters, checkpoints, SIGTERM, and kill -9
+//! then resume ending with exactly the model of an uninterrupted run.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use classifyd::checkpoint::{self, pb};
+
+const BIN: &str = env!("CARGO_BIN_EXE_classifyd");
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+/// Small, fast model flags shared by every run of a test.
+fn model_flags() -> Vec<&'static str> {
+    vec!["--bits", "16"]
+}
+
+fn classifyd() -> Command {
+    let mut c = Command::new(BIN);
+    c.env("CLASSIFYD_LOG", "warn");
+    c
+}
+
+fn newest_checkpoint(dir: &Path) -> Option<pb::Checkpoint> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "ckpt"))
+        .collect();
+    files.sort();
+    checkpoint::read_file(files.last()?).ok()
+}
+
+fn position(c: &pb::Checkpoint) -> u64 {
+    c.positions.get("jsonl").copied().unwrap_or(0)
+}
+
+/// Polls until `f` holds or the deadline passes.
+fn wait_for(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn spawn_stdin(dir: &Path, extra: &[&str]) -> Child {
+    classifyd()
+        .arg("run")
+        .args(["--input", "-", "--output", "/dev/null", "--checkpoint-dir"])
+        .arg(dir)
+        .args(extra)
+        .args(model_flags())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn classifyd")
+}
+
+fn run_file(input: &Path, dir: &Path, extra: &[&str]) -> std::process::Output {
+    let out = classifyd()
+        .arg("run")
+        .arg("--input")
+        .arg(input)
+        .arg("--checkpoint-dir")
+        .arg(dir)
+        .args(extra)
+        .args(model_flags())
+        .output()
+        .expect("run classifyd");
+    assert!(
+        out.status.success(),
+        "classifyd failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn predicts_unlabeled_lines_and_dead_letters_bad_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dead = tmp.path().join("dead.jsonl");
+    let out = run_file(
+        &data("sms_demo.jsonl"),
+        &tmp.path().join("ck"),
+        &["--dead-letter", dead.to_str().unwrap()],
+    );
+    let input = fs::read_to_string(data("sms_demo.jsonl")).unwrap();
+    let unlabeled: Vec<String> = input
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("text").is_some_and(|t| t.is_string()) && v.get("label").is_none())
+        .map(|v| v["id"].as_str().unwrap().to_string())
+        .collect();
+    let predictions: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: Vec<&str> = predictions
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids, unlabeled,
+        "exactly one prediction per unlabeled line, in order"
+    );
+    for p in &predictions {
+        let label = p["label"].as_str().unwrap();
+        assert!(label == "ham" || label == "spam");
+        let sum: f64 = p["scores"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_f64().unwrap())
+            .sum();
+        assert!((sum - 1.0).abs() < 1e-4);
+        assert!(p["model_version"].as_u64().unwrap() > 0);
+    }
+    let dead: Vec<serde_json::Value> = fs::read_to_string(&dead)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let reasons: Vec<&str> = dead.iter().map(|d| d["reason"].as_str().unwrap()).collect();
+    assert_eq!(reasons, ["bad_json", "wrong_type"]);
+    assert_eq!(dead[0]["raw"], r#"{"id": "broken-1", "text": "#);
+    assert!(
+        dead[1]["position"]
+            .as_str()
+            .unwrap()
+            .starts_with("sms_demo.jsonl:")
+    );
+    // The final checkpoint counts them and covers every line.
+    let ck = newest_checkpoint(&tmp.path().join("ck")).unwrap();
+    assert_eq!(position(&ck), input.lines().count() as u64);
+    let counters = ck.pipeline.unwrap().counters.unwrap();
+    assert_eq!(counters.bad["bad_json"], 1);
+    assert_eq!(counters.bad["wrong_type"], 1);
+    assert_eq!(counters.predicted, unlabeled.len() as u64);
+    assert!(counters.feedback_matched > 0);
+}
+
+#[test]
+fn sigterm_checkpoints_and_exits_zero() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ck");
+    let mut child = spawn_stdin(&dir, &["--checkpoint-interval-secs", "3600"]);
+    let lines: Vec<String> = fs::read_to_string(data("sms_head1000.jsonl"))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    {
+        let stdin = child.stdin.as_mut().unwrap();
+        for l in &lines[..300] {
+            writeln!(stdin, "{l}").unwrap();
+        }
+        stdin.flush().unwrap();
+    }
+    // Let it read what it was given (the input stays open: it waits for more).
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "exit status {status}");
+    let ck = newest_checkpoint(&dir).expect("a checkpoint at shutdown");
+    assert_eq!(position(&ck), 300);
+}
+
+/// Kills the daemon with SIGKILL at several points, resumes each time, and
+/// checks the end state equals an uninterrupted run's: nothing learned twice,
+/// nothing skipped.
+#[test]
+fn kill_9_and_resume_ends_with_the_uninterrupted_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = data("sms_head1000.jsonl");
+    let lines: Vec<String> = fs::read_to_string(&input)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let flags = [
+        "--checkpoint-every-updates",
+        "50",
+        "--checkpoint-interval-secs",
+        "3600",
+    ];
+
+    let straight = tmp.path().join("straight");
+    run_file(&input, &straight, &flags);
+    let want = newest_checkpoint(&straight).unwrap();
+
+    let dir = tmp.path().join("killed");
+    for kill_at in [137usize, 420, 777] {
+        let mut child = spawn_stdin(&dir, &flags);
+        {
+            let stdin = child.stdin.as_mut().unwrap();
+            // A resumed run skips the lines its checkpoint covers: replay from the start.
+            for l in &lines[..kill_at] {
+                writeln!(stdin, "{l}").unwrap();
+            }
+            stdin.flush().unwrap();
+        }
+        // Wait until a checkpoint past the previous kill point exists, then kill -9
+        // while the process holds lines the checkpoint does not cover.
+        wait_for("a checkpoint", Duration::from_secs(30), || {
+            newest_checkpoint(&dir).is_some_and(|c| position(&c) + 50 >= kill_at as u64)
+        });
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let ck = newest_checkpoint(&dir).unwrap();
+        assert!(position(&ck) <= kill_at as u64);
+    }
+    run_file(&input, &dir, &flags);
+    let got = newest_checkpoint(&dir).unwrap();
+    assert_eq!(got.positions, want.positions);
+    assert_eq!(
+        got.model, want.model,
+        "weights, labels and version equal the uninterrupted run's"
+    );
+    let (g, w) = (got.pipeline.unwrap(), want.pipeline.unwrap());
+    assert_eq!(
+        g.progressive, w.progressive,
+        "progressive metrics equal too"
+    );
+    assert_eq!(g.counters.unwrap().learned, 1000);
+}
+
+#[test]
+fn eval_json_reports_the_contract_keys() {
+    let out = classifyd()
+        .args(["eval", "--json", "--input"])
+        .arg(data("sms_head1000.jsonl"))
+        .args(model_flags())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in ["examples", "seconds", "examples_per_second"] {
+        assert!(v[key].is_number(), "{key}");
+    }
+    assert_eq!(v["examples"], 1000);
+    let p = &v["progressive"];
+    for key in [
+        "accuracy",
+        "macro_f1",
+        "micro_f1",
+        "roc_auc",
+        "one_minus_roca_percent",
+    ] {
+        assert!(p[key].is_number(), "progressive.{key}");
+    }
+    assert!(p["accuracy"].as_f64().unwrap() > 0.9);
+    assert!(v.get("test").is_none(), "no split, no test metrics");
+}
+
+#[test]
+fn eval_with_a_split_reports_test_metrics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("split.jsonl");
+    let mut f = fs::File::create(&path).unwrap();
+    let lines: Vec<String> = fs::read_to_string(data("sms_head1000.jsonl"))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    for (i, l) in lines.iter().enumerate() {
+        let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+        v["split"] = if i < 800 { "train" } else { "test" }.into();
+        writeln!(f, "{v}").unwrap();
+    }
+    drop(f);
+    let out = classifyd()
+        .args(["eval", "--json", "--passes", "2", "--input"])
+        .arg(&path)
+        .args(model_flags())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["progressive"]["examples"], 800);
+    assert_eq!(v["test"]["examples"], 200);
+    for key in ["accuracy", "macro_f1", "micro_f1"] {
+        assert!(v["test"][key].as_f64().unwrap() > 0.8, "test.{key}");
+    }
+}
+
+#[test]
+fn predict_and_inspect_read_the_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ck");
+    run_file(&data("sms_head1000.jsonl"), &dir, &[]);
+    let out = classifyd()
+        .args(["predict", "--checkpoint-dir"])
+        .arg(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(b"{\"id\": \"a\", \"text\": \"WINNER!! Claim your free prize now, call 09061701461\"}\n{\"id\": \"b\", \"text\": \"see you at home later\"}\n")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(out.status.success());
+    let preds: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(preds[0]["label"], "spam");
+    assert_eq!(preds[1]["label"], "ham");
+    let out = classifyd()
+        .args(["inspect", "--json", "--top", "5", "--checkpoint-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["version"], 1000);
+    let top = v["top_features"].as_array().unwrap();
+    assert_eq!(top.len(), 2);
+    // Some of the strongest features have readable names from the sketch.
+    let named = top
+        .iter()
+        .flat_map(|c| c[1].as_array().unwrap())
+        .filter(|f| !f[0].as_str().unwrap().starts_with('#'))
+        .count();
+    assert!(named > 0);
+}
+
+#[test]
+fn a_damaged_checkpoint_is_refused_and_the_previous_one_used() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ck");
+    let input = data("sms_head1000.jsonl");
+    run_file(&input, &dir, &["--checkpoint-every-updates", "100"]);
+    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let newest = files.last().unwrap().clone();
+    let mut bytes = fs::read(&newest).unwrap();
+    let n = bytes.len();
+    bytes[n - 7] ^= 0xff;
+    fs::write(&newest, bytes).unwrap();
+    // Resuming logs the refusal (naming the file) and uses the previous checkpoint.
+    let out = run_file(&input, &dir, &["--log", "info"]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("refusing checkpoint")
+            && log.contains(newest.file_name().unwrap().to_str().unwrap()),
+        "{log}"
+    );
+    assert!(log.contains("resumed from checkpoint"), "{log}");
+}
