@@ -28,10 +28,7 @@ fn messages(n: usize) -> (String, Vec<(String, String)>) {
         .take(n)
         .filter_map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).ok()?;
-            Some((
-                v["text"].as_str()?.to_string(),
-                v["label"].as_str()?.to_string(),
-            ))
+            Some((v["text"].as_str()?.to_string(), v["label"].as_str()?.to_string()))
         })
         .collect();
     (name, msgs)

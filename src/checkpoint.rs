@@ -20,9 +20,7 @@ use crate::eval::{ClassCounts, Outcome, Progressive, Tally};
 use crate::features::{DocFreq, FeatureConfig, ValueMode};
 use crate::message::BadReason;
 use crate::model::weights::WeightsParts;
-use crate::model::{
-    Hyper, HyperChoice, Labels, Model, NaiveBayes, NameSketch, State, Task, Weights,
-};
+use crate::model::{Hyper, HyperChoice, Labels, Model, NaiveBayes, NameSketch, State, Task, Weights};
 use crate::pipeline::{CacheEntry, Counters, FeedbackCache, Pipeline, PipelineConfig};
 
 /// The generated protobuf types.
@@ -47,11 +45,7 @@ pub enum CheckpointError {
     #[error("checkpoint {path} is damaged: {detail}")]
     Corrupt { path: PathBuf, detail: String },
     #[error("checkpoint {path} has format version {found}, this build reads version {expected}")]
-    Incompatible {
-        path: PathBuf,
-        found: u32,
-        expected: u32,
-    },
+    Incompatible { path: PathBuf, found: u32, expected: u32 },
     #[error("no usable checkpoint in {dir}: {tried}")]
     NoneUsable { dir: PathBuf, tried: String },
 }
@@ -165,9 +159,7 @@ fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>, CheckpointError> {
         let entry = entry.map_err(io_err(dir))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if let Some(seq) = name
-            .strip_prefix("checkpoint-")
-            .and_then(|s| s.strip_suffix(".ckpt"))
+        if let Some(seq) = name.strip_prefix("checkpoint-").and_then(|s| s.strip_suffix(".ckpt"))
             && let Ok(seq) = seq.parse::<u64>()
         {
             out.push((seq, entry.path()));
@@ -185,9 +177,7 @@ pub fn read_file(path: &Path) -> Result<pb::Checkpoint, CheckpointError> {
         detail,
     };
     if bytes.len() < HEADER || &bytes[..8] != MAGIC {
-        return Err(corrupt(
-            "not a classifyd checkpoint (bad magic or too short)".into(),
-        ));
+        return Err(corrupt("not a classifyd checkpoint (bad magic or too short)".into()));
     }
     // The slices below have the exact lengths of the arrays (HEADER checked above).
     let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap_or_default());
@@ -210,8 +200,7 @@ pub fn read_file(path: &Path) -> Result<pb::Checkpoint, CheckpointError> {
     if crc32fast::hash(payload) != crc {
         return Err(corrupt("checksum mismatch".into()));
     }
-    let ckpt =
-        pb::Checkpoint::decode(payload).map_err(|e| corrupt(format!("cannot decode: {e}")))?;
+    let ckpt = pb::Checkpoint::decode(payload).map_err(|e| corrupt(format!("cannot decode: {e}")))?;
     if ckpt.format_version != FORMAT_VERSION {
         return Err(CheckpointError::Incompatible {
             path: path.to_path_buf(),
@@ -427,11 +416,7 @@ fn counters_to_pb(c: &Counters, cache: &FeedbackCache) -> pb::Counters {
             .iter()
             .map(|r| (r.as_str().to_string(), c.bad[r.index()]))
             .collect(),
-        predicted_by_label: c
-            .predicted_by_label
-            .iter()
-            .map(|(k, v)| (k.clone(), *v))
-            .collect(),
+        predicted_by_label: c.predicted_by_label.iter().map(|(k, v)| (k.clone(), *v)).collect(),
         cache_expired: cache.expired,
         cache_evicted: cache.evicted,
     }
@@ -440,21 +425,14 @@ fn counters_to_pb(c: &Counters, cache: &FeedbackCache) -> pb::Counters {
 // ---- restore: protobuf -> pipeline ----
 
 /// Rebuilds the pipeline and the positions; `Err` names what is inconsistent.
-pub fn restore(
-    c: pb::Checkpoint,
-    cfg: PipelineConfig,
-) -> Result<(Pipeline, BTreeMap<String, u64>), String> {
+pub fn restore(c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, BTreeMap<String, u64>), String> {
     let features = features_from_pb(c.features.as_ref().ok_or("no feature config")?)?;
     let single = hyper_from_pb(c.hyper.as_ref().ok_or("no hyperparameters")?)?;
     let multi = match &c.multilabel_hyper {
         Some(h) => hyper_from_pb(h)?,
         None => single.clone(),
     };
-    let model = model_from_pb(
-        c.model.ok_or("no model")?,
-        HyperChoice { single, multi },
-        features,
-    )?;
+    let model = model_from_pb(c.model.ok_or("no model")?, HyperChoice { single, multi }, features)?;
     let ps = c.pipeline.ok_or("no pipeline state")?;
     let prog = |p: Option<pb::Progressive>| {
         p.map(progressive_from_pb)
@@ -506,8 +484,7 @@ pub fn restore(
 }
 
 fn features_from_pb(f: &pb::FeatureConfig) -> Result<FeatureConfig, String> {
-    let small =
-        |v: u32, what: &str| u8::try_from(v).map_err(|_| format!("{what} {v} out of range"));
+    let small = |v: u32, what: &str| u8::try_from(v).map_err(|_| format!("{what} {v} out of range"));
     let char_ngrams = match (f.char_ngram_min, f.char_ngram_max) {
         (0, 0) => None,
         (lo, hi) => Some((small(lo, "char n-gram min")?, small(hi, "char n-gram max")?)),
@@ -548,10 +525,7 @@ fn hyper_from_pb(h: &pb::Hyper) -> Result<Hyper, String> {
 fn rows_from_pb(r: Option<pb::Rows>, buckets: usize, stride: usize) -> Result<Vec<f32>, String> {
     let r = r.unwrap_or_default();
     if r.stride as usize != stride && !(r.rows.is_empty() && r.values.is_empty()) {
-        return Err(format!(
-            "row stride {} where {stride} was expected",
-            r.stride
-        ));
+        return Err(format!("row stride {} where {stride} was expected", r.stride));
     }
     if r.values.len() != r.rows.len() * stride {
         return Err(format!(
@@ -566,17 +540,12 @@ fn rows_from_pb(r: Option<pb::Rows>, buckets: usize, stride: usize) -> Result<Ve
         if row >= buckets {
             return Err(format!("row {row} beyond {buckets} buckets"));
         }
-        out[row * stride..(row + 1) * stride]
-            .copy_from_slice(&r.values[i * stride..(i + 1) * stride]);
+        out[row * stride..(row + 1) * stride].copy_from_slice(&r.values[i * stride..(i + 1) * stride]);
     }
     Ok(out)
 }
 
-fn model_from_pb(
-    m: pb::ModelState,
-    choice: HyperChoice,
-    features: FeatureConfig,
-) -> Result<Model, String> {
+fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig) -> Result<Model, String> {
     let task = match m.task.as_str() {
         "" => None,
         "single-label" => Some(Task::SingleLabel),
@@ -636,8 +605,7 @@ fn model_from_pb(
         (false, _) => None,
         (true, None) => Some(DocFreq::new(buckets)),
         (true, Some(d)) => {
-            if d.buckets.len() != d.counts.len() || d.buckets.iter().any(|&b| b as usize >= buckets)
-            {
+            if d.buckets.len() != d.counts.len() || d.buckets.iter().any(|&b| b as usize >= buckets) {
                 return Err("document frequencies out of range".into());
             }
             let mut df = vec![0; buckets];
@@ -662,10 +630,7 @@ fn model_from_pb(
 fn tally_from_pb(t: Option<pb::Tally>, n: usize) -> Result<Tally, String> {
     let t = t.unwrap_or_default();
     if t.per_class.len() != n {
-        return Err(format!(
-            "{} per-class counts for {n} labels",
-            t.per_class.len()
-        ));
+        return Err(format!("{} per-class counts for {n} labels", t.per_class.len()));
     }
     let confusion: Vec<Vec<u64>> = if t.confusion.is_empty() {
         vec![vec![0; n + 1]; n]
@@ -802,10 +767,7 @@ mod tests {
         assert_eq!(ckpt.positions["jsonl"], 1);
         // A truncated file and a wrong version are refused too.
         fs::write(&second.path, &bytes[..10]).unwrap();
-        assert!(matches!(
-            read_file(&second.path),
-            Err(CheckpointError::Corrupt { .. })
-        ));
+        assert!(matches!(read_file(&second.path), Err(CheckpointError::Corrupt { .. })));
         let mut v2 = fs::read(&first.path).unwrap();
         v2[8] = 99;
         fs::write(&first.path, &v2).unwrap();
@@ -814,10 +776,7 @@ mod tests {
             Err(CheckpointError::Incompatible { found: 99, .. })
         ));
         // Nothing usable left: an error, not a silent fresh start.
-        assert!(matches!(
-            d.load_latest(),
-            Err(CheckpointError::NoneUsable { .. })
-        ));
+        assert!(matches!(d.load_latest(), Err(CheckpointError::NoneUsable { .. })));
     }
 
     #[test]
@@ -828,11 +787,7 @@ mod tests {
         for _ in 0..5 {
             d.save(&mut capture(&p, &BTreeMap::new())).unwrap();
         }
-        let names: Vec<_> = list(dir.path())
-            .unwrap()
-            .into_iter()
-            .map(|(s, _)| s)
-            .collect();
+        let names: Vec<_> = list(dir.path()).unwrap().into_iter().map(|(s, _)| s).collect();
         assert_eq!(names, [5, 4]);
         // A reopened directory continues the sequence.
         let d2 = CheckpointDir::open(dir.path(), 2).unwrap();

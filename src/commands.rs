@@ -134,21 +134,17 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
         features_per_example: pipeline.counters().features as f64 / number.max(1) as f64,
         progressive: pipeline.progressive().report(),
         test: (!test.is_empty()).then(|| pipeline.test_metrics().report()),
-        published: (pipeline.published().total().examples > 0)
-            .then(|| pipeline.published().report()),
+        published: (pipeline.published().total().examples > 0).then(|| pipeline.published().report()),
     };
     Ok((result, pipeline))
 }
 
 /// A byte-progress bar on stderr; indicatif hides it when stderr is not a terminal.
 fn progress_bar(total: u64) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::with_draw_target(
-        Some(total),
-        indicatif::ProgressDrawTarget::stderr(),
-    );
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-    ) {
+    let bar = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+    {
         bar.set_style(style);
     }
     bar
@@ -258,14 +254,7 @@ pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
             let feats = m
                 .top_features(c, args.top)
                 .into_iter()
-                .map(|(b, w)| {
-                    (
-                        m.sketch()
-                            .name(b)
-                            .map_or_else(|| format!("#{b}"), str::to_string),
-                        w,
-                    )
-                })
+                .map(|(b, w)| (m.sketch().name(b).map_or_else(|| format!("#{b}"), str::to_string), w))
                 .collect();
             (m.labels().name(c).to_string(), feats)
         })

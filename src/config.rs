@@ -187,11 +187,7 @@ pub struct PipelineArgs {
     #[arg(long, env = "CLASSIFYD_POSITIVE_LABEL")]
     pub positive_label: Option<String>,
     /// Most messages kept to join late feedback labels to.
-    #[arg(
-        long,
-        env = "CLASSIFYD_FEEDBACK_CACHE_ENTRIES",
-        default_value_t = 100_000
-    )]
+    #[arg(long, env = "CLASSIFYD_FEEDBACK_CACHE_ENTRIES", default_value_t = 100_000)]
     pub feedback_cache_entries: usize,
     /// Most text bytes kept to join late feedback labels to.
     #[arg(long, env = "CLASSIFYD_FEEDBACK_CACHE_BYTES", default_value_t = 64 << 20)]
@@ -233,11 +229,7 @@ pub struct RunArgs {
     pub feedback_topic: String,
     #[arg(long, env = "CLASSIFYD_OUTPUT_TOPIC", default_value = "predictions")]
     pub output_topic: String,
-    #[arg(
-        long,
-        env = "CLASSIFYD_DEAD_LETTER_TOPIC",
-        default_value = "classifyd-dead-letter"
-    )]
+    #[arg(long, env = "CLASSIFYD_DEAD_LETTER_TOPIC", default_value = "classifyd-dead-letter")]
     pub dead_letter_topic: String,
     #[arg(long, env = "CLASSIFYD_GROUP_ID", default_value = "classifyd")]
     pub group_id: String,
@@ -325,8 +317,7 @@ pub struct InspectArgs {
 /// already set in the environment (so flags > env > file). Unknown keys and
 /// values that are tables are errors.
 pub fn apply_config_file(path: &Path) -> Result<(), String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
     let table: toml::Table = text
         .parse()
         .map_err(|e| format!("config file {}: {e}", path.display()))?;
@@ -335,10 +326,7 @@ pub fn apply_config_file(path: &Path) -> Result<(), String> {
     for (key, value) in table {
         let var = format!("CLASSIFYD_{}", key.replace('-', "_").to_ascii_uppercase());
         if !known.contains(&var) {
-            return Err(format!(
-                "config file {}: unknown key {key:?}",
-                path.display()
-            ));
+            return Err(format!("config file {}: unknown key {key:?}", path.display()));
         }
         let value = match value {
             toml::Value::String(s) => s,
@@ -421,54 +409,21 @@ mod tests {
 
     #[test]
     fn model_flags_validate() {
-        let cli =
-            Cli::try_parse_from(["classifyd", "eval", "--input", "x", "--bits", "40"]).unwrap();
-        let Command::Eval(e) = cli.command else {
-            panic!()
-        };
+        let cli = Cli::try_parse_from(["classifyd", "eval", "--input", "x", "--bits", "40"]).unwrap();
+        let Command::Eval(e) = cli.command else { panic!() };
         assert!(e.model.settings().unwrap_err().contains("--bits"));
-        let cli = Cli::try_parse_from([
-            "classifyd",
-            "eval",
-            "--input",
-            "x",
-            "--model",
-            "hinge",
-            "--l2",
-            "0.001",
-        ])
-        .unwrap();
-        let Command::Eval(e) = cli.command else {
-            panic!()
-        };
+        let cli =
+            Cli::try_parse_from(["classifyd", "eval", "--input", "x", "--model", "hinge", "--l2", "0.001"]).unwrap();
+        let Command::Eval(e) = cli.command else { panic!() };
         let (_, h) = e.model.settings().unwrap();
         assert_eq!(h.single.learner, Learner::Hinge);
         assert_eq!(h.multi.learner, Learner::Hinge);
         assert_eq!(h.single.l2, 0.001);
-        let cli = Cli::try_parse_from([
-            "classifyd",
-            "eval",
-            "--input",
-            "x",
-            "--learning-rate",
-            "0.25",
-        ])
-        .unwrap();
-        let Command::Eval(e) = cli.command else {
-            panic!()
-        };
+        let cli = Cli::try_parse_from(["classifyd", "eval", "--input", "x", "--learning-rate", "0.25"]).unwrap();
+        let Command::Eval(e) = cli.command else { panic!() };
         let (_, h) = e.model.settings().unwrap();
-        assert_eq!(
-            (h.single.learner, h.multi.learner),
-            (Learner::Logistic, Learner::Hinge)
-        );
-        assert_eq!(
-            (h.single.learning_rate, h.multi.learning_rate),
-            (0.25, 0.25)
-        );
-        assert!(
-            Cli::try_parse_from(["classifyd", "eval", "--input", "x", "--model", "forest"])
-                .is_err()
-        );
+        assert_eq!((h.single.learner, h.multi.learner), (Learner::Logistic, Learner::Hinge));
+        assert_eq!((h.single.learning_rate, h.multi.learning_rate), (0.25, 0.25));
+        assert!(Cli::try_parse_from(["classifyd", "eval", "--input", "x", "--model", "forest"]).is_err());
     }
 }

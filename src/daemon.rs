@@ -81,11 +81,10 @@ pub fn load_or_new(
     if let Some(dir) = dir
         && let Some((ckpt, path)) = dir.load_latest()?
     {
-        let (pipeline, positions) =
-            checkpoint::restore(ckpt, cfg).map_err(|detail| DaemonError::Restore {
-                path: path.clone(),
-                detail,
-            })?;
+        let (pipeline, positions) = checkpoint::restore(ckpt, cfg).map_err(|detail| DaemonError::Restore {
+            path: path.clone(),
+            detail,
+        })?;
         if pipeline.model().features() != features || pipeline.model().choice() != hyper {
             tracing::warn!(
                 checkpoint = %path.display(),
@@ -168,9 +167,7 @@ pub fn run_jsonl(s: &JsonlSettings, shutdown: &Shutdown) -> Result<RunSummary, D
                 let default_id = || (number + 1).to_string();
                 match pipeline.handle(&bytes, &default_id, now_ms()) {
                     Outcome::Predicted(p) => predictions.write(&p)?,
-                    Outcome::Bad(bad) => {
-                        dead.write(&format!("{name}:{}", number + 1), &bad, &bytes)?
-                    }
+                    Outcome::Bad(bad) => dead.write(&format!("{name}:{}", number + 1), &bad, &bytes)?,
                     _ => {}
                 }
                 summary.lines += 1;

@@ -233,11 +233,7 @@ impl Progressive {
         if let Some(s) = score {
             self.push_roc(s, is_pos);
         }
-        let o = Outcome {
-            gold,
-            predicted,
-            score,
-        };
+        let o = Outcome { gold, predicted, score };
         let single = self.single;
         self.total.count(&o, single, 1);
         self.window.count(&o, single, 1);
@@ -322,11 +318,7 @@ impl Progressive {
             micro_recall: micro.recall(),
             roc_auc: auc,
             one_minus_roca_percent: auc.map(|a| (1.0 - a) * 100.0),
-            positive_label: if self.is_binary() {
-                self.positive()
-            } else {
-                None
-            },
+            positive_label: if self.is_binary() { self.positive() } else { None },
             per_class,
             confusion: self.single.then(|| Confusion {
                 labels: labels.clone(),
@@ -419,11 +411,7 @@ impl Report {
             .max()
             .unwrap_or(5)
             .clamp(5, 32);
-        let _ = writeln!(
-            s,
-            "  {:<width$}  precision  recall     F1  support",
-            "class"
-        );
+        let _ = writeln!(s, "  {:<width$}  precision  recall     F1  support", "class");
         for (name, c) in &self.per_class {
             let _ = writeln!(
                 s,
@@ -438,10 +426,7 @@ impl Report {
         if let Some(conf) = &self.confusion
             && conf.labels.len() <= 25
         {
-            let _ = writeln!(
-                s,
-                "  confusion (rows gold, columns predicted; '-' = no prediction):"
-            );
+            let _ = writeln!(s, "  confusion (rows gold, columns predicted; '-' = no prediction):");
             let cw = 7;
             let _ = write!(s, "  {:<width$}", "");
             for l in &conf.labels {

@@ -13,6 +13,8 @@
 //! - [`checkpoint`]: protobuf checkpoints, atomic and checksummed.
 //! - [`transport`]: the JSON-lines source and sinks.
 //! - [`daemon`]: `classifyd run` on JSON lines.
+//! - [`kafka`]: `classifyd run --brokers`: the Kafka transport, exactly-once
+//!   learning through checkpointed offsets.
 //! - [`commands`]: `eval`, `predict`, `inspect`.
 //! - [`shutdown`]: SIGTERM/SIGINT handling.
 
@@ -22,6 +24,7 @@ pub mod config;
 pub mod daemon;
 pub mod eval;
 pub mod features;
+pub mod kafka;
 pub mod message;
 pub mod model;
 pub mod pipeline;

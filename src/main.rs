@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use classifyd::config::{self, Cli, Command};
-use classifyd::{commands, daemon, shutdown::Shutdown};
+use classifyd::{commands, daemon, kafka, shutdown::Shutdown};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
@@ -39,13 +39,41 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(a) => {
             let a = *a;
-            if a.brokers.is_some() {
-                anyhow::bail!(
-                    "the Kafka transport is not built yet; run without --brokers for JSON lines"
-                );
-            }
             let (features, hyper) = a.model.settings().map_err(anyhow::Error::msg)?;
             let pipeline = a.pipeline.settings().map_err(anyhow::Error::msg)?;
+            let shutdown = Shutdown::new();
+            shutdown
+                .install_signal_handlers()
+                .context("cannot install signal handlers")?;
+            if let Some(brokers) = a.brokers {
+                let Some(checkpoint_dir) = a.checkpoint_dir else {
+                    anyhow::bail!("--checkpoint-dir is required with --brokers (it holds the model and the offsets)");
+                };
+                let settings = kafka::KafkaSettings {
+                    brokers,
+                    input_topic: a.input_topic,
+                    feedback_topic: a.feedback_topic,
+                    output_topic: a.output_topic,
+                    dead_letter_topic: a.dead_letter_topic,
+                    group_id: a.group_id,
+                    properties: kafka::parse_properties(&a.kafka_property).map_err(anyhow::Error::msg)?,
+                    checkpoint_dir,
+                    checkpoint_interval: Duration::from_secs(a.checkpoint_interval_secs.max(1)),
+                    checkpoint_every_updates: a.checkpoint_every_updates,
+                    keep_checkpoints: a.keep_checkpoints,
+                    flush_timeout: Duration::from_secs(a.shutdown_timeout_secs.max(1)),
+                    features,
+                    hyper,
+                    pipeline,
+                };
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .context("cannot start the tokio runtime")?;
+                rt.block_on(kafka::run(&settings, &shutdown))?;
+                return Ok(());
+            }
             let settings = daemon::JsonlSettings {
                 input: a.input,
                 output: a.output,
@@ -58,10 +86,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 hyper,
                 pipeline,
             };
-            let shutdown = Shutdown::new();
-            shutdown
-                .install_signal_handlers()
-                .context("cannot install signal handlers")?;
             daemon::run_jsonl(&settings, &shutdown)?;
         }
         Command::Eval(a) => {

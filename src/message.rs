@@ -148,10 +148,7 @@ pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Message, Bad> {
     if bytes.len() > max_bytes {
         return Err(Bad::new(
             BadReason::TooLarge,
-            format!(
-                "message of {} bytes is over the cap of {max_bytes}",
-                bytes.len()
-            ),
+            format!("message of {} bytes is over the cap of {max_bytes}", bytes.len()),
         ));
     }
     let text = std::str::from_utf8(bytes).map_err(|e| {
@@ -202,12 +199,7 @@ pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Message, Bad> {
     };
     let id = raw.id.map(Scalar::into_string);
     match (raw.text, gold, id) {
-        (Some(text), gold, id) => Ok(Message::Example {
-            id,
-            text,
-            gold,
-            split,
-        }),
+        (Some(text), gold, id) => Ok(Message::Example { id, text, gold, split }),
         (None, Some(gold), Some(id)) => Ok(Message::Feedback { id, gold }),
         (None, Some(_), None) => Err(Bad::new(
             BadReason::MissingText,
@@ -269,17 +261,11 @@ mod tests {
         assert_eq!(reason(br#"{"text": 5}"#), BadReason::WrongType);
         assert_eq!(reason(br#"{"id": "a"}"#), BadReason::MissingText);
         assert_eq!(reason(br#"{"label": "a"}"#), BadReason::MissingText);
-        assert_eq!(
-            reason(br#"{"text": "a", "label": ""}"#),
-            BadReason::BadLabel
-        );
+        assert_eq!(reason(br#"{"text": "a", "label": ""}"#), BadReason::BadLabel);
         assert_eq!(
             reason(br#"{"text": "a", "label": "x", "labels": []}"#),
             BadReason::BadLabel
         );
-        assert_eq!(
-            reason(br#"{"text": "a", "split": "dev"}"#),
-            BadReason::WrongType
-        );
+        assert_eq!(reason(br#"{"text": "a", "split": "dev"}"#), BadReason::WrongType);
     }
 }

@@ -64,14 +64,9 @@ pub enum Outcome {
     Predicted(Prediction),
     /// A test-split example, scored without learning, or held back when
     /// [`PipelineConfig::defer_test`] is on.
-    Test {
-        deferred: Option<(SparseVec, Vec<String>)>,
-    },
+    Test { deferred: Option<(SparseVec, Vec<String>)> },
     /// A late label joined to its message and learned.
-    FeedbackMatched {
-        correct: Option<bool>,
-        correction: bool,
-    },
+    FeedbackMatched { correct: Option<bool>, correction: bool },
     /// A late label whose message is not (or no longer) in the cache.
     FeedbackUnmatched,
     /// Bad input, for the dead-letter output.
@@ -240,12 +235,7 @@ impl FeedbackCache {
     pub fn entries(&self) -> Vec<(&str, &CacheEntry)> {
         self.order
             .iter()
-            .filter_map(|(id, g)| {
-                self.map
-                    .get(id)
-                    .filter(|e| e.1 == *g)
-                    .map(|e| (id.as_str(), &e.0))
-            })
+            .filter_map(|(id, g)| self.map.get(id).filter(|e| e.1 == *g).map(|e| (id.as_str(), &e.0)))
             .collect()
     }
 
@@ -280,10 +270,13 @@ pub struct Pipeline {
     pub(crate) published: Progressive,
     pub(crate) cache: FeedbackCache,
     pub(crate) counters: Counters,
-    /// Scratch buffers for the hot path: the raw features (before IDF,
-    /// normalisation and bias) and the finished vector.
-    raw: SparseVec,
+    /// Scratch buffers for the hot path: the finished vector, how many of
+    /// its entries are document features (the bias may follow), and a copy
+    /// of the raw features (before IDF, normalisation and bias), kept only
+    /// when `eval` holds vectors back for more passes or for the test split.
     x: SparseVec,
+    raw_len: usize,
+    raw: SparseVec,
     scored: Scored,
 }
 
@@ -302,8 +295,9 @@ impl Pipeline {
             published,
             cache: FeedbackCache::default(),
             counters: Counters::default(),
-            raw: SparseVec::default(),
             x: SparseVec::default(),
+            raw_len: 0,
+            raw: SparseVec::default(),
             scored: Scored::default(),
         }
     }
@@ -360,12 +354,7 @@ impl Pipeline {
         let outcome = match message::parse(raw, self.cfg.max_message_bytes) {
             Err(bad) => Outcome::Bad(bad),
             Ok(Message::Feedback { id, gold }) => self.feedback(&id, gold),
-            Ok(Message::Example {
-                id,
-                text,
-                gold,
-                split,
-            }) => {
+            Ok(Message::Example { id, text, gold, split }) => {
                 let id = id.unwrap_or_else(default_id);
                 match (gold, split) {
                     (Some(gold), Some(Split::Test)) => self.test_example(&text, gold),
@@ -403,9 +392,7 @@ impl Pipeline {
             .iter()
             .map(|l| {
                 self.model.intern(l).map_err(|e| match e {
-                    ModelError::TooManyClasses(_) => {
-                        Bad::new(BadReason::TooManyClasses, e.to_string())
-                    }
+                    ModelError::TooManyClasses(_) => Bad::new(BadReason::TooManyClasses, e.to_string()),
                     other => Bad::new(BadReason::BadLabel, other.to_string()),
                 })
             })
@@ -446,26 +433,29 @@ impl Pipeline {
 
     fn featurize_inner(&mut self, text: &str, learning: bool) {
         if learning && self.model.sketch_mut().wants_next() {
-            let names = self.featurizer.featurize_raw_named(text, &mut self.raw);
+            let names = self.featurizer.featurize_raw_named(text, &mut self.x);
             self.model.sketch.observe(names);
         } else {
-            self.featurizer.featurize_raw(text, &mut self.raw);
+            self.featurizer.featurize_raw(text, &mut self.x);
+        }
+        if self.cfg.keep_train || self.cfg.defer_test {
+            self.raw.clone_from(&self.x);
         }
         self.finalize_current();
     }
 
-    /// `self.x` := `self.raw` completed with the model's IDF, normalisation and bias.
+    /// Completes `self.x` (raw features) in place with the model's IDF,
+    /// normalisation and bias.
     fn finalize_current(&mut self) {
-        self.x.idx.clone_from(&self.raw.idx);
-        self.x.val.clone_from(&self.raw.val);
+        self.raw_len = self.x.len();
         self.featurizer.finalize(&mut self.x, self.model.doc_freq());
     }
 
-    /// Learns `self.x` (finished from `self.raw`) and counts its document frequencies.
+    /// Learns `self.x` and counts its document frequencies.
     fn learn_current(&mut self, ids: &[usize], raw_scores: Option<&[f32]>) {
         // Callers checked the labels against the task, so learning cannot fail.
         let _ = self.model.learn_scored(&self.x, ids, raw_scores);
-        self.model.observe_doc(&self.raw);
+        self.model.observe_doc(&self.x.idx[..self.raw_len]);
     }
 
     fn train(&mut self, id: String, text: String, gold: Gold, now_ms: u64) -> Outcome {
@@ -488,10 +478,7 @@ impl Pipeline {
         self.learn_current(&ids, Some(&scores));
         self.scored.raw = scores;
         self.counters.learned += 1;
-        let kept = self
-            .cfg
-            .keep_train
-            .then(|| (self.raw.clone(), gold_names.to_vec()));
+        let kept = self.cfg.keep_train.then(|| (self.raw.clone(), gold_names.to_vec()));
         let gold_vec = gold_names.to_vec();
         self.cache.insert(
             id,
@@ -551,7 +538,7 @@ impl Pipeline {
     /// Scores a held-out example (raw features, as [`Outcome::Test`] holds
     /// them) with the model as it stands.
     pub fn score_test(&mut self, raw: &SparseVec, gold: &[String]) {
-        self.raw.clone_from(raw);
+        self.x.clone_from(raw);
         self.finalize_current();
         self.model.predict(&self.x, &mut self.scored);
         let predicted: Vec<&str> = self
@@ -571,7 +558,7 @@ impl Pipeline {
     pub fn relearn(&mut self, raw: &SparseVec, gold: &[String]) {
         let ids: Option<Vec<usize>> = gold.iter().map(|l| self.model.labels().get(l)).collect();
         if let Some(ids) = ids {
-            self.raw.clone_from(raw);
+            self.x.clone_from(raw);
             self.finalize_current();
             let _ = self.model.learn(&self.x, &ids);
         }
@@ -603,11 +590,7 @@ impl Pipeline {
     fn predict(&mut self, id: String, text: String, now_ms: u64) -> Outcome {
         let (prediction, score) = self.prediction(id.clone(), &text);
         for l in &prediction.labels {
-            *self
-                .counters
-                .predicted_by_label
-                .entry(l.clone())
-                .or_default() += 1;
+            *self.counters.predicted_by_label.entry(l.clone()).or_default() += 1;
         }
         self.counters.predicted += 1;
         let entry = CacheEntry {
@@ -623,15 +606,9 @@ impl Pipeline {
 
     /// Predicts any message with text (labeled or not) without learning:
     /// the `predict` command. Feedback lines and bad input are refused.
-    pub fn predict_only(
-        &mut self,
-        raw: &[u8],
-        default_id: &dyn Fn() -> String,
-    ) -> Result<Prediction, Bad> {
+    pub fn predict_only(&mut self, raw: &[u8], default_id: &dyn Fn() -> String) -> Result<Prediction, Bad> {
         match message::parse(raw, self.cfg.max_message_bytes)? {
-            Message::Example { id, text, .. } => {
-                Ok(self.prediction(id.unwrap_or_else(default_id), &text).0)
-            }
+            Message::Example { id, text, .. } => Ok(self.prediction(id.unwrap_or_else(default_id), &text).0),
             Message::Feedback { .. } => Err(Bad::new(
                 BadReason::MissingText,
                 "a feedback label has no text to predict",
@@ -671,10 +648,7 @@ impl Pipeline {
         if correction {
             self.counters.feedback_corrections += 1;
         }
-        Outcome::FeedbackMatched {
-            correct,
-            correction,
-        }
+        Outcome::FeedbackMatched { correct, correction }
     }
 }
 
@@ -693,10 +667,7 @@ mod tests {
             bits: 16,
             ..FeatureConfig::default()
         };
-        Pipeline::new(
-            Model::new(Hyper::defaults(Learner::Logistic), features),
-            cfg,
-        )
+        Pipeline::new(Model::new(Hyper::defaults(Learner::Logistic), features), cfg)
     }
 
     fn id0() -> String {
@@ -707,16 +678,11 @@ mod tests {
     fn labeled_unlabeled_feedback_and_bad() {
         let mut p = pipeline(PipelineConfig::default());
         for _ in 0..5 {
-            p.handle(
-                br#"{"text": "win cash prize now", "label": "spam"}"#,
-                &id0,
-                0,
-            );
+            p.handle(br#"{"text": "win cash prize now", "label": "spam"}"#, &id0, 0);
             p.handle(br#"{"text": "lunch at noon?", "label": "ham"}"#, &id0, 0);
         }
         assert_eq!(p.counters().learned, 10);
-        let Outcome::Predicted(pred) = p.handle(br#"{"id": "m-1", "text": "cash prize"}"#, &id0, 0)
-        else {
+        let Outcome::Predicted(pred) = p.handle(br#"{"id": "m-1", "text": "cash prize"}"#, &id0, 0) else {
             panic!("expected a prediction")
         };
         assert_eq!(pred.labels, ["spam"]);
@@ -753,9 +719,7 @@ mod tests {
         assert_eq!(p.counters().feedback_unmatched, 1);
         // Bad input is counted by reason and leaves the model alone.
         let v1 = p.model().version();
-        assert!(
-            matches!(p.handle(b"{oops", &id0, 4), Outcome::Bad(b) if b.reason == BadReason::BadJson)
-        );
+        assert!(matches!(p.handle(b"{oops", &id0, 4), Outcome::Bad(b) if b.reason == BadReason::BadJson));
         assert!(matches!(
             p.handle(br#"{"text": "x", "labels": ["a", "b"]}"#, &id0, 4),
             Outcome::Bad(b) if b.reason == BadReason::BadLabel
@@ -798,9 +762,7 @@ mod tests {
     #[test]
     fn missing_id_takes_the_default() {
         let mut p = pipeline(PipelineConfig::default());
-        let Outcome::Predicted(pred) =
-            p.handle(br#"{"text": "hello"}"#, &|| "stdin:7".to_string(), 0)
-        else {
+        let Outcome::Predicted(pred) = p.handle(br#"{"text": "hello"}"#, &|| "stdin:7".to_string(), 0) else {
             panic!()
         };
         assert_eq!(pred.id, "stdin:7");

@@ -40,8 +40,8 @@ impl LineSource {
         let (reader, name): (Box<dyn Read + Send>, String) = if input == "-" {
             (Box::new(io::stdin()), "stdin".to_string())
         } else {
-            let f = File::open(input)
-                .map_err(|e| io::Error::new(e.kind(), format!("cannot open input {input}: {e}")))?;
+            let f =
+                File::open(input).map_err(|e| io::Error::new(e.kind(), format!("cannot open input {input}: {e}")))?;
             let name = Path::new(input)
                 .file_name()
                 .map_or(input.to_string(), |n| n.to_string_lossy().into_owned());
@@ -72,9 +72,7 @@ impl LineSource {
                                     buf.pop();
                                 }
                             }
-                            if number >= skip
-                                && tx.send(LineEvent::Line { number, bytes: buf }).is_err()
-                            {
+                            if number >= skip && tx.send(LineEvent::Line { number, bytes: buf }).is_err() {
                                 return; // the daemon has gone
                             }
                             number += 1;
@@ -157,16 +155,9 @@ impl DeadLetterSink {
         let out = match path {
             None => None,
             Some(p) => Some(BufWriter::new(
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .map_err(|e| {
-                        io::Error::new(
-                            e.kind(),
-                            format!("cannot open dead-letter file {}: {e}", p.display()),
-                        )
-                    })?,
+                OpenOptions::new().create(true).append(true).open(p).map_err(|e| {
+                    io::Error::new(e.kind(), format!("cannot open dead-letter file {}: {e}", p.display()))
+                })?,
             )),
         };
         Ok(DeadLetterSink { out, logged: 0 })

@@ -13,9 +13,7 @@ use classifyd::checkpoint::{self, pb};
 const BIN: &str = env!("CARGO_BIN_EXE_classifyd");
 
 fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
 }
 
 /// Small, fast model flags shared by every run of a test.
@@ -105,14 +103,8 @@ fn predicts_unlabeled_lines_and_dead_letters_bad_ones() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let ids: Vec<&str> = predictions
-        .iter()
-        .map(|p| p["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        ids, unlabeled,
-        "exactly one prediction per unlabeled line, in order"
-    );
+    let ids: Vec<&str> = predictions.iter().map(|p| p["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, unlabeled, "exactly one prediction per unlabeled line, in order");
     for p in &predictions {
         let label = p["label"].as_str().unwrap();
         assert!(label == "ham" || label == "spam");
@@ -133,12 +125,7 @@ fn predicts_unlabeled_lines_and_dead_letters_bad_ones() {
     let reasons: Vec<&str> = dead.iter().map(|d| d["reason"].as_str().unwrap()).collect();
     assert_eq!(reasons, ["bad_json", "wrong_type"]);
     assert_eq!(dead[0]["raw"], r#"{"id": "broken-1", "text": "#);
-    assert!(
-        dead[1]["position"]
-            .as_str()
-            .unwrap()
-            .starts_with("sms_demo.jsonl:")
-    );
+    assert!(dead[1]["position"].as_str().unwrap().starts_with("sms_demo.jsonl:"));
     // The final checkpoint counts them and covers every line.
     let ck = newest_checkpoint(&tmp.path().join("ck")).unwrap();
     assert_eq!(position(&ck), input.lines().count() as u64);
@@ -175,10 +162,7 @@ fn sigterm_checkpoints_and_exits_zero() {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no exit after SIGTERM"
-        );
+        assert!(start.elapsed() < Duration::from_secs(20), "no exit after SIGTERM");
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "exit status {status}");
@@ -193,17 +177,8 @@ fn sigterm_checkpoints_and_exits_zero() {
 fn kill_9_and_resume_ends_with_the_uninterrupted_model() {
     let tmp = tempfile::tempdir().unwrap();
     let input = data("sms_head1000.jsonl");
-    let lines: Vec<String> = fs::read_to_string(&input)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
-    let flags = [
-        "--checkpoint-every-updates",
-        "50",
-        "--checkpoint-interval-secs",
-        "3600",
-    ];
+    let lines: Vec<String> = fs::read_to_string(&input).unwrap().lines().map(String::from).collect();
+    let flags = ["--checkpoint-every-updates", "50", "--checkpoint-interval-secs", "3600"];
 
     let straight = tmp.path().join("straight");
     run_file(&input, &straight, &flags);
@@ -238,10 +213,7 @@ fn kill_9_and_resume_ends_with_the_uninterrupted_model() {
         "weights, labels and version equal the uninterrupted run's"
     );
     let (g, w) = (got.pipeline.unwrap(), want.pipeline.unwrap());
-    assert_eq!(
-        g.progressive, w.progressive,
-        "progressive metrics equal too"
-    );
+    assert_eq!(g.progressive, w.progressive, "progressive metrics equal too");
     assert_eq!(g.counters.unwrap().learned, 1000);
 }
 
@@ -253,24 +225,14 @@ fn eval_json_reports_the_contract_keys() {
         .args(model_flags())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     for key in ["examples", "seconds", "examples_per_second"] {
         assert!(v[key].is_number(), "{key}");
     }
     assert_eq!(v["examples"], 1000);
     let p = &v["progressive"];
-    for key in [
-        "accuracy",
-        "macro_f1",
-        "micro_f1",
-        "roc_auc",
-        "one_minus_roca_percent",
-    ] {
+    for key in ["accuracy", "macro_f1", "micro_f1", "roc_auc", "one_minus_roca_percent"] {
         assert!(p[key].is_number(), "progressive.{key}");
     }
     assert!(p["accuracy"].as_f64().unwrap() > 0.9);
@@ -357,10 +319,7 @@ fn a_damaged_checkpoint_is_refused_and_the_previous_one_used() {
     let dir = tmp.path().join("ck");
     let input = data("sms_head1000.jsonl");
     run_file(&input, &dir, &["--checkpoint-every-updates", "100"]);
-    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let mut files: Vec<PathBuf> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
     let newest = files.last().unwrap().clone();
     let mut bytes = fs::read(&newest).unwrap();
@@ -371,8 +330,7 @@ fn a_damaged_checkpoint_is_refused_and_the_previous_one_used() {
     let out = run_file(&input, &dir, &["--log", "info"]);
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(
-        log.contains("refusing checkpoint")
-            && log.contains(newest.file_name().unwrap().to_str().unwrap()),
+        log.contains("refusing checkpoint") && log.contains(newest.file_name().unwrap().to_str().unwrap()),
         "{log}"
     );
     assert!(log.contains("resumed from checkpoint"), "{log}");

@@ -138,8 +138,7 @@ impl FeatureConfig {
 
 /// Parses `MIN-MAX`, `N` or `0` (off) into a character n-gram range.
 pub fn parse_char_ngrams(s: &str) -> Result<Option<(u8, u8)>, String> {
-    let bad =
-        || format!("invalid character n-gram range {s:?} (expected MIN-MAX, N, or 0 for off)");
+    let bad = || format!("invalid character n-gram range {s:?} (expected MIN-MAX, N, or 0 for off)");
     let (lo, hi) = match s.split_once('-') {
         Some((a, b)) => (
             a.trim().parse::<u8>().map_err(|_| bad())?,
@@ -361,8 +360,7 @@ impl Featurizer {
                 }
             } else {
                 self.char_offsets.clear();
-                self.char_offsets
-                    .extend(window.char_indices().map(|(i, _)| i));
+                self.char_offsets.extend(window.char_indices().map(|(i, _)| i));
                 self.char_offsets.push(window.len());
                 let chars = self.char_offsets.len() - 1;
                 for n in lo as usize..=hi as usize {
@@ -389,8 +387,7 @@ impl Featurizer {
                 if i + len > n {
                     break;
                 }
-                self.names
-                    .push((self.buckets[k], words[i..i + len].join(" ")));
+                self.names.push((self.buckets[k], words[i..i + len].join(" ")));
                 k += 1;
             }
         }
@@ -398,11 +395,7 @@ impl Featurizer {
 
     /// Pairs each character n-gram bucket with its text, quoted ("c:'free'").
     fn name_char_ngrams(&mut self, first: usize, lo: u8, hi: u8, window: String) {
-        let offsets: Vec<usize> = window
-            .char_indices()
-            .map(|(i, _)| i)
-            .chain([window.len()])
-            .collect();
+        let offsets: Vec<usize> = window.char_indices().map(|(i, _)| i).chain([window.len()]).collect();
         let chars = offsets.len() - 1;
         let mut k = first;
         for n in lo as usize..=hi as usize {
@@ -481,9 +474,9 @@ impl DocFreq {
         self.ln_docs - self.ln_df[bucket as usize] + 1.0
     }
 
-    /// Counts one document (its raw features).
-    pub fn observe(&mut self, x: &SparseVec) {
-        for &i in &x.idx {
+    /// Counts one document: the buckets of its features.
+    pub fn observe(&mut self, buckets: &[u32]) {
+        for &i in buckets {
             let d = &mut self.df[i as usize];
             *d = d.saturating_add(1);
             self.ln_df[i as usize] = (1.0 + *d as f32).ln();
@@ -582,11 +575,7 @@ mod tests {
         let mut f = Featurizer::new(cfg);
         let mut v = SparseVec::default();
         f.featurize("a b c d e a", &mut v);
-        let norm: f32 = v
-            .iter()
-            .filter(|&(i, _)| i != bias)
-            .map(|(_, x)| x * x)
-            .sum();
+        let norm: f32 = v.iter().filter(|&(i, _)| i != bias).map(|(_, x)| x * x).sum();
         assert!((norm - 1.0).abs() < 1e-5, "norm {norm}");
     }
 
@@ -608,10 +597,7 @@ mod tests {
             .map(|(_, s)| s.clone())
             .collect();
         // The prefix is 5 bytes: "añbc" (ñ is two bytes).
-        assert_eq!(
-            names,
-            ["c:\"añ\"", "c:\"ñb\"", "c:\"bc\"", "c:\"añb\"", "c:\"ñbc\""]
-        );
+        assert_eq!(names, ["c:\"añ\"", "c:\"ñb\"", "c:\"bc\"", "c:\"añb\"", "c:\"ñbc\""]);
         // A prefix ending inside a char is cut back to a boundary.
         f.featurize("ññññ", &mut v);
         assert_eq!(v.len(), 1 + 1, "one distinct bigram (ññ) and the bias");

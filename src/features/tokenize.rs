@@ -22,18 +22,11 @@ pub fn tokenize(text: &str, scratch: &mut String, mut emit: impl FnMut(&str)) {
             continue;
         }
         if next_at < i {
-            next_at = bytes[i..]
-                .iter()
-                .position(|&c| c == b'@')
-                .map_or(usize::MAX, |p| i + p);
+            next_at = bytes[i..].iter().position(|&c| c == b'@').map_or(usize::MAX, |p| i + p);
         }
         // URLs and e-mail addresses: decided on the whitespace-delimited chunk.
         let email = || {
-            if next_at - i <= 64 {
-                email_end(bytes, i)
-            } else {
-                None
-            }
+            if next_at - i <= 64 { email_end(bytes, i) } else { None }
         };
         if i >= special_end
             && let Some(end) = url_end(bytes, i).or_else(email)
@@ -272,10 +265,7 @@ mod tests {
                 "!"
             ]
         );
-        assert_eq!(
-            toks("www.win.co.uk"),
-            ["www.win.co.uk", "www", "win", "co", "uk"]
-        );
+        assert_eq!(toks("www.win.co.uk"), ["www.win.co.uk", "www", "win", "co", "uk"]);
         assert_eq!(toks("a@b"), ["a", "@", "b"]);
     }
 

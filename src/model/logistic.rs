@@ -72,9 +72,8 @@ mod tests {
                 let mut down = scores;
                 down[k] -= h;
                 let mut tmp = [0.0; 4];
-                let numeric = (multiclass_gradient(&up, gold, &mut tmp)
-                    - multiclass_gradient(&down, gold, &mut tmp))
-                    / (2.0 * h);
+                let numeric =
+                    (multiclass_gradient(&up, gold, &mut tmp) - multiclass_gradient(&down, gold, &mut tmp)) / (2.0 * h);
                 assert!(
                     (numeric + grad[k]).abs() < 1e-3,
                     "class {k}: numeric {numeric} analytic {}",
@@ -92,9 +91,8 @@ mod tests {
             let mut down = scores;
             down[k] -= h;
             let mut tmp = [0.0; 4];
-            let numeric = (multilabel_gradient(&up, &gold, &mut tmp)
-                - multilabel_gradient(&down, &gold, &mut tmp))
-                / (2.0 * h);
+            let numeric =
+                (multilabel_gradient(&up, &gold, &mut tmp) - multilabel_gradient(&down, &gold, &mut tmp)) / (2.0 * h);
             assert!((numeric + grad[k]).abs() < 1e-3, "label {k}");
         }
     }

@@ -185,11 +185,7 @@ impl Hyper {
     }
 
     pub fn validate(&self) -> Result<(), ModelError> {
-        let bad = |what: &str, v: f64| {
-            Err(ModelError::Hyper(format!(
-                "{what} must be finite and >= 0, got {v}"
-            )))
-        };
+        let bad = |what: &str, v: f64| Err(ModelError::Hyper(format!("{what} must be finite and >= 0, got {v}")));
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
             return Err(ModelError::Hyper(format!(
                 "--learning-rate must be finite and > 0, got {}",
@@ -315,11 +311,7 @@ impl Labels {
         id
     }
     pub fn from_names(names: Vec<String>) -> Self {
-        let index = names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.clone(), i))
-            .collect();
+        let index = names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
         Labels { names, index }
     }
 }
@@ -444,10 +436,11 @@ impl Model {
         self.doc_freq.as_ref()
     }
 
-    /// Counts a learned document's raw features into the document frequencies.
-    pub fn observe_doc(&mut self, raw: &SparseVec) {
+    /// Counts a learned document's features (their buckets, without the
+    /// bias) into the document frequencies.
+    pub fn observe_doc(&mut self, buckets: &[u32]) {
         if let Some(d) = &mut self.doc_freq {
-            d.observe(raw);
+            d.observe(buckets);
         }
     }
 
@@ -589,12 +582,7 @@ impl Model {
     /// Like [`Model::learn`], reusing `raw`, the raw scores that
     /// [`Model::predict`] just computed for `x`, when they are the current
     /// weights' scores (no averaging, no class added since).
-    pub fn learn_scored(
-        &mut self,
-        x: &SparseVec,
-        gold: &[usize],
-        raw: Option<&[f32]>,
-    ) -> Result<(), ModelError> {
+    pub fn learn_scored(&mut self, x: &SparseVec, gold: &[usize], raw: Option<&[f32]>) -> Result<(), ModelError> {
         let task = self.task.unwrap_or(Task::SingleLabel);
         if task == Task::SingleLabel && gold.len() != 1 {
             return Err(ModelError::NotSingleLabel(gold.len()));
@@ -610,9 +598,7 @@ impl Model {
                 let h = &self.hyper;
                 let t = w.steps() + 1;
                 let eta = match h.schedule {
-                    Schedule::Constant | Schedule::AdaGrad | Schedule::Arow => {
-                        h.learning_rate as f64
-                    }
+                    Schedule::Constant | Schedule::AdaGrad | Schedule::Arow => h.learning_rate as f64,
                     Schedule::InvScaling => h.learning_rate as f64 / (t as f64).powf(h.power),
                 };
                 w.begin_step(eta * h.l2);
@@ -632,12 +618,8 @@ impl Model {
                     Task::SingleLabel => {
                         let g = gold[0];
                         match h.learner {
-                            Learner::Perceptron => {
-                                perceptron::multiclass_gradient(&self.scratch, g, &mut self.grad)
-                            }
-                            Learner::Hinge => {
-                                hinge::multiclass_gradient(&self.scratch, g, &mut self.grad)
-                            }
+                            Learner::Perceptron => perceptron::multiclass_gradient(&self.scratch, g, &mut self.grad),
+                            Learner::Hinge => hinge::multiclass_gradient(&self.scratch, g, &mut self.grad),
                             _ => logistic::multiclass_gradient(&self.scratch, g, &mut self.grad),
                         };
                     }
@@ -657,15 +639,7 @@ impl Model {
                 }
                 let eta = eta as f32;
                 if h.schedule == Schedule::Arow {
-                    arow_step(
-                        w,
-                        x,
-                        &self.scratch,
-                        &mut self.grad,
-                        task,
-                        h.arow_r,
-                        &mut self.gold_mask,
-                    );
+                    arow_step(w, x, &self.scratch, &mut self.grad, task, h.arow_r, &mut self.gold_mask);
                 } else if h.schedule == Schedule::AdaGrad {
                     for (f, val) in x.iter() {
                         for (c, &g) in self.grad.iter().enumerate() {
@@ -694,9 +668,7 @@ impl Model {
         let k = self.labels.len();
         let buckets = self.features.buckets() as u32;
         let mut all: Vec<(u32, f32)> = match &self.state {
-            State::Linear(w) => (0..buckets)
-                .map(|b| (b, w.get_averaged(b, class)))
-                .collect(),
+            State::Linear(w) => (0..buckets).map(|b| (b, w.get_averaged(b, class))).collect(),
             State::NaiveBayes(nb) => {
                 // Log-ratio of the class's smoothed rate to the best other class's.
                 let a = self.hyper.nb_alpha;
@@ -779,11 +751,7 @@ fn arow_step(
         Task::MultiLabel => {
             for c in 0..k {
                 let loss = (1.0 - sign[c] * scores[c]).max(0.0);
-                grad[c] = if scratch[c] {
-                    loss / (v[c] + r) * sign[c]
-                } else {
-                    0.0
-                };
+                grad[c] = if scratch[c] { loss / (v[c] + r) * sign[c] } else { 0.0 };
             }
         }
     }
@@ -859,18 +827,11 @@ mod tests {
             for (text, label) in DATA {
                 f.featurize(text, &mut x);
                 model.predict(&x, &mut out);
-                assert_eq!(
-                    model.labels().name(out.labels[0]),
-                    *label,
-                    "{learner} on {text:?}"
-                );
+                assert_eq!(model.labels().name(out.labels[0]), *label, "{learner} on {text:?}");
             }
             if learner.probabilistic() {
                 let sum: f32 = out.scores.iter().sum();
-                assert!(
-                    (sum - 1.0).abs() < 1e-4,
-                    "{learner} probabilities sum to {sum}"
-                );
+                assert!((sum - 1.0).abs() < 1e-4, "{learner} probabilities sum to {sum}");
             }
         }
     }

@@ -35,11 +35,7 @@ impl NaiveBayes {
             buckets,
             classes: 0,
             counts: Vec::new(),
-            totals: if multilabel {
-                vec![0.0; buckets]
-            } else {
-                Vec::new()
-            },
+            totals: if multilabel { vec![0.0; buckets] } else { Vec::new() },
             class_mass: Vec::new(),
             class_docs: Vec::new(),
             docs: 0,
@@ -66,11 +62,8 @@ impl NaiveBayes {
         let v = (self.vocabulary.max(1)) as f64;
         if !self.multilabel() {
             for (c, o) in out[..k].iter_mut().enumerate() {
-                let prior =
-                    ((self.class_docs[c] as f64 + 1.0) / (self.docs as f64 + k as f64)).ln();
-                *o = prior as f32
-                    - (x.val.iter().sum::<f32>() as f64 * (self.class_mass[c] + alpha * v).ln())
-                        as f32;
+                let prior = ((self.class_docs[c] as f64 + 1.0) / (self.docs as f64 + k as f64)).ln();
+                *o = prior as f32 - (x.val.iter().sum::<f32>() as f64 * (self.class_mass[c] + alpha * v).ln()) as f32;
             }
             for (i, val) in x.iter() {
                 let row = &self.counts[i as usize * k..i as usize * k + k];
@@ -85,8 +78,7 @@ impl NaiveBayes {
                 let neg_docs = self.docs as f64 - pos_docs;
                 let prior = ((pos_docs + 0.5) / (neg_docs + 0.5)).ln();
                 let neg_mass = self.mass - self.class_mass[c];
-                let norm =
-                    xsum * ((neg_mass + alpha * v).ln() - (self.class_mass[c] + alpha * v).ln());
+                let norm = xsum * ((neg_mass + alpha * v).ln() - (self.class_mass[c] + alpha * v).ln());
                 *o = (prior + norm) as f32;
             }
             let a = alpha as f32;

@@ -76,19 +76,12 @@ impl NameSketch {
 
     /// Entries sorted by bucket (for checkpoints).
     pub fn entries(&self) -> Vec<(u32, &str, u32)> {
-        let mut v: Vec<_> = self
-            .entries
-            .iter()
-            .map(|(&b, (s, c))| (b, s.as_str(), *c))
-            .collect();
+        let mut v: Vec<_> = self.entries.iter().map(|(&b, (s, c))| (b, s.as_str(), *c)).collect();
         v.sort_unstable_by_key(|e| e.0);
         v
     }
 
-    pub fn from_entries(
-        entries: impl IntoIterator<Item = (u32, String, u32)>,
-        offered: u64,
-    ) -> Self {
+    pub fn from_entries(entries: impl IntoIterator<Item = (u32, String, u32)>, offered: u64) -> Self {
         NameSketch {
             entries: entries.into_iter().map(|(b, s, c)| (b, (s, c))).collect(),
             cap: DEFAULT_CAP,

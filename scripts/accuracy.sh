@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The accuracy table of the README: `classifyd eval --json` with the defaults
+# on the four shared streams (progressive for the spam streams, held-out test
+# after the default 5 passes for the split ones).
+#
+#   scripts/accuracy.sh [DATA_DIR] [extra classifyd eval flags...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+data=${1:-../shared/data}
+shift || true
+cargo build --release -q
+echo "| stream | examples | progressive accuracy | 1-ROCA % | test accuracy | test micro-F1 | test macro-F1 | seconds |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+for name in sms_spam_collection spamassassin reuters21578 20newsgroups; do
+  target/release/classifyd eval --input "$data/$name/stream.jsonl" --json "$@" | python3 -c "
+import json, sys
+r = json.load(sys.stdin); p = r['progressive']; t = r.get('test') or {}
+f = lambda v, d=4: '-' if v is None else f'{v:.{d}f}'
+print(f\"| $name | {r['examples']} | {f(p['accuracy'])} | {f(p.get('one_minus_roca_percent'), 3)} | {f(t.get('accuracy'))} | {f(t.get('micro_f1'))} | {f(t.get('macro_f1'))} | {r['seconds']:.1f} |\")"
+done

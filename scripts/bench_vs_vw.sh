@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# End-to-end eval throughput against Vowpal Wabbit's command line, on the same
+# files, in the same run (the machines are shared and noisy: compare ratios).
+#
+#   scripts/bench_vs_vw.sh [DATA_DIR] [RUNS]
+#
+# DATA_DIR defaults to ../shared/data. VW runs through ../shared/tools/peers
+# (its harness times VW's own driver on a pre-formatted file); the venv is
+# made in .venv-peers on first use. classifyd runs twice per file: with VW's
+# features (lowercased word unigrams + bigrams, 2^20 buckets, no character
+# n-grams, no IDF) and with its defaults. Prints medians over RUNS runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+data=${1:-../shared/data}
+runs=${2:-5}
+peers=../shared/tools/peers
+if [[ ! -x .venv-peers/bin/python ]]; then
+  python3 -m venv .venv-peers
+  .venv-peers/bin/pip install -q -r "$peers/requirements.txt"
+fi
+cargo build --release -q
+bin=target/release/classifyd
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+printf '| stream | MB | VW wall s | classifyd (VW features) s | ratio VW/classifyd | MB/s | classifyd (defaults) s | MB/s |\n|---|---:|---:|---:|---:|---:|---:|---:|\n'
+for name in sms_spam_collection spamassassin; do
+  f=$data/$name/stream.jsonl
+  mb=$(python3 -c "import json,sys; print(sum(len(json.loads(l)['text'].encode()) for l in open('$f'))/1e6)")
+  vw=(); ours=(); dflt=()
+  for _ in $(seq "$runs"); do
+    vw+=("$(.venv-peers/bin/python "$peers/run_peers.py" "$f" --peers vw_cli --json /tmp/classifyd-vw.json >/dev/null 2>&1 &&
+      python3 -c "import json; print(json.load(open('/tmp/classifyd-vw.json'))['results'][0]['wall_s'])")")
+    ours+=("$($bin eval --input "$f" --json --char-ngrams 0 --idf false | python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds"])')")
+    dflt+=("$($bin eval --input "$f" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds"])')")
+  done
+  v=$(printf '%s\n' "${vw[@]}" | median); o=$(printf '%s\n' "${ours[@]}" | median); d=$(printf '%s\n' "${dflt[@]}" | median)
+  python3 -c "print(f'| $name | {$mb:.1f} | {$v:.3f} | {$o:.3f} | {$v/$o:.2f} | {$mb/$o:.1f} | {$d:.3f} | {$mb/$d:.1f} |')"
+done

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The project's test command (the README's): every unit, integration and doc
+# test, in release mode (the learners are slow unoptimised), against a real
+# Kafka-protocol broker on 127.0.0.1.
+#
+# Without KAFKA_BOOTSTRAP it installs (once) and starts the test broker
+# (scripts/broker.sh) and stops it at the end. To run the same tests against
+# Apache Kafka or Redpanda, export KAFKA_BOOTSTRAP=host:port (topics are
+# created by the tests; the outage test also needs KAFKA_BROKER_PID, the pid
+# of a broker it may pause, or skip it with: -- --skip broker_paused).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [[ -z ${KAFKA_BOOTSTRAP:-} ]]; then
+  export CLASSIFYD_BROKER_RUN=${TMPDIR:-/tmp}/classifyd-broker-$$
+  trap 'scripts/broker.sh stop' EXIT
+  scripts/broker.sh start >/dev/null
+  KAFKA_BOOTSTRAP=$(cat "$CLASSIFYD_BROKER_RUN/bootstrap")
+  KAFKA_BROKER_PID=$(cat "$CLASSIFYD_BROKER_RUN/broker.pid")
+  export KAFKA_BOOTSTRAP KAFKA_BROKER_PID
+  echo "test broker (tansu) on $KAFKA_BOOTSTRAP, pid $KAFKA_BROKER_PID" >&2
+fi
+cargo test --release "$@"

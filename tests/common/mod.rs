@@ -1,0 +1,244 @@
+//! Helpers for the tests that run classifyd against a real Kafka-protocol
+//! broker. The broker's address comes from KAFKA_BOOTSTRAP (scripts/test.sh
+//! starts one on loopback); each test uses its own random topics and group.
+#![allow(dead_code)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use classifyd::checkpoint::{self, pb};
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_classifyd");
+
+/// The broker address, or a panic that says how to get one.
+pub fn bootstrap() -> String {
+    std::env::var("KAFKA_BOOTSTRAP").unwrap_or_else(|_| {
+        panic!("KAFKA_BOOTSTRAP is not set: run ./scripts/test.sh, which starts a broker on 127.0.0.1")
+    })
+}
+
+pub fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+}
+
+/// A name no other test (or earlier run) uses.
+pub fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// The four topics of one daemon, created with `partitions` partitions each.
+pub struct Topics {
+    pub input: String,
+    pub feedback: String,
+    pub output: String,
+    pub dead: String,
+}
+
+impl Topics {
+    pub fn create(partitions: i32) -> Topics {
+        let t = Topics {
+            input: unique("in"),
+            feedback: unique("fb"),
+            output: unique("out"),
+            dead: unique("dlq"),
+        };
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap())
+            .create()
+            .expect("admin client");
+        let names = [&t.input, &t.feedback, &t.output, &t.dead];
+        let new: Vec<NewTopic> = names
+            .iter()
+            .map(|n| NewTopic::new(n, partitions, TopicReplication::Fixed(1)))
+            .collect();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let results = rt
+            .block_on(admin.create_topics(&new, &AdminOptions::new()))
+            .expect("create topics");
+        for r in results {
+            r.expect("topic created");
+        }
+        t
+    }
+
+    /// Flags naming these topics.
+    pub fn flags(&self) -> Vec<String> {
+        vec![
+            "--input-topic".into(),
+            self.input.clone(),
+            "--feedback-topic".into(),
+            self.feedback.clone(),
+            "--output-topic".into(),
+            self.output.clone(),
+            "--dead-letter-topic".into(),
+            self.dead.clone(),
+        ]
+    }
+}
+
+pub fn producer() -> BaseProducer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("linger.ms", "2")
+        .create()
+        .expect("producer")
+}
+
+/// Produces `(key, value, timestamp_ms)` to `partition` of `topic`, in order, and waits for delivery.
+pub fn produce(topic: &str, partition: Option<i32>, msgs: &[(String, Vec<u8>, Option<i64>)]) {
+    let p = producer();
+    for (key, value, ts) in msgs {
+        let mut rec = BaseRecord::to(topic).key(key.as_bytes()).payload(value.as_slice());
+        if let Some(part) = partition {
+            rec = rec.partition(part);
+        }
+        if let Some(ts) = ts {
+            rec = rec.timestamp(*ts);
+        }
+        let mut rec = Some(rec);
+        while let Some(r) = rec.take() {
+            if let Err((_, r)) = p.send(r) {
+                p.poll(Duration::from_millis(10));
+                rec = Some(r);
+            }
+        }
+        p.poll(Duration::ZERO);
+    }
+    p.flush(Duration::from_secs(30)).expect("flush");
+}
+
+/// The lines of a JSON-lines file as (id, bytes) messages.
+pub fn lines_as_messages(lines: &[String]) -> Vec<(String, Vec<u8>, Option<i64>)> {
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let id = serde_json::from_str::<serde_json::Value>(l)
+                .ok()
+                .and_then(|v| v["id"].as_str().map(String::from))
+                .unwrap_or_else(|| format!("line-{i}"));
+            (id, l.clone().into_bytes(), None)
+        })
+        .collect()
+}
+
+/// A consumed message: key, value, and headers as (name, value) pairs.
+pub type Consumed = (Vec<u8>, Vec<u8>, Vec<(String, String)>);
+
+/// Reads every message of `topic` until `want` have arrived or the deadline passes.
+pub fn consume_all(topic: &str, want: usize, deadline: Duration) -> Vec<Consumed> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("group.id", unique("reader"))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .set("session.timeout.ms", "6000")
+        .create()
+        .expect("consumer");
+    c.subscribe(&[topic]).unwrap();
+    let start = Instant::now();
+    let mut out = Vec::new();
+    while out.len() < want && start.elapsed() < deadline {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+            let headers = m
+                .headers()
+                .map(|h| {
+                    h.iter()
+                        .map(|x| {
+                            (
+                                x.key.to_string(),
+                                String::from_utf8_lossy(x.value.unwrap_or(&[])).into_owned(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.push((
+                m.key().unwrap_or(&[]).to_vec(),
+                m.payload().unwrap_or(&[]).to_vec(),
+                headers,
+            ));
+        }
+    }
+    out
+}
+
+/// Starts `classifyd run` against the broker.
+pub fn spawn_daemon(topics: &Topics, group: &str, dir: &Path, extra: &[&str]) -> Child {
+    Command::new(BIN)
+        .arg("run")
+        .args(["--brokers", &bootstrap(), "--group-id", group, "--checkpoint-dir"])
+        .arg(dir)
+        .args(topics.flags())
+        .args(["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"])
+        .args(["--bits", "16", "--checkpoint-interval-secs", "1"])
+        .args(extra)
+        .env(
+            "CLASSIFYD_LOG",
+            std::env::var("CLASSIFYD_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn classifyd")
+}
+
+/// SIGTERM, then wait for a clean exit.
+pub fn terminate(mut child: Child) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "classifyd exited with {status}");
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "classifyd did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn newest_checkpoint(dir: &Path) -> Option<pb::Checkpoint> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "ckpt"))
+        .collect();
+    files.sort();
+    checkpoint::read_file(files.last()?).ok()
+}
+
+/// Sum of the checkpointed next offsets of `topic`'s partitions.
+pub fn consumed(c: &pb::Checkpoint, topic: &str) -> u64 {
+    c.positions
+        .iter()
+        .filter(|(k, _)| k.rsplit_once('/').is_some_and(|(t, _)| t == topic))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// Polls until `f` holds or the deadline passes.
+pub fn wait_for(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
