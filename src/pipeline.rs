@@ -759,6 +759,35 @@ mod tests {
         ));
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(400))]
+
+        /// Arbitrary bytes never panic: they are an outcome, bad input at worst.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            let mut p = pipeline(PipelineConfig { max_message_bytes: 200, ..PipelineConfig::default() });
+            let _ = p.handle(&bytes, &id0, 0);
+        }
+
+        /// JSON-shaped input with arbitrary strings and labels never panics either,
+        /// and a well-formed labeled line is always learned.
+        #[test]
+        fn arbitrary_messages_never_panic(text in "\\PC{0,200}", label in "\\PC{0,20}", multi in proptest::prelude::any::<bool>()) {
+            let mut p = pipeline(PipelineConfig::default());
+            let line = if multi {
+                serde_json::json!({"text": text, "labels": [label.clone()]})
+            } else {
+                serde_json::json!({"text": text, "label": label.clone()})
+            };
+            let out = p.handle(line.to_string().as_bytes(), &id0, 0);
+            let ok_label = !label.is_empty() && !label.chars().any(char::is_control);
+            if ok_label {
+                proptest::prop_assert!(matches!(out, Outcome::Learned { .. }), "{out:?}");
+            }
+            let _ = p.handle(serde_json::json!({"text": text}).to_string().as_bytes(), &id0, 0);
+        }
+    }
+
     #[test]
     fn missing_id_takes_the_default() {
         let mut p = pipeline(PipelineConfig::default());

@@ -275,6 +275,16 @@ mod tests {
         assert_eq!(toks("日本語です"), ["日本語です"]);
     }
 
+    proptest::proptest! {
+        /// Any string tokenizes without panicking, into non-empty lowercase tokens.
+        #[test]
+        fn any_text_tokenizes(s in "\\PC{0,300}") {
+            for t in toks(&s) {
+                proptest::prop_assert!(!t.is_empty());
+            }
+        }
+    }
+
     #[test]
     fn emoji_are_kept_as_symbols() {
         assert_eq!(toks("hi 😀"), ["hi", "😀"]);

@@ -837,6 +837,48 @@ mod tests {
     }
 
     #[test]
+    fn arow_and_the_other_schedules_fit_too() {
+        let cfg = FeatureConfig {
+            bits: 16,
+            char_ngrams: None,
+            ..FeatureConfig::default()
+        };
+        for (learner, schedule) in [
+            (Learner::Hinge, Schedule::Arow),
+            (Learner::Logistic, Schedule::Constant),
+            (Learner::Logistic, Schedule::InvScaling),
+        ] {
+            let hyper = Hyper {
+                schedule,
+                ..Hyper::defaults(learner)
+            };
+            hyper.validate().unwrap();
+            let mut model = Model::new(hyper, cfg.clone());
+            let mut f = Featurizer::new(cfg.clone());
+            let mut x = SparseVec::default();
+            for _ in 0..10 {
+                for (text, label) in DATA {
+                    f.featurize(text, &mut x);
+                    model.ensure_task(Task::SingleLabel);
+                    let id = model.intern(label).unwrap();
+                    model.learn(&x, &[id]).unwrap();
+                }
+            }
+            let mut out = Scored::default();
+            for (text, label) in DATA {
+                f.featurize(text, &mut x);
+                model.predict(&x, &mut out);
+                assert_eq!(model.labels().name(out.labels[0]), *label, "{learner} {schedule}");
+            }
+        }
+        let bad = Hyper {
+            schedule: Schedule::Arow,
+            ..Hyper::defaults(Learner::Logistic)
+        };
+        assert!(bad.validate().is_err(), "AROW is for the hinge loss");
+    }
+
+    #[test]
     fn single_label_model_refuses_label_sets() {
         let mut model = Model::new(
             Hyper::defaults(Learner::Logistic),
