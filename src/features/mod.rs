@@ -428,7 +428,23 @@ impl Featurizer {
         match self.cfg.value {
             ValueMode::Binary => out.val.fill(1.0),
             ValueMode::Count => {}
-            ValueMode::LogCount => out.val.iter_mut().for_each(|v| *v = v.ln_1p()),
+            ValueMode::LogCount => {
+                // Counts are small integers: look the common ones up.
+                const LN_1P: [f32; 9] = [
+                    0.0,
+                    0.693_147_2,
+                    1.098_612_3,
+                    1.386_294_4,
+                    1.609_438,
+                    1.791_759_5,
+                    1.945_910_1,
+                    2.079_441_5,
+                    2.197_224_6,
+                ];
+                for v in &mut out.val {
+                    *v = LN_1P.get(*v as usize).copied().unwrap_or_else(|| v.ln_1p());
+                }
+            }
         }
     }
 }
@@ -601,6 +617,22 @@ mod tests {
         // A prefix ending inside a char is cut back to a boundary.
         f.featurize("ññññ", &mut v);
         assert_eq!(v.len(), 1 + 1, "one distinct bigram (ññ) and the bias");
+    }
+
+    #[test]
+    fn log_count_table_matches_ln_1p() {
+        let cfg = FeatureConfig {
+            value: ValueMode::LogCount,
+            normalize: false,
+            ..words_only(18)
+        };
+        let mut f = Featurizer::new(cfg);
+        let mut v = SparseVec::default();
+        for n in 1..=12 {
+            f.featurize_raw(&vec!["w"; n].join(" "), &mut v);
+            let unigram = v.val.iter().copied().fold(f32::MIN, f32::max);
+            assert!((unigram - (n as f32).ln_1p()).abs() < 1e-6, "count {n}");
+        }
     }
 
     #[test]
