@@ -432,7 +432,7 @@ impl Featurizer {
                 // Counts are small integers: look the common ones up.
                 const LN_1P: [f32; 9] = [
                     0.0,
-                    0.693_147_2,
+                    std::f32::consts::LN_2,
                     1.098_612_3,
                     1.386_294_4,
                     1.609_438,

@@ -1,0 +1,301 @@
+//! End-to-end benchmark through a real broker (not a test): run by
+//! `scripts/bench_kafka.sh`, which starts the test broker and sets
+//! KAFKA_BOOTSTRAP.
+//!
+//! 1. Throughput: N messages (the SMS slice repeated, every other one
+//!    without a label) are loaded into a topic; then, in the same run on the
+//!    same broker, a no-op consume->produce pipe (same librdkafka client
+//!    settings as classifyd) and `classifyd run` each drain it. Rate = input
+//!    messages / (last output's timestamp - first output's timestamp).
+//! 2. Latency: with classifyd running and caught up, requests are produced
+//!    at a fixed rate; latency = the prediction's timestamp minus the
+//!    request's, per message; p50 and p99 are printed.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Message, Timestamp};
+use rdkafka::producer::{BaseProducer, BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+
+/// How long a fetch may wait at the broker for data (librdkafka's default,
+/// 500 ms, is what the latency would measure otherwise); the same for the
+/// no-op pipe and classifyd.
+const FETCH_WAIT_MS: u32 = 10;
+
+fn env_or(key: &str, default: usize) -> usize {
+    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+fn unique(p: &str) -> String {
+    format!(
+        "{p}-{}-{}",
+        std::process::id(),
+        SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos()
+    )
+}
+
+fn create(bootstrap: &str, names: &[&str]) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let new: Vec<NewTopic> = names
+        .iter()
+        .map(|n| NewTopic::new(n, 1, TopicReplication::Fixed(1)))
+        .collect();
+    for r in rt.block_on(admin.create_topics(&new, &AdminOptions::new())).unwrap() {
+        r.unwrap();
+    }
+}
+
+fn load(bootstrap: &str, topic: &str, msgs: &[(String, String)]) {
+    let p: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "5")
+        .create()
+        .unwrap();
+    for (k, v) in msgs {
+        let mut rec = Some(BaseRecord::to(topic).key(k.as_str()).payload(v.as_str()));
+        while let Some(r) = rec.take() {
+            if let Err((_, r)) = p.send(r) {
+                p.poll(Duration::from_millis(5));
+                rec = Some(r);
+            }
+        }
+        p.poll(Duration::ZERO);
+    }
+    p.flush(Duration::from_secs(60)).unwrap();
+}
+
+/// (key, timestamp ms) of every message of `topic`, until `want` or the deadline.
+fn read(bootstrap: &str, topic: &str, want: usize, deadline: Duration) -> Vec<(String, i64)> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", unique("bench-reader"))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    c.subscribe(&[topic]).unwrap();
+    let start = Instant::now();
+    let mut out = Vec::with_capacity(want);
+    while out.len() < want && start.elapsed() < deadline {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+            let ts = match m.timestamp() {
+                Timestamp::CreateTime(t) | Timestamp::LogAppendTime(t) => t,
+                Timestamp::NotAvailable => 0,
+            };
+            out.push((String::from_utf8_lossy(m.key().unwrap_or(&[])).into_owned(), ts));
+        }
+    }
+    out
+}
+
+/// The no-op pipe: consume, produce the same bytes, with classifyd's client settings.
+fn noop_pipe(bootstrap: &str, input: &str, output: &str, n: usize) {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", unique("noop"))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("fetch.wait.max.ms", FETCH_WAIT_MS.to_string())
+        .create()
+        .unwrap();
+    let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("message.timeout.ms", "0")
+        .set("linger.ms", "5")
+        .create()
+        .unwrap();
+    c.subscribe(&[input]).unwrap();
+    let mut seen = 0;
+    while seen < n {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+            let mut rec = Some(
+                BaseRecord::to(output)
+                    .key(m.key().unwrap_or(&[]))
+                    .payload(m.payload().unwrap_or(&[])),
+            );
+            while let Some(r) = rec.take() {
+                if let Err((_, r)) = p.send(r) {
+                    std::thread::sleep(Duration::from_millis(1));
+                    rec = Some(r);
+                }
+            }
+            seen += 1;
+        }
+    }
+    p.flush(Duration::from_secs(60)).unwrap();
+}
+
+/// Produces `total` requests at `rate` per second; returns id -> send time (ms).
+fn paced(bootstrap: &str, topic: &str, base: &[serde_json::Value], rate: usize, total: usize) -> HashMap<String, i64> {
+    let p: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
+    let mut sent = HashMap::new();
+    let start = Instant::now();
+    for i in 0..total {
+        let due = start + Duration::from_secs_f64(i as f64 / rate as f64);
+        // Sleep, not spin: the broker and classifyd share this machine's cores.
+        while Instant::now() < due {
+            p.poll(Duration::ZERO);
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        let id = format!("lat-{i}");
+        let v = serde_json::json!({"id": id, "text": base[i % base.len()]["text"]}).to_string();
+        let ts = now_ms();
+        let mut rec = Some(BaseRecord::to(topic).key(id.as_str()).payload(v.as_str()).timestamp(ts));
+        while let Some(r) = rec.take() {
+            if let Err((_, r)) = p.send(r) {
+                p.poll(Duration::from_millis(1));
+                rec = Some(r);
+            }
+        }
+        sent.insert(id, ts);
+    }
+    p.flush(Duration::from_secs(60)).unwrap();
+    sent
+}
+
+/// Output timestamp minus input timestamp, per matched key, sorted.
+fn latencies(outs: &[(String, i64)], sent: &HashMap<String, i64>) -> Vec<i64> {
+    let mut lat: Vec<i64> = outs.iter().filter_map(|(k, ts)| sent.get(k).map(|s| ts - s)).collect();
+    lat.sort_unstable();
+    assert!(!lat.is_empty(), "no latency samples");
+    lat
+}
+
+fn percentile(sorted: &[i64], q: f64) -> i64 {
+    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo test --benches` lists benches; nothing to list here
+    }
+    let Ok(bootstrap) = std::env::var("KAFKA_BOOTSTRAP") else {
+        eprintln!("kafka_e2e: set KAFKA_BOOTSTRAP (scripts/bench_kafka.sh starts a broker)");
+        return;
+    };
+    let n = env_or("BENCH_MESSAGES", 50_000);
+    let rate = env_or("BENCH_RATE", 10_000);
+    let secs = env_or("BENCH_SECONDS", 5);
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/classifyd");
+    let sms =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sms_head1000.jsonl")).unwrap();
+    let base: Vec<serde_json::Value> = sms.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let msgs: Vec<(String, String)> = (0..n)
+        .map(|i| {
+            let mut v = base[i % base.len()].clone();
+            let id = format!("m-{i}");
+            v["id"] = id.clone().into();
+            if i % 2 == 1 {
+                v.as_object_mut().unwrap().remove("label");
+            }
+            (id, v.to_string())
+        })
+        .collect();
+    let requests = n / 2;
+
+    // Throughput: the no-op pipe.
+    let (input, noop_out) = (unique("bench-in"), unique("bench-noop"));
+    create(&bootstrap, &[&input, &noop_out]);
+    load(&bootstrap, &input, &msgs);
+    noop_pipe(&bootstrap, &input, &noop_out, n);
+    let outs = read(&bootstrap, &noop_out, n, Duration::from_secs(120));
+    let span =
+        |o: &[(String, i64)]| (o.iter().map(|x| x.1).max().unwrap() - o.iter().map(|x| x.1).min().unwrap()).max(1);
+    let noop_rate = n as f64 / (span(&outs) as f64 / 1000.0);
+
+    // Throughput: classifyd on the same input.
+    let (fb, out, dlq) = (unique("bench-fb"), unique("bench-out"), unique("bench-dlq"));
+    create(&bootstrap, &[&fb, &out, &dlq]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = Command::new(&bin)
+        .args([
+            "run",
+            "--brokers",
+            &bootstrap,
+            "--group-id",
+            &unique("bench"),
+            "--input-topic",
+            &input,
+        ])
+        .args([
+            "--feedback-topic",
+            &fb,
+            "--output-topic",
+            &out,
+            "--dead-letter-topic",
+            &dlq,
+        ])
+        .arg("--checkpoint-dir")
+        .arg(dir.path())
+        .args(["--checkpoint-interval-secs", "30"])
+        .args(["-X", &format!("fetch.wait.max.ms={FETCH_WAIT_MS}")])
+        .env("CLASSIFYD_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let outs = read(&bootstrap, &out, requests, Duration::from_secs(300));
+    assert_eq!(outs.len(), requests, "classifyd delivered every prediction");
+    let classifyd_rate = n as f64 / (span(&outs) as f64 / 1000.0);
+
+    // Latency at a fixed rate, with classifyd caught up.
+    let total = rate * secs;
+    let sent = paced(&bootstrap, &input, &base, rate, total);
+    let outs = read(&bootstrap, &out, requests + total, Duration::from_secs(120));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    let _ = daemon.wait();
+    let lat = latencies(&outs, &sent);
+
+    // The same for the no-op pipe, for reference (what the broker and client add).
+    let (noop_in, noop_out2) = (unique("bench-noop-in"), unique("bench-noop-out"));
+    create(&bootstrap, &[&noop_in, &noop_out2]);
+    let (b2, i2, o2) = (bootstrap.clone(), noop_in.clone(), noop_out2.clone());
+    let pipe = std::thread::spawn(move || noop_pipe(&b2, &i2, &o2, total + 1));
+    // One message through first, so the pipe has joined its group.
+    load(&bootstrap, &noop_in, &[("warm-up".to_string(), "{}".to_string())]);
+    read(&bootstrap, &noop_out2, 1, Duration::from_secs(120));
+    let sent = paced(&bootstrap, &noop_in, &base, rate, total);
+    pipe.join().unwrap();
+    let noop_lat = latencies(
+        &read(&bootstrap, &noop_out2, total + 1, Duration::from_secs(120)),
+        &sent,
+    );
+    println!("| measure | value |\n|---|---:|");
+    println!("| messages | {n} (half labeled) |");
+    println!("| no-op consume->produce pipe | {noop_rate:.0} msg/s |");
+    println!("| classifyd broker->classifyd->broker | {classifyd_rate:.0} msg/s |");
+    println!("| ratio classifyd / no-op | {:.2} |", classifyd_rate / noop_rate);
+    println!(
+        "| latency at {rate} msg/s for {secs} s: p50 | {} ms |",
+        percentile(&lat, 0.5)
+    );
+    println!("| latency p99 | {} ms |", percentile(&lat, 0.99));
+    println!("| latency samples | {} of {total} |", lat.len());
+    println!(
+        "| no-op pipe latency at the same rate: p50 | {} ms |",
+        percentile(&noop_lat, 0.5)
+    );
+    println!("| no-op pipe latency p99 | {} ms |", percentile(&noop_lat, 0.99));
+}

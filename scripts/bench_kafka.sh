@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# End-to-end Kafka benchmark: throughput against a no-op consume->produce
+# pipe on the same broker in the same run, and p50/p99 latency at a fixed
+# rate. Starts the test broker unless KAFKA_BOOTSTRAP is set.
+#   BENCH_MESSAGES (50000)  BENCH_RATE (10000/s)  BENCH_SECONDS (5)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -q
+if [[ -z ${KAFKA_BOOTSTRAP:-} ]]; then
+  export CLASSIFYD_BROKER_RUN=${TMPDIR:-/tmp}/classifyd-bench-broker-$$
+  trap 'scripts/broker.sh stop' EXIT
+  scripts/broker.sh start >/dev/null
+  KAFKA_BOOTSTRAP=$(cat "$CLASSIFYD_BROKER_RUN/bootstrap")
+  export KAFKA_BOOTSTRAP
+fi
+cargo bench --bench kafka_e2e
