@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::checkpoint::{self, CheckpointDir, CheckpointError};
 use crate::features::FeatureConfig;
+use crate::metrics::Telemetry;
 use crate::model::{HyperChoice, Model};
 use crate::pipeline::{Outcome, Pipeline, PipelineConfig};
 use crate::shutdown::Shutdown;
@@ -102,7 +103,11 @@ pub fn load_or_new(
 }
 
 /// Runs until the input ends or `shutdown` is triggered; checkpoints at exit.
-pub fn run_jsonl(s: &JsonlSettings, shutdown: &Shutdown) -> Result<RunSummary, DaemonError> {
+pub fn run_jsonl(
+    s: &JsonlSettings,
+    shutdown: &Shutdown,
+    telemetry: Option<&Telemetry>,
+) -> Result<RunSummary, DaemonError> {
     let mut dir = match &s.checkpoint_dir {
         Some(d) => Some(CheckpointDir::open(d, s.keep_checkpoints)?),
         None => None,
@@ -121,6 +126,11 @@ pub fn run_jsonl(s: &JsonlSettings, shutdown: &Shutdown) -> Result<RunSummary, D
     let mut last_checkpoint = Instant::now();
     let mut updates_at_checkpoint = pipeline.model().version();
     let name = source.name.clone();
+    if let Some(t) = telemetry {
+        crate::metrics::publish(&pipeline);
+        t.set_ready(true);
+    }
+    let mut last_publish = Instant::now();
 
     let mut checkpoint = |pipeline: &Pipeline,
                           positions: &mut BTreeMap<String, u64>,
@@ -133,7 +143,10 @@ pub fn run_jsonl(s: &JsonlSettings, shutdown: &Shutdown) -> Result<RunSummary, D
         dead.flush()?;
         if let Some(dir) = dir.as_mut() {
             positions.insert(JSONL_POSITION.to_string(), next_line);
-            let saved = dir.save(&mut checkpoint::capture(pipeline, positions))?;
+            let saved = dir
+                .save(&mut checkpoint::capture(pipeline, positions))
+                .inspect_err(|_| crate::metrics::checkpoint_failed())?;
+            crate::metrics::checkpoint_saved(&saved);
             tracing::debug!(path = %saved.path.display(), bytes = saved.bytes, ms = saved.duration.as_millis() as u64, "checkpoint written");
         }
         Ok(())
@@ -147,6 +160,10 @@ pub fn run_jsonl(s: &JsonlSettings, shutdown: &Shutdown) -> Result<RunSummary, D
         let due_time = last_checkpoint.elapsed() >= s.checkpoint_interval;
         let due_updates = s.checkpoint_every_updates > 0
             && pipeline.model().version() - updates_at_checkpoint >= s.checkpoint_every_updates;
+        if telemetry.is_some() && last_publish.elapsed() >= crate::metrics::PUBLISH_INTERVAL {
+            crate::metrics::publish(&pipeline);
+            last_publish = Instant::now();
+        }
         if due_time || due_updates {
             checkpoint(
                 &pipeline,
@@ -165,7 +182,10 @@ pub fn run_jsonl(s: &JsonlSettings, shutdown: &Shutdown) -> Result<RunSummary, D
             Some(LineEvent::Error(e)) => return Err(DaemonError::Io(e)),
             Some(LineEvent::Line { number, bytes }) => {
                 let default_id = || (number + 1).to_string();
-                match pipeline.handle(&bytes, &default_id, now_ms()) {
+                let started = Instant::now();
+                let outcome = pipeline.handle(&bytes, &default_id, now_ms());
+                crate::metrics::handled(&outcome, started.elapsed());
+                match outcome {
                     Outcome::Predicted(p) => predictions.write(&p)?,
                     Outcome::Bad(bad) => dead.write(&format!("{name}:{}", number + 1), &bad, &bytes)?,
                     _ => {}

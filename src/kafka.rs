@@ -34,6 +34,7 @@ use rdkafka::types::RDKafkaRespErr;
 use crate::checkpoint::{self, CheckpointDir};
 use crate::daemon::{DaemonError, load_or_new, now_ms};
 use crate::features::FeatureConfig;
+use crate::metrics::Telemetry;
 use crate::model::HyperChoice;
 use crate::pipeline::{Outcome, Pipeline, PipelineConfig};
 use crate::shutdown::Shutdown;
@@ -134,12 +135,12 @@ impl State {
         let (topic, partition, offset) = (msg.topic(), msg.partition(), msg.offset());
         let payload = msg.payload().unwrap_or(&[]);
         let default_id = || format!("{topic}/{partition}/{offset}");
-        let now = msg
-            .timestamp()
-            .to_millis()
-            .and_then(|t| u64::try_from(t).ok())
-            .unwrap_or_else(now_ms);
-        match self.pipeline.handle(payload, &default_id, now) {
+        let stamp = msg.timestamp().to_millis().and_then(|t| u64::try_from(t).ok());
+        let now = stamp.unwrap_or_else(now_ms);
+        let started = Instant::now();
+        let outcome = self.pipeline.handle(payload, &default_id, now);
+        crate::metrics::handled(&outcome, started.elapsed());
+        match outcome {
             Outcome::Predicted(p) => {
                 self.buf.clear();
                 p.write_json(&mut self.buf);
@@ -147,6 +148,10 @@ impl State {
                 let value = std::mem::take(&mut self.buf);
                 self.send(&self.output_topic.clone(), &key, &value, None);
                 self.buf = value;
+                if let Some(t) = stamp {
+                    let secs = now_ms().saturating_sub(t) as f64 / 1000.0;
+                    metrics::histogram!("classifyd_end_to_end_latency_seconds").record(secs);
+                }
             }
             Outcome::Bad(bad) => {
                 let source = default_id();
@@ -205,13 +210,16 @@ impl State {
     /// away) nothing is written or committed and the caller tries later.
     fn checkpoint<C: Consumer<Ctx>>(&mut self, consumer: &C, why: &str) -> Result<bool, DaemonError> {
         if let Err(error) = self.producer.flush(self.flush_timeout) {
+            crate::metrics::checkpoint_failed();
             tracing::warn!(%error, why, "outputs not yet delivered; checkpoint put off");
             self.last_checkpoint = Instant::now();
             return Ok(false);
         }
         let saved = self
             .dir
-            .save(&mut checkpoint::capture(&self.pipeline, &self.positions))?;
+            .save(&mut checkpoint::capture(&self.pipeline, &self.positions))
+            .inspect_err(|_| crate::metrics::checkpoint_failed())?;
+        crate::metrics::checkpoint_saved(&saved);
         self.last_checkpoint = Instant::now();
         self.updates_at_checkpoint = self.pipeline.model().version();
         self.checkpoints += 1;
@@ -239,6 +247,8 @@ impl State {
 /// before partitions are revoked.
 pub struct Ctx {
     state: Arc<Mutex<State>>,
+    /// Partitions currently assigned (for `/readyz`).
+    assigned: Arc<AtomicU64>,
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -246,7 +256,20 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl ClientContext for Ctx {}
+impl ClientContext for Ctx {
+    /// librdkafka's statistics (every `statistics.interval.ms`): consumer lag
+    /// per partition.
+    fn stats(&self, stats: rdkafka::Statistics) {
+        for (topic, t) in &stats.topics {
+            for (id, p) in &t.partitions {
+                if p.partition >= 0 && p.consumer_lag >= 0 {
+                    metrics::gauge!("classifyd_consumer_lag_messages", "topic" => topic.clone(), "partition" => id.to_string())
+                        .set(p.consumer_lag as f64);
+                }
+            }
+        }
+    }
+}
 
 impl ConsumerContext for Ctx {
     fn rebalance(&self, consumer: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
@@ -277,6 +300,8 @@ impl ConsumerContext for Ctx {
                     tracing::info!(topic, partition, ?from_checkpoint, ?from_group, "partition assigned");
                 }
                 drop(state);
+                metrics::counter!("classifyd_rebalances_total", "kind" => "assign").increment(1);
+                self.assigned.store(tpl.count() as u64, Ordering::SeqCst);
                 if let Err(error) = consumer.assign(tpl) {
                     tracing::error!(%error, "assign failed");
                 }
@@ -288,6 +313,8 @@ impl ConsumerContext for Ctx {
                 }
                 drop(state);
                 tracing::info!(partitions = tpl.count(), "partitions revoked");
+                metrics::counter!("classifyd_rebalances_total", "kind" => "revoke").increment(1);
+                self.assigned.store(0, Ordering::SeqCst);
                 let _ = consumer.unassign();
             }
             other => {
@@ -309,7 +336,11 @@ fn client_config(s: &KafkaSettings) -> ClientConfig {
 
 /// Runs until `shutdown`; then finishes the message in hand, flushes,
 /// checkpoints, commits.
-pub async fn run(s: &KafkaSettings, shutdown: &Shutdown) -> Result<KafkaSummary, DaemonError> {
+pub async fn run(
+    s: &KafkaSettings,
+    shutdown: &Shutdown,
+    telemetry: Option<&Telemetry>,
+) -> Result<KafkaSummary, DaemonError> {
     let dir = CheckpointDir::open(&s.checkpoint_dir, s.keep_checkpoints)?;
     let (pipeline, positions, resumed_from) = load_or_new(Some(&dir), &s.features, &s.hyper, s.pipeline.clone())?;
     let kafka = |e: KafkaError| DaemonError::Io(std::io::Error::other(format!("kafka: {e}")));
@@ -344,15 +375,18 @@ pub async fn run(s: &KafkaSettings, shutdown: &Shutdown) -> Result<KafkaSummary,
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
-        .set("partition.assignment.strategy", "range");
+        .set("partition.assignment.strategy", "range")
+        .set("statistics.interval.ms", "5000");
     for (k, v) in &s.properties {
         cc.set(k, v);
     }
-    let consumer: StreamConsumer<Ctx> = cc
-        .create_with_context(Ctx {
-            state: Arc::clone(&state),
-        })
-        .map_err(kafka)?;
+    let assigned = Arc::new(AtomicU64::new(0));
+    let ctx = Ctx {
+        state: Arc::clone(&state),
+        assigned: Arc::clone(&assigned),
+    };
+    let consumer: StreamConsumer<Ctx> = cc.create_with_context(ctx).map_err(kafka)?;
+    let mut last_publish = Instant::now();
     let topics: Vec<&str> = if s.feedback_topic == s.input_topic {
         vec![&s.input_topic]
     } else {
@@ -369,6 +403,16 @@ pub async fn run(s: &KafkaSettings, shutdown: &Shutdown) -> Result<KafkaSummary,
             let mut st = lock(&state);
             if st.due(s.checkpoint_interval, s.checkpoint_every_updates) {
                 st.checkpoint(&consumer, "interval")?;
+            }
+            if let Some(t) = telemetry
+                && last_publish.elapsed() >= crate::metrics::PUBLISH_INTERVAL
+            {
+                crate::metrics::publish(&st.pipeline);
+                let c = st.producer.context();
+                metrics::counter!("classifyd_delivery_failures_total").absolute(c.failed.load(Ordering::Relaxed));
+                metrics::gauge!("classifyd_producer_queue_messages").set(st.producer.in_flight_count() as f64);
+                t.set_ready(assigned.load(Ordering::SeqCst) > 0);
+                last_publish = Instant::now();
             }
         }
         match tokio::time::timeout(Duration::from_millis(100), consumer.recv()).await {

@@ -16,6 +16,7 @@
 //! - [`kafka`]: `classifyd run --brokers`: the Kafka transport, exactly-once
 //!   learning through checkpointed offsets.
 //! - [`commands`]: `eval`, `predict`, `inspect`.
+//! - [`metrics`]: the Prometheus endpoint, `/healthz` and `/readyz`.
 //! - [`shutdown`]: SIGTERM/SIGINT handling.
 
 pub mod checkpoint;
@@ -26,6 +27,7 @@ pub mod eval;
 pub mod features;
 pub mod kafka;
 pub mod message;
+pub mod metrics;
 pub mod model;
 pub mod pipeline;
 pub mod shutdown;

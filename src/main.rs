@@ -45,6 +45,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             shutdown
                 .install_signal_handlers()
                 .context("cannot install signal handlers")?;
+            let telemetry = match &a.metrics_addr {
+                Some(addr) => Some(classifyd::metrics::install(addr)?),
+                None => None,
+            };
             if let Some(brokers) = a.brokers {
                 let Some(checkpoint_dir) = a.checkpoint_dir else {
                     anyhow::bail!("--checkpoint-dir is required with --brokers (it holds the model and the offsets)");
@@ -71,7 +75,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     .enable_all()
                     .build()
                     .context("cannot start the tokio runtime")?;
-                rt.block_on(kafka::run(&settings, &shutdown))?;
+                rt.block_on(kafka::run(&settings, &shutdown, telemetry.as_ref()))?;
                 return Ok(());
             }
             let settings = daemon::JsonlSettings {
@@ -86,7 +90,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 hyper,
                 pipeline,
             };
-            daemon::run_jsonl(&settings, &shutdown)?;
+            daemon::run_jsonl(&settings, &shutdown, telemetry.as_ref())?;
         }
         Command::Eval(a) => {
             let (result, _) = commands::eval(&a)?;

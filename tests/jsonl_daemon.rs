@@ -335,3 +335,88 @@ fn a_damaged_checkpoint_is_refused_and_the_previous_one_used() {
     );
     assert!(log.contains("resumed from checkpoint"), "{log}");
 }
+
+/// A plain HTTP GET on loopback: (status code, body).
+fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
+    let body = buf.split_once("\r\n\r\n").map(|x| x.1.to_string()).unwrap_or_default();
+    Some((code, body))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn metrics_endpoint_serves_every_documented_metric() {
+    let tmp = tempfile::tempdir().unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(BIN)
+        .args([
+            "run",
+            "--input",
+            "-",
+            "--output",
+            "/dev/null",
+            "--metrics-addr",
+            &addr,
+            "--checkpoint-dir",
+        ])
+        .arg(tmp.path().join("ck"))
+        .args(model_flags())
+        .env("CLASSIFYD_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        let stdin = child.stdin.as_mut().unwrap();
+        stdin.write_all(&fs::read(data("sms_demo.jsonl")).unwrap()).unwrap();
+        stdin.flush().unwrap();
+    }
+    wait_for("ready", Duration::from_secs(30), || {
+        http_get(&addr, "/readyz").is_some_and(|r| r.0 == 200)
+    });
+    assert_eq!(http_get(&addr, "/healthz").unwrap().0, 200);
+    assert_eq!(http_get(&addr, "/nope").unwrap().0, 404);
+    let mut body = String::new();
+    wait_for("all lines counted", Duration::from_secs(30), || {
+        body = http_get(&addr, "/metrics").map(|r| r.1).unwrap_or_default();
+        body.contains("classifyd_messages_total{kind=\"labeled\",outcome=\"learned\"} 900")
+    });
+    let kafka_only = [
+        "classifyd_end_to_end_latency_seconds",
+        "classifyd_consumer_lag_messages",
+        "classifyd_rebalances_total",
+        "classifyd_producer_queue_messages",
+        "classifyd_delivery_failures_total",
+        // Written at the first checkpoint (the interval is a minute here).
+        "classifyd_checkpoints_total",
+        "classifyd_checkpoint_duration_seconds",
+        "classifyd_checkpoint_size_bytes",
+        "classifyd_checkpoint_timestamp_seconds",
+        "classifyd_checkpoint_failures_total",
+    ];
+    for (name, kind, _) in classifyd::metrics::METRICS {
+        assert!(
+            body.contains(&format!("# TYPE {name} {kind}")) || kafka_only.contains(name),
+            "{name} missing:\n{body}"
+        );
+    }
+    // Histograms have explicit buckets (they can be summed across replicas).
+    assert!(body.contains("classifyd_learn_duration_seconds_bucket{le=\"0.001\"}"));
+    assert!(body.contains("classifyd_bad_input_total{reason=\"bad_json\"} 1"));
+    // Label values are bounded: no ids or texts.
+    assert!(!body.contains("sms-0"));
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+}

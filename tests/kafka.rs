@@ -42,10 +42,56 @@ fn end_to_end_predictions_and_progressive_accuracy_match_eval() {
     produce(&topics.input, Some(0), &lines_as_messages(&lines));
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("ck");
-    let daemon = spawn_daemon(&topics, &unique("g"), &dir, &[]);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let daemon = spawn_daemon(&topics, &unique("g"), &dir, &["--metrics-addr", &addr]);
     wait_for("all messages consumed", Duration::from_secs(120), || {
         newest_checkpoint(&dir).is_some_and(|c| consumed(&c, &topics.input) == lines.len() as u64)
     });
+    // Late labels for a few requests (after the stream, so the progressive
+    // metrics compared below are untouched): the published accuracy appears.
+    let fb: Vec<(String, Vec<u8>, Option<i64>)> = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("label").is_none())
+        .take(5)
+        .map(|v| {
+            let id = v["id"].as_str().unwrap().to_string();
+            (
+                id.clone(),
+                serde_json::json!({"id": id, "label": "ham"}).to_string().into_bytes(),
+                None,
+            )
+        })
+        .collect();
+    produce(&topics.feedback, Some(0), &fb);
+    // Every documented metric is exported (consumer lag comes with
+    // librdkafka's statistics, every 5 s), and the daemon is ready.
+    let mut body = String::new();
+    let missing = |body: &str| -> Vec<&str> {
+        classifyd::metrics::METRICS
+            .iter()
+            .filter(|(name, kind, _)| !body.contains(&format!("# TYPE {name} {kind}")))
+            .map(|m| m.0)
+            .collect()
+    };
+    let start = std::time::Instant::now();
+    loop {
+        body = http_get(&addr, "/metrics").map(|r| r.1).unwrap_or_default();
+        let m = missing(&body);
+        if m.is_empty() {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "missing metrics: {m:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(http_get(&addr, "/readyz").unwrap().0, 200);
+    assert!(
+        body.contains(&format!(
+            "classifyd_consumer_lag_messages{{topic=\"{}\",partition=\"0\"}} 0",
+            topics.input
+        )),
+        "{body}"
+    );
     terminate(daemon);
 
     // Exactly one prediction per unlabeled message, keyed by its id.

@@ -1,0 +1,373 @@
+//! Prometheus metrics and the health endpoints.
+//!
+//! The recorder (metrics-exporter-prometheus) is installed first, every
+//! metric is described once ([`describe`]), and an HTTP thread (tiny_http)
+//! serves `/metrics`, `/healthz` (alive) and `/readyz` (model loaded and, on
+//! Kafka, partitions assigned). Counters and gauges that mirror the
+//! pipeline's state are refreshed by [`publish`] about once a second, off
+//! the per-message path; only the latency histograms are recorded per
+//! message. Label values come from bounded sets: reasons, outcomes, windows,
+//! and at most [`MAX_CLASS_SERIES`] class names (the rest are folded into
+//! "other"); never ids, keys or texts.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::message::BadReason;
+use crate::pipeline::Pipeline;
+
+/// Classes beyond this many share the label value "other".
+pub const MAX_CLASS_SERIES: usize = 50;
+
+/// Buckets of the per-message latency histograms, in seconds.
+pub const LATENCY_BUCKETS: &[f64] = &[
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
+/// Buckets of the end-to-end (input timestamp to publish) histogram.
+pub const END_TO_END_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+/// Buckets of the checkpoint duration histogram.
+pub const CHECKPOINT_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+
+/// Every exported metric: name, kind, unit, help. The README's table and the
+/// test that scrapes `/metrics` both come from this list.
+pub const METRICS: &[(&str, &str, &str)] = &[
+    (
+        "classifyd_messages_total",
+        "counter",
+        "Messages handled, by kind (labeled, unlabeled, feedback, any) and outcome",
+    ),
+    (
+        "classifyd_predictions_total",
+        "counter",
+        "Predictions published, by predicted class",
+    ),
+    (
+        "classifyd_bad_input_total",
+        "counter",
+        "Bad input sent to the dead-letter output, by reason",
+    ),
+    (
+        "classifyd_feedback_cache_entries",
+        "gauge",
+        "Messages waiting in the cache for a late label",
+    ),
+    (
+        "classifyd_feedback_cache_dropped_total",
+        "counter",
+        "Messages dropped from the late-label cache, by cause (expired, evicted)",
+    ),
+    (
+        "classifyd_progressive_examples_total",
+        "counter",
+        "Labeled examples counted by progressive (test-then-train) evaluation",
+    ),
+    (
+        "classifyd_progressive_accuracy_ratio",
+        "gauge",
+        "Progressive accuracy (subset accuracy for multi-label), by window (cumulative, sliding)",
+    ),
+    (
+        "classifyd_progressive_macro_f1_ratio",
+        "gauge",
+        "Progressive macro-averaged F1, by window",
+    ),
+    (
+        "classifyd_class_precision_ratio",
+        "gauge",
+        "Per-class precision over the sliding window",
+    ),
+    (
+        "classifyd_class_recall_ratio",
+        "gauge",
+        "Per-class recall over the sliding window",
+    ),
+    (
+        "classifyd_class_f1_ratio",
+        "gauge",
+        "Per-class F1 over the sliding window",
+    ),
+    ("classifyd_roc_auc_ratio", "gauge", "ROC AUC of binary tasks, by window"),
+    (
+        "classifyd_published_accuracy_ratio",
+        "gauge",
+        "Accuracy of published predictions as judged by late labels, by window",
+    ),
+    ("classifyd_classes", "gauge", "Classes the model knows"),
+    (
+        "classifyd_model_version",
+        "gauge",
+        "Examples learned by the model (published with each prediction)",
+    ),
+    (
+        "classifyd_learn_duration_seconds",
+        "histogram",
+        "Time to handle a labeled message (parse, features, predict, learn)",
+    ),
+    (
+        "classifyd_predict_duration_seconds",
+        "histogram",
+        "Time to handle an unlabeled message (parse, features, predict)",
+    ),
+    (
+        "classifyd_end_to_end_latency_seconds",
+        "histogram",
+        "From the input message's timestamp to its prediction's publication (Kafka)",
+    ),
+    (
+        "classifyd_consumer_lag_messages",
+        "gauge",
+        "Messages behind the partition's end, by topic and partition (Kafka)",
+    ),
+    (
+        "classifyd_rebalances_total",
+        "counter",
+        "Consumer-group rebalances, by kind (assign, revoke) (Kafka)",
+    ),
+    (
+        "classifyd_producer_queue_messages",
+        "gauge",
+        "Messages waiting in the producer's queue (Kafka)",
+    ),
+    (
+        "classifyd_delivery_failures_total",
+        "counter",
+        "Outputs the producer could not deliver (Kafka)",
+    ),
+    ("classifyd_checkpoints_total", "counter", "Checkpoints written"),
+    (
+        "classifyd_checkpoint_failures_total",
+        "counter",
+        "Checkpoints that failed or were put off",
+    ),
+    (
+        "classifyd_checkpoint_duration_seconds",
+        "histogram",
+        "Time to write a checkpoint",
+    ),
+    (
+        "classifyd_checkpoint_size_bytes",
+        "gauge",
+        "Size of the last checkpoint",
+    ),
+    (
+        "classifyd_checkpoint_timestamp_seconds",
+        "gauge",
+        "Unix time of the last checkpoint (alert on time() minus this)",
+    ),
+];
+
+/// Describes every metric once (Prometheus HELP and units).
+pub fn describe() {
+    for &(name, kind, help) in METRICS {
+        let unit = if name.ends_with("_seconds") {
+            Some(Unit::Seconds)
+        } else if name.ends_with("_bytes") {
+            Some(Unit::Bytes)
+        } else {
+            None
+        };
+        match (kind, unit) {
+            ("counter", _) => describe_counter!(name, help),
+            ("gauge", Some(u)) => describe_gauge!(name, u, help),
+            ("gauge", None) => describe_gauge!(name, help),
+            (_, Some(u)) => describe_histogram!(name, u, help),
+            (_, None) => describe_histogram!(name, help),
+        }
+    }
+}
+
+/// Why the metrics endpoint could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("invalid --metrics-addr {0:?}: {1}")]
+    Addr(String, String),
+    #[error("cannot install the metrics recorder: {0}")]
+    Recorder(String),
+    #[error("cannot serve metrics on {0}: {1}")]
+    Bind(String, String),
+}
+
+/// The running endpoint.
+#[derive(Clone, Debug)]
+pub struct Telemetry {
+    ready: Arc<AtomicBool>,
+    handle: PrometheusHandle,
+    /// Where it listens (the port is resolved when 0 was asked for).
+    pub addr: SocketAddr,
+}
+
+impl Telemetry {
+    /// `/readyz` answers 200 once this is set.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::SeqCst);
+    }
+
+    /// The exposition text, as `/metrics` serves it.
+    pub fn render(&self) -> String {
+        self.handle.render()
+    }
+}
+
+/// Installs the recorder, describes the metrics and serves them on `addr`.
+pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
+    let sock: SocketAddr = addr
+        .parse()
+        .map_err(|e: std::net::AddrParseError| MetricsError::Addr(addr.into(), e.to_string()))?;
+    let recorder = |e: metrics_exporter_prometheus::BuildError| MetricsError::Recorder(e.to_string());
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full("classifyd_end_to_end_latency_seconds".into()),
+            END_TO_END_BUCKETS,
+        )
+        .map_err(recorder)?
+        .set_buckets_for_metric(
+            Matcher::Full("classifyd_checkpoint_duration_seconds".into()),
+            CHECKPOINT_BUCKETS,
+        )
+        .map_err(recorder)?
+        .set_buckets_for_metric(Matcher::Suffix("_duration_seconds".into()), LATENCY_BUCKETS)
+        .map_err(recorder)?
+        .install_recorder()
+        .map_err(recorder)?;
+    describe();
+    // Present from the start, so alerts on their rate have a series to read.
+    counter!("classifyd_checkpoint_failures_total").absolute(0);
+    let server = tiny_http::Server::http(sock).map_err(|e| MetricsError::Bind(addr.into(), e.to_string()))?;
+    let addr = server.server_addr().to_ip().unwrap_or(sock);
+    let ready = Arc::new(AtomicBool::new(false));
+    let t = Telemetry {
+        ready: Arc::clone(&ready),
+        handle: handle.clone(),
+        addr,
+    };
+    std::thread::Builder::new()
+        .name("metrics-http".into())
+        .spawn(move || serve(server, handle, ready))
+        .map_err(|e| MetricsError::Bind(addr.to_string(), e.to_string()))?;
+    tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+    Ok(t)
+}
+
+fn serve(server: tiny_http::Server, handle: PrometheusHandle, ready: Arc<AtomicBool>) {
+    let text = |body: String, code: u16, kind: &str| {
+        let mut r = tiny_http::Response::from_string(body).with_status_code(code);
+        if let Ok(h) = tiny_http::Header::from_bytes(&b"Content-Type"[..], kind.as_bytes()) {
+            r.add_header(h);
+        }
+        r
+    };
+    for req in server.incoming_requests() {
+        let path = req.url().split('?').next().unwrap_or("").to_string();
+        let resp = match path.as_str() {
+            "/metrics" => {
+                handle.run_upkeep();
+                text(handle.render(), 200, "text/plain; version=0.0.4")
+            }
+            "/healthz" => text("ok\n".into(), 200, "text/plain"),
+            "/readyz" if ready.load(Ordering::SeqCst) => text("ready\n".into(), 200, "text/plain"),
+            "/readyz" => text("not ready\n".into(), 503, "text/plain"),
+            _ => text("not found\n".into(), 404, "text/plain"),
+        };
+        let _ = req.respond(resp);
+    }
+}
+
+/// How often [`publish`] runs.
+pub const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Mirrors the pipeline's counters and metrics into the recorder.
+pub fn publish(p: &Pipeline) {
+    let c = p.counters();
+    let msg = |kind: &'static str, outcome: &'static str, v: u64| {
+        counter!("classifyd_messages_total", "kind" => kind, "outcome" => outcome).absolute(v)
+    };
+    msg("labeled", "learned", c.learned);
+    msg("labeled", "test", c.test_scored);
+    msg("unlabeled", "predicted", c.predicted);
+    msg("feedback", "matched", c.feedback_matched - c.feedback_corrections);
+    msg("feedback", "correction", c.feedback_corrections);
+    msg("feedback", "unmatched", c.feedback_unmatched);
+    msg("any", "bad", c.bad_total());
+    msg("any", "skipped", c.skipped);
+    for r in BadReason::ALL {
+        counter!("classifyd_bad_input_total", "reason" => r.as_str()).absolute(c.bad[r.index()]);
+    }
+    let labels = p.model().labels();
+    let class_label = |name: &str| -> String {
+        match labels.get(name) {
+            Some(id) if id < MAX_CLASS_SERIES => name.to_string(),
+            _ => "other".to_string(),
+        }
+    };
+    let mut by_label: std::collections::BTreeMap<String, u64> = Default::default();
+    for (l, n) in &c.predicted_by_label {
+        *by_label.entry(class_label(l)).or_default() += n;
+    }
+    for (l, n) in by_label {
+        counter!("classifyd_predictions_total", "class" => l).absolute(n);
+    }
+    let cache = p.cache();
+    gauge!("classifyd_feedback_cache_entries").set(cache.len() as f64);
+    counter!("classifyd_feedback_cache_dropped_total", "cause" => "expired").absolute(cache.expired);
+    counter!("classifyd_feedback_cache_dropped_total", "cause" => "evicted").absolute(cache.evicted);
+
+    let prog = p.progressive();
+    let total = prog.total();
+    let window = prog.window();
+    counter!("classifyd_progressive_examples_total").absolute(total.examples);
+    if total.examples > 0 {
+        gauge!("classifyd_progressive_accuracy_ratio", "window" => "cumulative").set(total.accuracy());
+        gauge!("classifyd_progressive_accuracy_ratio", "window" => "sliding").set(window.accuracy());
+        gauge!("classifyd_progressive_macro_f1_ratio", "window" => "cumulative").set(total.macro_f1());
+        gauge!("classifyd_progressive_macro_f1_ratio", "window" => "sliding").set(window.macro_f1());
+    }
+    for (name, cc) in prog.labels().iter().zip(&window.per_class).take(MAX_CLASS_SERIES) {
+        let class = name.clone();
+        gauge!("classifyd_class_precision_ratio", "class" => class.clone(), "window" => "sliding").set(cc.precision());
+        gauge!("classifyd_class_recall_ratio", "class" => class.clone(), "window" => "sliding").set(cc.recall());
+        gauge!("classifyd_class_f1_ratio", "class" => class, "window" => "sliding").set(cc.f1());
+    }
+    if let Some(auc) = prog.window_roc_auc() {
+        gauge!("classifyd_roc_auc_ratio", "window" => "sliding").set(auc);
+    }
+    if let Some(auc) = prog.roc_auc() {
+        gauge!("classifyd_roc_auc_ratio", "window" => "cumulative").set(auc);
+    }
+    let published = p.published();
+    if published.total().examples > 0 {
+        gauge!("classifyd_published_accuracy_ratio", "window" => "cumulative").set(published.total().accuracy());
+        gauge!("classifyd_published_accuracy_ratio", "window" => "sliding").set(published.window().accuracy());
+    }
+    gauge!("classifyd_classes").set(labels.len() as f64);
+    gauge!("classifyd_model_version").set(p.model().version() as f64);
+}
+
+/// Records a written checkpoint.
+pub fn checkpoint_saved(saved: &crate::checkpoint::Saved) {
+    counter!("classifyd_checkpoints_total").increment(1);
+    metrics::histogram!("classifyd_checkpoint_duration_seconds").record(saved.duration.as_secs_f64());
+    gauge!("classifyd_checkpoint_size_bytes").set(saved.bytes as f64);
+    gauge!("classifyd_checkpoint_timestamp_seconds").set(crate::daemon::now_ms() as f64 / 1000.0);
+}
+
+/// Records a checkpoint that failed or was put off.
+pub fn checkpoint_failed() {
+    counter!("classifyd_checkpoint_failures_total").increment(1);
+}
+
+/// Records how long handling one message took, by what it was.
+pub fn handled(outcome: &crate::pipeline::Outcome, took: Duration) {
+    use crate::pipeline::Outcome;
+    match outcome {
+        Outcome::Learned { .. } => metrics::histogram!("classifyd_learn_duration_seconds").record(took.as_secs_f64()),
+        Outcome::Predicted(_) => metrics::histogram!("classifyd_predict_duration_seconds").record(took.as_secs_f64()),
+        _ => {}
+    }
+}
