@@ -66,7 +66,6 @@ fn end_to_end_predictions_and_progressive_accuracy_match_eval() {
     produce(&topics.feedback, Some(0), &fb);
     // Every documented metric is exported (consumer lag comes with
     // librdkafka's statistics, every 5 s), and the daemon is ready.
-    let mut body = String::new();
     let missing = |body: &str| -> Vec<&str> {
         classifyd::metrics::METRICS
             .iter()
@@ -75,15 +74,15 @@ fn end_to_end_predictions_and_progressive_accuracy_match_eval() {
             .collect()
     };
     let start = std::time::Instant::now();
-    loop {
-        body = http_get(&addr, "/metrics").map(|r| r.1).unwrap_or_default();
+    let body = loop {
+        let body = http_get(&addr, "/metrics").map(|r| r.1).unwrap_or_default();
         let m = missing(&body);
         if m.is_empty() {
-            break;
+            break body;
         }
         assert!(start.elapsed() < Duration::from_secs(60), "missing metrics: {m:?}");
         std::thread::sleep(Duration::from_millis(200));
-    }
+    };
     assert_eq!(http_get(&addr, "/readyz").unwrap().0, 200);
     assert!(
         body.contains(&format!(
