@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (the README's): every unit, integration and doc
 # test, in release mode (the learners are slow unoptimised), against a real
-# Kafka-protocol broker on 127.0.0.1.
+# Kafka-protocol broker on 127.0.0.1 and a real Prometheus server.
 #
 # Without KAFKA_BOOTSTRAP it installs (once) and starts the test broker
 # (scripts/broker.sh) and stops it at the end. To run the same tests against
@@ -19,4 +19,10 @@ if [[ -z ${KAFKA_BOOTSTRAP:-} ]]; then
   export KAFKA_BOOTSTRAP KAFKA_BROKER_PID
   echo "test broker (tansu) on $KAFKA_BOOTSTRAP, pid $KAFKA_BROKER_PID" >&2
 fi
+# Prometheus (Debian's package) for the scrape test, and promtool for deploy/check.sh.
+if ! command -v prometheus >/dev/null 2>&1; then
+  sudo=""; [[ $(id -u) -eq 0 ]] || sudo=sudo
+  $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+export PROMETHEUS_BIN=${PROMETHEUS_BIN:-$(command -v prometheus)}
 cargo test --release "$@"
