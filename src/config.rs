@@ -41,6 +41,36 @@ pub enum Command {
     Predict(PredictArgs),
     /// Summarise a checkpointed model and its strongest features.
     Inspect(InspectArgs),
+    /// Stream a labeled JSON-lines file into Kafka, holding some labels back
+    /// and sending them later as feedback (demos).
+    DemoProduce(DemoArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    #[arg(long, env = "CLASSIFYD_BROKERS")]
+    pub brokers: String,
+    #[arg(long, env = "CLASSIFYD_DEMO_INPUT")]
+    pub input: PathBuf,
+    #[arg(long, env = "CLASSIFYD_INPUT_TOPIC", default_value = "messages")]
+    pub input_topic: String,
+    #[arg(long, env = "CLASSIFYD_FEEDBACK_TOPIC", default_value = "labels")]
+    pub feedback_topic: String,
+    /// Messages per second (0: as fast as possible).
+    #[arg(long, env = "CLASSIFYD_DEMO_RATE", default_value_t = 50.0)]
+    pub rate: f64,
+    /// One message in this many is sent without its label.
+    #[arg(long, env = "CLASSIFYD_DEMO_HOLDBACK_EVERY", default_value_t = 5)]
+    pub holdback_every: usize,
+    /// The held-back label follows this many messages later.
+    #[arg(long, env = "CLASSIFYD_DEMO_FEEDBACK_DELAY", default_value_t = 50)]
+    pub feedback_delay: usize,
+    /// Start over at the end of the file (fresh ids) until stopped.
+    #[arg(long = "loop", env = "CLASSIFYD_DEMO_LOOP")]
+    pub repeat: bool,
+    /// librdkafka property key=value (repeatable).
+    #[arg(short = 'X', value_name = "KEY=VALUE")]
+    pub kafka_property: Vec<String>,
 }
 
 /// Model and feature flags, shared by `run` and `eval`.

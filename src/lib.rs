@@ -18,11 +18,13 @@
 //! - [`commands`]: `eval`, `predict`, `inspect`.
 //! - [`metrics`]: the Prometheus endpoint, `/healthz` and `/readyz`.
 //! - [`shutdown`]: SIGTERM/SIGINT handling.
+//! - [`demo`]: `classifyd demo-produce`, a labeled stream with late feedback.
 
 pub mod checkpoint;
 pub mod commands;
 pub mod config;
 pub mod daemon;
+pub mod demo;
 pub mod eval;
 pub mod features;
 pub mod kafka;

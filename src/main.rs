@@ -106,6 +106,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let (ok, bad) = commands::predict(&a)?;
             tracing::info!(predicted = ok, skipped = bad, "predict finished");
         }
+        Command::DemoProduce(a) => {
+            let shutdown = Shutdown::new();
+            shutdown.install_signal_handlers().context("cannot install signal handlers")?;
+            let s = classifyd::demo::DemoSettings {
+                brokers: a.brokers,
+                input: a.input,
+                input_topic: a.input_topic,
+                feedback_topic: a.feedback_topic,
+                rate: a.rate,
+                holdback_every: a.holdback_every,
+                feedback_delay: a.feedback_delay,
+                repeat: a.repeat,
+                properties: kafka::parse_properties(&a.kafka_property).map_err(anyhow::Error::msg)?,
+            };
+            let (sent, labels) = classifyd::demo::run(&s, &shutdown).map_err(anyhow::Error::msg)?;
+            tracing::info!(sent, labels, "demo producer finished");
+        }
         Command::Inspect(a) => {
             let i = commands::inspect(&a)?;
             let mut out = std::io::stdout().lock();
