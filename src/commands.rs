@@ -81,6 +81,10 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     let mut test: Vec<(SparseVec, Vec<String>)> = Vec::new();
     let mut line = Vec::new();
     let (mut number, mut bytes) = (0u64, 0u64);
+    let mut curve = args.plot.as_ref().map(|_| crate::plot::Curve::default());
+    // About 400 points along the stream (the file's line count is unknown: sample by bytes).
+    let plot_every = (size / 400).max(1);
+    let mut next_plot = 0u64;
     loop {
         if args.limit.is_some_and(|l| number >= l) {
             break;
@@ -107,6 +111,12 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
         if number.is_multiple_of(256) {
             progress.set_position(bytes);
         }
+        if let Some(c) = &mut curve
+            && bytes >= next_plot
+        {
+            c.sample(pipeline.progressive());
+            next_plot = bytes + plot_every;
+        }
     }
     for _ in 1..args.passes {
         for (x, gold) in &train {
@@ -118,6 +128,21 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
         pipeline.score_test(x, gold);
     }
     progress.finish_and_clear();
+    if let (Some(c), Some(path)) = (&mut curve, &args.plot) {
+        let m = pipeline.progressive();
+        c.sample(m);
+        let support: Vec<u64> = m.total().per_class.iter().map(|x| x.tp + x.fn_).collect();
+        // "sms_spam_collection/stream.jsonl" says more than "stream.jsonl".
+        let parts: Vec<String> = args
+            .input
+            .iter()
+            .rev()
+            .take(2)
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        let title = parts.into_iter().rev().collect::<Vec<_>>().join("/");
+        crate::plot::render(c, m.labels(), &support, &title, path).map_err(CommandError::Usage)?;
+    }
     dead.flush().map_err(io_at(&path))?;
     let seconds = start.elapsed().as_secs_f64();
     let result = EvalResult {

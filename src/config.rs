@@ -316,6 +316,9 @@ pub struct EvalArgs {
     /// Bad lines, one JSON record each.
     #[arg(long)]
     pub dead_letter: Option<PathBuf>,
+    /// Draw the learning curve (accuracy over the stream; 1-ROCA or per-class F1) to this SVG file.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
     #[command(flatten)]
     pub model: ModelArgs,
     #[command(flatten)]

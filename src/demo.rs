@@ -98,6 +98,8 @@ pub fn run(s: &DemoSettings, stop: &crate::shutdown::Shutdown) -> Result<(u64, u
         send(&s.feedback_topic, &key, &fb);
         labels += 1;
     }
-    producer.flush(Duration::from_secs(30)).map_err(|e| format!("kafka: {e}"))?;
+    producer
+        .flush(Duration::from_secs(30))
+        .map_err(|e| format!("kafka: {e}"))?;
     Ok((sent, labels))
 }

@@ -16,6 +16,7 @@
 //! - [`kafka`]: `classifyd run --brokers`: the Kafka transport, exactly-once
 //!   learning through checkpointed offsets.
 //! - [`commands`]: `eval`, `predict`, `inspect`.
+//! - [`plot`]: the learning-curve SVG of `eval --plot`.
 //! - [`metrics`]: the Prometheus endpoint, `/healthz` and `/readyz`.
 //! - [`shutdown`]: SIGTERM/SIGINT handling.
 //! - [`demo`]: `classifyd demo-produce`, a labeled stream with late feedback.
@@ -32,5 +33,6 @@ pub mod message;
 pub mod metrics;
 pub mod model;
 pub mod pipeline;
+pub mod plot;
 pub mod shutdown;
 pub mod transport;

@@ -108,7 +108,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::DemoProduce(a) => {
             let shutdown = Shutdown::new();
-            shutdown.install_signal_handlers().context("cannot install signal handlers")?;
+            shutdown
+                .install_signal_handlers()
+                .context("cannot install signal handlers")?;
             let s = classifyd::demo::DemoSettings {
                 brokers: a.brokers,
                 input: a.input,

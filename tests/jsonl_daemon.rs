@@ -420,3 +420,25 @@ fn metrics_endpoint_serves_every_documented_metric() {
     drop(child.stdin.take());
     assert!(child.wait().unwrap().success());
 }
+
+#[test]
+fn eval_draws_the_learning_curve() {
+    let tmp = tempfile::tempdir().unwrap();
+    let svg = tmp.path().join("curve.svg");
+    let out = classifyd()
+        .args(["eval", "--input"])
+        .arg(data("sms_head1000.jsonl"))
+        .arg("--plot")
+        .arg(&svg)
+        .args(model_flags())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg"));
+    assert!(text.contains("progressive accuracy") && text.contains("1-ROCA %"));
+    assert!(
+        text.matches("<polyline").count() >= 4,
+        "two accuracy and two 1-ROCA lines"
+    );
+}
