@@ -13,7 +13,10 @@ kafka_port=${KAFKA_PORT:-19092}
 metrics=127.0.0.1:${METRICS_PORT:-9464}
 prom=127.0.0.1:${PROMETHEUS_PORT:-9090}
 mkdir -p "$state"
-command -v prometheus >/dev/null || { echo "prometheus not found: apt-get install prometheus" >&2; exit 1; }
+if ! command -v prometheus >/dev/null 2>&1; then
+  sudo=""; [[ $(id -u) -eq 0 ]] || sudo=sudo
+  $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
 cargo build --release -q
 bin=target/release/classifyd
 export CLASSIFYD_BROKER_RUN=$state/broker

@@ -74,11 +74,12 @@ pub fn run(s: &DemoSettings, stop: &crate::shutdown::Shutdown) -> Result<(u64, u
                 None => format!("demo-{round}-{i}"),
             };
             row["id"] = id.clone().into();
-            if s.holdback_every > 0 && i % s.holdback_every == s.holdback_every - 1 {
-                if let Some(label) = row.as_object_mut().and_then(|o| o.remove("label")) {
-                    let fb = serde_json::json!({"id": id, "label": label}).to_string();
-                    pending.push_back((sent + s.feedback_delay as u64, id.clone(), fb));
-                }
+            if s.holdback_every > 0
+                && i % s.holdback_every == s.holdback_every - 1
+                && let Some(label) = row.as_object_mut().and_then(|o| o.remove("label"))
+            {
+                let fb = serde_json::json!({"id": id, "label": label}).to_string();
+                pending.push_back((sent + s.feedback_delay as u64, id.clone(), fb));
             }
             send(&s.input_topic, &id, &row.to_string());
             sent += 1;

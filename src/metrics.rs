@@ -6,7 +6,9 @@
 //! Kafka, partitions assigned). Counters and gauges that mirror the
 //! pipeline's state are refreshed by [`publish`] about once a second, off
 //! the per-message path; only the latency histograms are recorded per
-//! message. Label values come from bounded sets: reasons, outcomes, windows,
+//! message. The standard `process_*` metrics (CPU, memory, file
+//! descriptors, threads) come from metrics-process at each scrape. Label
+//! values come from bounded sets: reasons, outcomes, windows,
 //! and at most [`MAX_CLASS_SERIES`] class names (the rest are folded into
 //! "other"); never ids, keys or texts.
 
@@ -237,6 +239,9 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
         .install_recorder()
         .map_err(recorder)?;
     describe();
+    // process_cpu_seconds_total, process_resident_memory_bytes, open fds, threads, start time.
+    let process = metrics_process::Collector::default();
+    process.describe();
     // Present from the start, so alerts on their rate have a series to read.
     counter!("classifyd_checkpoint_failures_total").absolute(0);
     let server = tiny_http::Server::http(sock).map_err(|e| MetricsError::Bind(addr.into(), e.to_string()))?;
@@ -249,13 +254,18 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
     };
     std::thread::Builder::new()
         .name("metrics-http".into())
-        .spawn(move || serve(server, handle, ready))
+        .spawn(move || serve(server, handle, ready, process))
         .map_err(|e| MetricsError::Bind(addr.to_string(), e.to_string()))?;
     tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
     Ok(t)
 }
 
-fn serve(server: tiny_http::Server, handle: PrometheusHandle, ready: Arc<AtomicBool>) {
+fn serve(
+    server: tiny_http::Server,
+    handle: PrometheusHandle,
+    ready: Arc<AtomicBool>,
+    process: metrics_process::Collector,
+) {
     let text = |body: String, code: u16, kind: &str| {
         let mut r = tiny_http::Response::from_string(body).with_status_code(code);
         if let Ok(h) = tiny_http::Header::from_bytes(&b"Content-Type"[..], kind.as_bytes()) {
@@ -267,6 +277,7 @@ fn serve(server: tiny_http::Server, handle: PrometheusHandle, ready: Arc<AtomicB
         let path = req.url().split('?').next().unwrap_or("").to_string();
         let resp = match path.as_str() {
             "/metrics" => {
+                process.collect();
                 handle.run_upkeep();
                 text(handle.render(), 200, "text/plain; version=0.0.4")
             }

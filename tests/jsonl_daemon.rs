@@ -8,13 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use classifyd::checkpoint::{self, pb};
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_classifyd");
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
-}
+use classifyd::checkpoint::pb;
+use common::{BIN, data, free_port, http_get, newest_checkpoint, wait_for};
 
 /// Small, fast model flags shared by every run of a test.
 fn model_flags() -> Vec<&'static str> {
@@ -27,27 +24,8 @@ fn classifyd() -> Command {
     c
 }
 
-fn newest_checkpoint(dir: &Path) -> Option<pb::Checkpoint> {
-    let mut files: Vec<PathBuf> = fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "ckpt"))
-        .collect();
-    files.sort();
-    checkpoint::read_file(files.last()?).ok()
-}
-
 fn position(c: &pb::Checkpoint) -> u64 {
     c.positions.get("jsonl").copied().unwrap_or(0)
-}
-
-/// Polls until `f` holds or the deadline passes.
-fn wait_for(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn spawn_stdin(dir: &Path, extra: &[&str]) -> Child {
@@ -336,26 +314,6 @@ fn a_damaged_checkpoint_is_refused_and_the_previous_one_used() {
     assert!(log.contains("resumed from checkpoint"), "{log}");
 }
 
-/// A plain HTTP GET on loopback: (status code, body).
-fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
-    use std::io::Read;
-    let mut s = std::net::TcpStream::connect(addr).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).ok()?;
-    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
-    let body = buf.split_once("\r\n\r\n").map(|x| x.1.to_string()).unwrap_or_default();
-    Some((code, body))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn metrics_endpoint_serves_every_documented_metric() {
     let tmp = tempfile::tempdir().unwrap();
@@ -412,6 +370,7 @@ fn metrics_endpoint_serves_every_documented_metric() {
             "{name} missing:\n{body}"
         );
     }
+    assert!(body.contains("process_resident_memory_bytes") && body.contains("process_cpu_seconds_total"));
     // Histograms have explicit buckets (they can be summed across replicas).
     assert!(body.contains("classifyd_learn_duration_seconds_bucket{le=\"0.001\"}"));
     assert!(body.contains("classifyd_bad_input_total{reason=\"bad_json\"} 1"));

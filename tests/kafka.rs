@@ -148,19 +148,7 @@ fn kill_9_mid_stream_then_resume_learns_each_message_once() {
     let tmp = tempfile::tempdir().unwrap();
 
     // The uninterrupted reference: the same sequence through the JSON-lines transport.
-    let file = tmp.path().join("seq.jsonl");
-    fs::write(&file, lines.join("\n") + "\n").unwrap();
-    let reference = tmp.path().join("reference");
-    let st = Command::new(BIN)
-        .args(["run", "--bits", "16", "--output", "/dev/null", "--input"])
-        .arg(&file)
-        .arg("--checkpoint-dir")
-        .arg(&reference)
-        .env("CLASSIFYD_LOG", "warn")
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let want = newest_checkpoint(&reference).unwrap();
+    let want = reference_checkpoint(&lines, tmp.path());
 
     let dir = tmp.path().join("killed");
     let group = unique("g");

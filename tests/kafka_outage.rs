@@ -7,7 +7,6 @@
 mod common;
 
 use std::fs;
-use std::process::Command;
 use std::time::Duration;
 
 use common::*;
@@ -55,19 +54,7 @@ fn broker_paused_for_30_seconds_mid_stream() {
     terminate(daemon);
 
     // Nothing learned twice or skipped: the model equals a straight run's.
-    let file = tmp.path().join("seq.jsonl");
-    fs::write(&file, lines.join("\n") + "\n").unwrap();
-    let reference = tmp.path().join("reference");
-    let st = Command::new(BIN)
-        .args(["run", "--bits", "16", "--output", "/dev/null", "--input"])
-        .arg(&file)
-        .arg("--checkpoint-dir")
-        .arg(&reference)
-        .env("CLASSIFYD_LOG", "warn")
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let want = newest_checkpoint(&reference).unwrap();
+    let want = reference_checkpoint(&lines, tmp.path());
     let got = newest_checkpoint(&dir).unwrap();
     assert_eq!(got.model, want.model);
     // Nothing lost: every request has a prediction (at least once).

@@ -262,3 +262,21 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// The checkpoint an uninterrupted JSON-lines run over `lines` ends with:
+/// the reference a Kafka run over the same sequence must reach.
+pub fn reference_checkpoint(lines: &[String], tmp: &Path) -> pb::Checkpoint {
+    let file = tmp.join("seq.jsonl");
+    fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let reference = tmp.join("reference");
+    let st = Command::new(BIN)
+        .args(["run", "--bits", "16", "--output", "/dev/null", "--input"])
+        .arg(&file)
+        .arg("--checkpoint-dir")
+        .arg(&reference)
+        .env("CLASSIFYD_LOG", "warn")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    newest_checkpoint(&reference).unwrap()
+}
