@@ -12,6 +12,9 @@ state=${CLASSIFYD_LOCAL_DIR:-${TMPDIR:-/tmp}/classifyd-local}
 kafka_port=${KAFKA_PORT:-19092}
 metrics=127.0.0.1:${METRICS_PORT:-9464}
 prom=127.0.0.1:${PROMETHEUS_PORT:-9090}
+# The test broker keeps its data in memory: a new broker has new topics, so
+# the offsets in an old checkpoint would point past their ends. Start clean.
+rm -rf "$state/checkpoints" "$state/tsdb"
 mkdir -p "$state"
 if ! command -v prometheus >/dev/null 2>&1; then
   sudo=""; [[ $(id -u) -eq 0 ]] || sudo=sudo

@@ -376,7 +376,9 @@ pub async fn run(
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
         .set("partition.assignment.strategy", "range")
-        .set("statistics.interval.ms", "5000");
+        .set("statistics.interval.ms", "5000")
+        // Notice topics created after start (e.g. the feedback topic on first use) within seconds.
+        .set("topic.metadata.refresh.interval.ms", "10000");
     for (k, v) in &s.properties {
         cc.set(k, v);
     }
