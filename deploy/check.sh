@@ -22,12 +22,12 @@ fi
 "$venv/bin/python" - <<'PY'
 import json, re, sys, yaml, pathlib
 root = pathlib.Path("..")
-documented = set(re.findall(r'"(classifyd_[a-z_]+)",\s*"(?:counter|gauge|histogram)"', (root / "src/metrics.rs").read_text()))
+documented = set(re.findall(r'"(classifyd_[a-z0-9_]+)",\s*"(?:counter|gauge|histogram)"', (root / "src/metrics.rs").read_text()))
 assert documented, "no documented metrics found in src/metrics.rs"
 errors = []
 
 def used(expr):
-    names = set(re.findall(r"\b(classifyd_[a-z_]+?)(?:_bucket|_sum|_count)?\b", expr))
+    names = set(re.findall(r"\b(classifyd_[a-z0-9_]+?)(?:_bucket|_sum|_count)?\b", expr))
     return {n for n in names}
 
 # Grafana dashboard: valid JSON, unique panel ids or titles, known metrics only.
