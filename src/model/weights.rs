@@ -47,6 +47,9 @@ pub struct Weights {
     buf: Vec<f32>,
     /// `s`: the global scale of `v`.
     scale: f64,
+    /// `1 / s` and `B` as f32, cached for the per-feature update.
+    inv_scale: f32,
+    bsum_f32: f32,
     /// `B`: the scalar part of the running sum.
     bsum: f64,
     /// `T`: steps taken.
@@ -79,6 +82,8 @@ impl Weights {
             cap: classes,
             buf: zeroed(buckets * classes * slots),
             scale: 1.0,
+            inv_scale: 1.0,
+            bsum_f32: 0.0,
             bsum: 0.0,
             steps: 0,
             averaged,
@@ -204,6 +209,7 @@ impl Weights {
             if self.scale < MIN_SCALE {
                 self.rescale();
             }
+            self.inv_scale = (1.0 / self.scale) as f32;
         }
     }
 
@@ -216,10 +222,11 @@ impl Weights {
 
     #[inline]
     fn add_at(&mut self, i: usize, delta: f32) {
-        let dv = (delta as f64 / self.scale) as f32;
+        // A multiply by the cached 1/s and B: no division on the hot path.
+        let dv = delta * self.inv_scale;
         self.buf[i] += dv;
         if self.averaged {
-            self.buf[i + self.cap] -= (self.bsum as f32) * dv;
+            self.buf[i + self.cap] -= self.bsum_f32 * dv;
         }
     }
 
@@ -277,6 +284,7 @@ impl Weights {
     #[inline]
     pub fn end_step(&mut self) {
         self.bsum += self.scale;
+        self.bsum_f32 = self.bsum as f32;
         self.steps += 1;
     }
 
@@ -299,7 +307,9 @@ impl Weights {
             }
         }
         self.bsum = 0.0;
+        self.bsum_f32 = 0.0;
         self.scale = 1.0;
+        self.inv_scale = 1.0;
     }
 
     /// The rows without spare room: `[bucket][slot][class]`, `slots * classes`
@@ -346,6 +356,8 @@ impl Weights {
             cap: p.classes,
             buf: p.buf,
             scale: p.scale,
+            inv_scale: (1.0 / p.scale) as f32,
+            bsum_f32: p.bsum as f32,
             bsum: p.bsum,
             steps: p.steps,
             averaged: p.averaged,
