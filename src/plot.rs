@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::eval::Progressive;
@@ -50,50 +51,39 @@ impl Curve {
     }
 }
 
-/// Draws `curve` to an SVG file; `labels` and `support` name and rank the classes.
-pub fn render(curve: &Curve, labels: &[String], support: &[u64], title: &str, path: &Path) -> Result<(), String> {
-    let err = |e: &dyn std::fmt::Display| format!("cannot draw {}: {e}", path.display());
-    if curve.points.is_empty() {
-        return Err(format!("cannot draw {}: no labeled examples", path.display()));
-    }
-    let root = SVGBackend::new(path, (1000, 720)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let (top, bottom) = root.split_vertically(360);
-    let n = curve.points.last().map_or(1, |p| p.examples).max(1);
-    let lo = curve
-        .points
-        .iter()
-        .filter(|p| p.examples * 10 >= n)
-        .map(|p| p.window_accuracy.min(p.accuracy))
-        .fold(1.0, f64::min)
-        .clamp(0.0, 0.99);
-    let mut chart = ChartBuilder::on(&top)
-        .caption(format!("{title}: progressive accuracy"), ("sans-serif", 22))
+/// One line of a panel: its legend, color, width and points.
+type Line = (String, RGBColor, u32, Vec<(u64, f64)>);
+
+/// Draws one panel: axes over `0..n` and `y`, the lines, a legend.
+fn panel(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    caption: &str,
+    size: u32,
+    n: u64,
+    y: std::ops::Range<f64>,
+    y_desc: &str,
+    lines: Vec<Line>,
+) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", size))
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(56)
-        .build_cartesian_2d(0u64..n, (lo - 0.01).max(0.0)..1.0)
+        .build_cartesian_2d(0u64..n, y)
         .map_err(|e| err(&e))?;
     chart
         .configure_mesh()
         .x_desc("labeled examples")
-        .y_desc("accuracy")
+        .y_desc(y_desc)
         .draw()
         .map_err(|e| err(&e))?;
-    let series = [(0usize, "cumulative", BLUE), (1, "last window", RED)];
-    for (which, name, color) in series {
-        let floor = (lo - 0.01).max(0.0);
-        let pts = curve.points.iter().map(move |p| {
-            (
-                p.examples,
-                (if which == 0 { p.accuracy } else { p.window_accuracy }).max(floor),
-            )
-        });
+    for (name, color, width, pts) in lines {
         chart
-            .draw_series(LineSeries::new(pts, color.stroke_width(2)))
+            .draw_series(LineSeries::new(pts, color.stroke_width(width)))
             .map_err(|e| err(&e))?
             .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width)));
     }
     chart
         .configure_series_labels()
@@ -101,96 +91,94 @@ pub fn render(curve: &Curve, labels: &[String], support: &[u64], title: &str, pa
         .border_style(BLACK)
         .draw()
         .map_err(|e| err(&e))?;
+    Ok(())
+}
 
-    let binary = curve.points.iter().any(|p| p.one_minus_roca.is_some());
-    if binary {
-        let pts: Vec<(u64, f64, Option<f64>)> = curve
-            .points
-            .iter()
-            .filter_map(|p| p.one_minus_roca.map(|(c, w)| (p.examples, c, w)))
-            .collect();
-        // Scaled to the stream after its first tenth (the first examples are
-        // ranked by a model that knows almost nothing; their values are clipped).
-        let hi = pts
-            .iter()
-            .filter(|p| p.0 * 10 >= n)
-            .map(|p| p.1.max(p.2.unwrap_or(0.0)))
+/// Draws `curve` to an SVG file; `labels` and `support` name and rank the classes.
+pub fn render(curve: &Curve, labels: &[String], support: &[u64], title: &str, path: &Path) -> Result<(), String> {
+    let err = |e: String| format!("cannot draw {}: {e}", path.display());
+    if curve.points.is_empty() {
+        return Err(err("no labeled examples".into()));
+    }
+    let root = SVGBackend::new(path, (1000, 720)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+    let (top, bottom) = root.split_vertically(360);
+    let n = curve.points.last().map_or(1, |p| p.examples).max(1);
+    // Axes scaled to the stream after its first tenth (the first examples meet
+    // a model that knows almost nothing; their values are clipped).
+    let later = || curve.points.iter().filter(|p| p.examples * 10 >= n);
+    let lo = later()
+        .map(|p| p.window_accuracy.min(p.accuracy))
+        .fold(1.0, f64::min)
+        .clamp(0.0, 0.99);
+    let floor = (lo - 0.01).max(0.0);
+    let acc = |f: fn(&Point) -> f64| curve.points.iter().map(|p| (p.examples, f(p).max(floor))).collect();
+    let lines = vec![
+        ("cumulative".to_string(), BLUE, 2, acc(|p| p.accuracy)),
+        ("last window".to_string(), RED, 2, acc(|p| p.window_accuracy)),
+    ];
+    panel(
+        &top,
+        &format!("{title}: progressive accuracy"),
+        22,
+        n,
+        floor..1.0,
+        "accuracy",
+        lines,
+    )
+    .map_err(err)?;
+
+    if curve.points.iter().any(|p| p.one_minus_roca.is_some()) {
+        let hi = later()
+            .filter_map(|p| p.one_minus_roca)
+            .map(|(c, w)| c.max(w.unwrap_or(0.0)))
             .fold(0.1, f64::max)
             * 1.5;
-        let mut chart = ChartBuilder::on(&bottom)
-            .caption("1-ROCA % (lower is better)", ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(56)
-            .build_cartesian_2d(0u64..n, 0.0..hi * 1.05)
-            .map_err(|e| err(&e))?;
-        chart
-            .configure_mesh()
-            .x_desc("labeled examples")
-            .y_desc("1-ROCA %")
-            .draw()
-            .map_err(|e| err(&e))?;
-        chart
-            .draw_series(LineSeries::new(
-                pts.iter().map(|p| (p.0, p.1.min(hi))),
-                BLUE.stroke_width(2),
-            ))
-            .map_err(|e| err(&e))?
-            .label("cumulative")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE.stroke_width(2)));
-        chart
-            .draw_series(LineSeries::new(
-                pts.iter().filter_map(|p| p.2.map(|w| (p.0, w.min(hi)))),
-                RED.stroke_width(1),
-            ))
-            .map_err(|e| err(&e))?
-            .label("last window")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED.stroke_width(1)));
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| err(&e))?;
+        let pts = |window: bool| {
+            curve
+                .points
+                .iter()
+                .filter_map(|p| {
+                    let (c, w) = p.one_minus_roca?;
+                    Some((p.examples, (if window { w? } else { c }).min(hi)))
+                })
+                .collect()
+        };
+        let lines = vec![
+            ("cumulative".to_string(), BLUE, 2, pts(false)),
+            ("last window".to_string(), RED, 1, pts(true)),
+        ];
+        panel(
+            &bottom,
+            "1-ROCA % (lower is better)",
+            20,
+            n,
+            0.0..hi * 1.05,
+            "1-ROCA %",
+            lines,
+        )
+        .map_err(err)?;
     } else {
         let mut ranked: Vec<usize> = (0..labels.len()).collect();
         ranked.sort_by_key(|&c| std::cmp::Reverse(support.get(c).copied().unwrap_or(0)));
         ranked.truncate(F1_CLASSES);
-        let mut chart = ChartBuilder::on(&bottom)
-            .caption(
-                format!("window F1 of the {} most frequent classes", ranked.len()),
-                ("sans-serif", 20),
-            )
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(56)
-            .build_cartesian_2d(0u64..n, 0.0..1.0)
-            .map_err(|e| err(&e))?;
-        chart
-            .configure_mesh()
-            .x_desc("labeled examples")
-            .y_desc("F1")
-            .draw()
-            .map_err(|e| err(&e))?;
-        for (i, &c) in ranked.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            let pts = curve
-                .points
-                .iter()
-                .filter_map(|p| p.f1.get(c).map(|&f| (p.examples, f)));
-            chart
-                .draw_series(LineSeries::new(pts, color.stroke_width(2)))
-                .map_err(|e| err(&e))?
-                .label(labels[c].clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| err(&e))?;
+        let lines = ranked
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| {
+                let (r, g, b) = Palette99::pick(i).rgb();
+                let color = RGBColor(r, g, b);
+                let pts = curve
+                    .points
+                    .iter()
+                    .filter_map(|p| p.f1.get(c).map(|&f| (p.examples, f)))
+                    .collect();
+                (labels[c].clone(), color, 2, pts)
+            })
+            .collect();
+        let caption = format!("window F1 of the {} most frequent classes", ranked.len());
+        panel(&bottom, &caption, 20, n, 0.0..1.0, "F1", lines).map_err(err)?;
     }
-    root.present().map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(e.to_string()))?;
     Ok(())
 }
