@@ -71,7 +71,7 @@ fn featurize(c: &mut Criterion) {
 fn learners(c: &mut Criterion) {
     let (data, msgs) = messages(1000);
     for (fname, cfg) in configs() {
-        let mut f = Featurizer::new(cfg.clone());
+        let mut f = Featurizer::new(cfg);
         let xs: Vec<(SparseVec, String)> = msgs
             .iter()
             .map(|(t, l)| {
@@ -89,7 +89,7 @@ fn learners(c: &mut Criterion) {
             Learner::Hinge,
             Learner::NaiveBayes,
         ] {
-            let mut model = Model::new(Hyper::defaults(learner), cfg.clone());
+            let mut model = Model::new(Hyper::defaults(learner), cfg);
             model.ensure_task(Task::SingleLabel);
             let ids: Vec<usize> = xs.iter().map(|(_, l)| model.intern(l).unwrap()).collect();
             g.bench_function(BenchmarkId::new("learn", learner), |b| {

@@ -733,7 +733,7 @@ mod tests {
             assert_eq!(q.progressive(), p.progressive());
             assert_eq!(q.cache(), p.cache());
             assert_eq!(q.counters(), p.counters());
-            let mut f = crate::features::Featurizer::new(p.model().features().clone());
+            let mut f = crate::features::Featurizer::new(*p.model().features());
             let mut x = SparseVec::default();
             f.featurize("free cash for lunch", &mut x);
             let (mut a, mut b) = (Scored::default(), Scored::default());

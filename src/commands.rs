@@ -74,7 +74,7 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut reader = BufReader::with_capacity(1 << 16, file);
     let mut dead = DeadLetterSink::open(args.dead_letter.as_deref()).map_err(io_at(&path))?;
-    let mut pipeline = Pipeline::new(Model::new(choice.clone(), features.clone()), cfg);
+    let mut pipeline = Pipeline::new(Model::new(choice.clone(), features), cfg);
     let progress = progress_bar(size);
     let start = Instant::now();
     let mut train: Vec<(SparseVec, Vec<String>)> = Vec::new();
@@ -286,7 +286,7 @@ pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
         .collect();
     Ok(Inspection {
         model: m.hyper().clone(),
-        features: m.features().clone(),
+        features: *m.features(),
         task: m.task(),
         version: m.version(),
         labels: m.labels().names().to_vec(),

@@ -96,7 +96,7 @@ pub fn load_or_new(
         return Ok((pipeline, positions, Some(path)));
     }
     Ok((
-        Pipeline::new(Model::new(hyper.clone(), features.clone()), cfg),
+        Pipeline::new(Model::new(hyper.clone(), *features), cfg),
         BTreeMap::new(),
         None,
     ))

@@ -146,7 +146,7 @@ impl State {
                 p.write_json(&mut self.buf);
                 let key = msg.key().map_or_else(|| p.id.clone().into_bytes(), <[u8]>::to_vec);
                 let value = std::mem::take(&mut self.buf);
-                self.send(&self.output_topic.clone(), &key, &value, None);
+                self.send(&self.output_topic, &key, &value, None);
                 self.buf = value;
                 if let Some(t) = stamp {
                     let secs = now_ms().saturating_sub(t) as f64 / 1000.0;
@@ -169,7 +169,7 @@ impl State {
                         value: Some(source.as_str()),
                     });
                 let key = msg.key().unwrap_or(&[]).to_vec();
-                self.send(&self.dead_letter_topic.clone(), &key, payload, Some(headers));
+                self.send(&self.dead_letter_topic, &key, payload, Some(headers));
             }
             _ => {}
         }

@@ -282,7 +282,7 @@ pub struct Pipeline {
 
 impl Pipeline {
     pub fn new(model: Model, cfg: PipelineConfig) -> Self {
-        let featurizer = Featurizer::new(model.features().clone());
+        let featurizer = Featurizer::new(*model.features());
         let progressive = Progressive::new(cfg.window, cfg.positive_label.clone());
         let test = Progressive::new(cfg.window, cfg.positive_label.clone());
         let published = Progressive::new(cfg.window, cfg.positive_label.clone());
@@ -376,18 +376,10 @@ impl Pipeline {
         }
     }
 
-    /// Interns gold labels; a label set in a single-label model is bad input.
+    /// Interns gold labels (adding classes), fixing the task on the first ones.
     fn gold_ids(&mut self, gold: &Gold) -> Result<Vec<usize>, Bad> {
-        let task = self.model.ensure_task(Self::task_of(gold));
-        if task == Task::SingleLabel && gold.as_slice().len() != 1 {
-            return Err(Bad::new(
-                BadReason::BadLabel,
-                format!(
-                    "this model is single-label, but the message has {} labels",
-                    gold.as_slice().len()
-                ),
-            ));
-        }
+        // Callers ran `check_gold` first: the labels fit the task and the class cap.
+        self.model.ensure_task(Self::task_of(gold));
         gold.as_slice()
             .iter()
             .map(|l| {

@@ -59,7 +59,7 @@ impl FromStr for ValueMode {
 
 /// Everything that decides which bucket and value a document's features get.
 /// Stored in the checkpoint: changing any field changes the model's meaning.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct FeatureConfig {
     /// log2 of the number of hash buckets.
     pub bits: u8,
@@ -305,8 +305,7 @@ impl Featurizer {
     }
 
     fn extract(&mut self, text: &str, named: bool) {
-        let cfg = self.cfg.clone();
-        let cfg = &cfg;
+        let cfg = &{ self.cfg };
         let m = mask(cfg);
         self.buckets.clear();
         self.token_hashes.clear();
@@ -540,7 +539,7 @@ mod tests {
     #[test]
     fn golden_bucket_ids() {
         let cfg = words_only(20);
-        let mut f = Featurizer::new(cfg.clone());
+        let mut f = Featurizer::new(cfg);
         let mut v = SparseVec::default();
         let names: Vec<(u32, String)> = f.featurize_raw_named("Free entry", &mut v).to_vec();
         let got: Vec<(String, u32)> = names.into_iter().map(|(b, s)| (s, b)).collect();
@@ -566,7 +565,7 @@ mod tests {
     #[test]
     fn counts_merge_and_bias_is_present() {
         let cfg = words_only(18);
-        let mut f = Featurizer::new(cfg.clone());
+        let mut f = Featurizer::new(cfg);
         let mut v = SparseVec::default();
         f.featurize("spam spam spam", &mut v);
         // "spam", "spam spam" and the bias.

@@ -788,7 +788,7 @@ mod tests {
             char_ngrams: None,
             ..FeatureConfig::default()
         };
-        let mut model = Model::new(Hyper::defaults(learner), cfg.clone());
+        let mut model = Model::new(Hyper::defaults(learner), cfg);
         let mut f = Featurizer::new(cfg);
         let mut x = SparseVec::default();
         for _ in 0..passes {
@@ -853,8 +853,8 @@ mod tests {
                 ..Hyper::defaults(learner)
             };
             hyper.validate().unwrap();
-            let mut model = Model::new(hyper, cfg.clone());
-            let mut f = Featurizer::new(cfg.clone());
+            let mut model = Model::new(hyper, cfg);
+            let mut f = Featurizer::new(cfg);
             let mut x = SparseVec::default();
             for _ in 0..10 {
                 for (text, label) in DATA {
@@ -909,9 +909,9 @@ mod tests {
             Learner::Hinge,
             Learner::NaiveBayes,
         ] {
-            let mut model = Model::new(Hyper::defaults(learner), cfg.clone());
+            let mut model = Model::new(Hyper::defaults(learner), cfg);
             model.ensure_task(Task::MultiLabel);
-            let mut f = Featurizer::new(cfg.clone());
+            let mut f = Featurizer::new(cfg);
             let mut x = SparseVec::default();
             let data: &[(&str, &[&str])] = &[
                 ("wheat grain harvest", &["grain", "wheat"]),
