@@ -118,7 +118,10 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
             next_plot = bytes + plot_every;
         }
     }
-    for _ in 1..args.passes {
+    // Extra passes only serve the held-out test: a stream without one is
+    // reported from its progressive pass, and the model is not kept.
+    let passes = if test.is_empty() { 1 } else { args.passes };
+    for _ in 1..passes {
         for (x, gold) in &train {
             pipeline.relearn(x, gold);
         }
@@ -151,7 +154,7 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
         examples_per_second: number as f64 / seconds.max(1e-9),
         bytes,
         megabytes_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
-        passes: args.passes,
+        passes,
         model: pipeline.model().hyper().clone(),
         features,
         learned: pipeline.counters().learned,

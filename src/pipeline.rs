@@ -426,7 +426,7 @@ impl Pipeline {
     fn featurize_inner(&mut self, text: &str, learning: bool) {
         if learning && self.model.sketch_mut().wants_next() {
             let names = self.featurizer.featurize_raw_named(text, &mut self.x);
-            self.model.sketch.observe(names);
+            self.model.sketch.observe(names.iter());
         } else {
             self.featurizer.featurize_raw(text, &mut self.x);
         }

@@ -182,6 +182,9 @@ impl SparseVec {
     }
 }
 
+/// An empty slot of the counting table (no bucket reaches `u32::MAX`: bits <= 30).
+const EMPTY: u64 = u64::MAX;
+
 /// Namespaces keep a word, a bigram and a character n-gram with the same
 /// bytes in different buckets.
 const NS_WORD: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -205,6 +208,35 @@ fn mask(cfg: &FeatureConfig) -> u64 {
     (1u64 << cfg.bits) - 1
 }
 
+/// The feature names of one document: (bucket, name) pairs, borrowed.
+#[derive(Clone, Copy, Debug)]
+pub struct FeatureNames<'a> {
+    text: &'a str,
+    spans: &'a [(u32, u32, u32)],
+}
+
+impl<'a> FeatureNames<'a> {
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &'a str)> + '_ {
+        let text = self.text;
+        self.spans
+            .iter()
+            .map(move |&(b, start, end)| (b, &text[start as usize..end as usize]))
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Owned copies of the pairs.
+    pub fn to_vec(&self) -> Vec<(u32, String)> {
+        self.iter().map(|(b, s)| (b, s.to_string())).collect()
+    }
+}
+
 /// Turns texts into [`SparseVec`]s, reusing its buffers between documents.
 #[derive(Debug)]
 pub struct Featurizer {
@@ -219,11 +251,17 @@ pub struct Featurizer {
     lower: String,
     /// Reused token buffer.
     scratch: String,
-    /// Token strings of the current document, kept only when names are asked for.
-    names: Vec<(u32, String)>,
-    /// Open-addressing table (bucket -> position in the output) for counting
-    /// repeats without sorting; `u32::MAX` is empty.
-    table: Vec<u32>,
+    /// The current document's feature names, when asked for: the text of
+    /// every name, one after another ...
+    name_text: String,
+    /// ... and (bucket, start, end) of each name in `name_text`.
+    names: Vec<(u32, u32, u32)>,
+    /// Where each token starts and ends in `name_text` (words separated by
+    /// one space, so an n-gram's name is one contiguous range).
+    token_spans: Vec<(u32, u32)>,
+    /// Open-addressing table for counting repeats without sorting: bucket in
+    /// the high half, position in the output in the low half; [`EMPTY`] is empty.
+    table: Vec<u64>,
     bias: u32,
 }
 
@@ -238,7 +276,9 @@ impl Featurizer {
             char_offsets: Vec::new(),
             lower: String::new(),
             scratch: String::new(),
+            name_text: String::new(),
             names: Vec::new(),
+            token_spans: Vec::new(),
             table: Vec::new(),
             bias,
         }
@@ -264,12 +304,18 @@ impl Featurizer {
     }
 
     /// Like [`Featurizer::featurize_raw`], and also returns each bucket's
-    /// human-readable feature (for the model's feature-name sketch).
-    pub fn featurize_raw_named(&mut self, text: &str, out: &mut SparseVec) -> &[(u32, String)] {
+    /// human-readable feature (for the model's feature-name sketch), without
+    /// an allocation per name.
+    pub fn featurize_raw_named(&mut self, text: &str, out: &mut SparseVec) -> FeatureNames<'_> {
         self.names.clear();
+        self.name_text.clear();
+        self.token_spans.clear();
         self.extract(text, true);
         self.count(out);
-        &self.names
+        FeatureNames {
+            text: &self.name_text,
+            spans: &self.names,
+        }
     }
 
     /// Completes a raw vector in place: IDF weights (when given), L2
@@ -312,11 +358,16 @@ impl Featurizer {
         let seed = cfg.seed;
         if cfg.word_ngrams > 0 {
             let hashes = &mut self.token_hashes;
-            let names = &mut self.names;
+            let (name_text, spans) = (&mut self.name_text, &mut self.token_spans);
             tokenize(text, &mut self.scratch, |tok| {
                 hashes.push(xxh3_64_with_seed(tok.as_bytes(), seed ^ NS_WORD));
                 if named {
-                    names.push((0, tok.to_string()));
+                    if !name_text.is_empty() {
+                        name_text.push(' ');
+                    }
+                    let start = name_text.len() as u32;
+                    name_text.push_str(tok);
+                    spans.push((start, name_text.len() as u32));
                 }
             });
             let n = self.token_hashes.len();
@@ -371,36 +422,43 @@ impl Featurizer {
                 }
             }
             if named {
-                self.name_char_ngrams(first, lo, hi, window.to_string());
+                self.name_char_ngrams(first, lo, hi, &window.to_string());
             }
         }
     }
 
-    /// Pairs each word n-gram bucket with its text ("free entry").
+    /// Pairs each word n-gram bucket with its text ("free entry"): the
+    /// range from its first token's start to its last token's end.
     fn name_word_ngrams(&mut self) {
-        let words: Vec<String> = self.names.drain(..).map(|(_, s)| s).collect();
+        let n = self.token_spans.len();
         let mut k = 0;
-        let n = words.len();
         for i in 0..n {
             for len in 1..=self.cfg.word_ngrams as usize {
                 if i + len > n {
                     break;
                 }
-                self.names.push((self.buckets[k], words[i..i + len].join(" ")));
+                let (start, end) = (self.token_spans[i].0, self.token_spans[i + len - 1].1);
+                self.names.push((self.buckets[k], start, end));
                 k += 1;
             }
         }
     }
 
     /// Pairs each character n-gram bucket with its text, quoted ("c:'free'").
-    fn name_char_ngrams(&mut self, first: usize, lo: u8, hi: u8, window: String) {
-        let offsets: Vec<usize> = window.char_indices().map(|(i, _)| i).chain([window.len()]).collect();
-        let chars = offsets.len() - 1;
+    fn name_char_ngrams(&mut self, first: usize, lo: u8, hi: u8, window: &str) {
+        use std::fmt::Write;
+        self.char_offsets.clear();
+        self.char_offsets.extend(window.char_indices().map(|(i, _)| i));
+        self.char_offsets.push(window.len());
+        let chars = self.char_offsets.len() - 1;
         let mut k = first;
         for n in lo as usize..=hi as usize {
             for start in 0..chars.saturating_sub(n - 1) {
-                let piece = &window[offsets[start]..offsets[start + n]];
-                self.names.push((self.buckets[k], format!("c:{piece:?}")));
+                let piece = &window[self.char_offsets[start]..self.char_offsets[start + n]];
+                let from = self.name_text.len() as u32;
+                // Writing to a String cannot fail.
+                let _ = write!(self.name_text, "c:{piece:?}");
+                self.names.push((self.buckets[k], from, self.name_text.len() as u32));
                 k += 1;
             }
         }
@@ -409,19 +467,30 @@ impl Featurizer {
     /// Counts bucket repeats and applies the value mode.
     fn count(&mut self, out: &mut SparseVec) {
         out.clear();
-        let cap = (2 * self.buckets.len() + 2).next_power_of_two().max(16);
+        let n = self.buckets.len();
+        out.idx.reserve(n);
+        out.val.reserve(n);
+        // At most half full, so every probe ends at an empty slot.
+        let cap = (2 * n + 2).next_power_of_two().max(16);
         let shift = 64 - cap.trailing_zeros();
+        let mask = cap - 1;
         self.table.clear();
-        self.table.resize(cap, u32::MAX);
+        self.table.resize(cap, EMPTY);
         for &b in &self.buckets {
-            let pos = probe(&self.table, &out.idx, b, shift);
-            let slot = self.table[pos];
-            if slot == u32::MAX {
-                self.table[pos] = out.idx.len() as u32;
-                out.idx.push(b);
-                out.val.push(1.0);
-            } else {
-                out.val[slot as usize] += 1.0;
+            let mut pos = ((b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize;
+            loop {
+                let e = self.table[pos & mask];
+                if e == EMPTY {
+                    self.table[pos & mask] = (b as u64) << 32 | out.idx.len() as u64;
+                    out.idx.push(b);
+                    out.val.push(1.0);
+                    break;
+                }
+                if (e >> 32) as u32 == b {
+                    out.val[e as u32 as usize] += 1.0;
+                    break;
+                }
+                pos += 1;
             }
         }
         match self.cfg.value {
@@ -502,21 +571,6 @@ impl DocFreq {
 
     pub fn docs(&self) -> u64 {
         self.docs
-    }
-}
-
-/// The table position of bucket `b`: where it is, or the empty slot where it
-/// goes. The table is at most half full, so the probe ends.
-#[inline]
-fn probe(table: &[u32], idx: &[u32], b: u32, shift: u32) -> usize {
-    let mask = table.len() - 1;
-    let mut pos = ((b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize;
-    loop {
-        let slot = table[pos];
-        if slot == u32::MAX || idx[slot as usize] == b {
-            return pos;
-        }
-        pos = (pos + 1) & mask;
     }
 }
 
@@ -609,7 +663,7 @@ mod tests {
         let names: Vec<String> = f
             .featurize_raw_named("añbcdef", &mut v)
             .iter()
-            .map(|(_, s)| s.clone())
+            .map(|(_, s)| s.to_string())
             .collect();
         // The prefix is 5 bytes: "añbc" (ñ is two bytes).
         assert_eq!(names, ["c:\"añ\"", "c:\"ñb\"", "c:\"bc\"", "c:\"añb\"", "c:\"ñbc\""]);

@@ -42,13 +42,12 @@ impl NameSketch {
     }
 
     /// Records the feature strings of one document.
-    pub fn observe(&mut self, names: &[(u32, String)]) {
+    pub fn observe<'a>(&mut self, names: impl IntoIterator<Item = (u32, &'a str)>) {
         for (bucket, name) in names {
-            if let Some(e) = self.entries.get_mut(bucket) {
-                e.1 = e.1.saturating_add(1);
-            } else {
-                self.entries.insert(*bucket, (name.clone(), 1));
-            }
+            self.entries
+                .entry(bucket)
+                .and_modify(|e| e.1 = e.1.saturating_add(1))
+                .or_insert_with(|| (name.to_string(), 1));
         }
         if self.entries.len() > self.cap {
             self.entries.retain(|_, e| e.1 > 1);
@@ -101,7 +100,7 @@ mod tests {
             ..Default::default()
         };
         for round in 0..50u32 {
-            s.observe(&[(1, "free".into()), (1000 + round, format!("rare{round}"))]);
+            s.observe([(1, "free"), (1000 + round, format!("rare{round}").as_str())]);
         }
         assert!(s.len() <= 11);
         assert_eq!(s.name(1), Some("free"));
