@@ -422,7 +422,7 @@ impl Featurizer {
                 }
             }
             if named {
-                self.name_char_ngrams(first, lo, hi, &window.to_string());
+                self.name_char_ngrams(first, lo, hi, &text[..end]);
             }
         }
     }
@@ -445,8 +445,11 @@ impl Featurizer {
     }
 
     /// Pairs each character n-gram bucket with its text, quoted ("c:'free'").
-    fn name_char_ngrams(&mut self, first: usize, lo: u8, hi: u8, window: &str) {
+    /// `prefix` is the window before lowercasing (`self.lower` holds it after).
+    fn name_char_ngrams(&mut self, first: usize, lo: u8, hi: u8, prefix: &str) {
         use std::fmt::Write;
+        let lower = std::mem::take(&mut self.lower);
+        let window = if self.cfg.char_lowercase { lower.as_str() } else { prefix };
         self.char_offsets.clear();
         self.char_offsets.extend(window.char_indices().map(|(i, _)| i));
         self.char_offsets.push(window.len());
@@ -462,6 +465,7 @@ impl Featurizer {
                 k += 1;
             }
         }
+        self.lower = lower;
     }
 
     /// Counts bucket repeats and applies the value mode.
