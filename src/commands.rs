@@ -13,7 +13,7 @@ use crate::config::{EvalArgs, InspectArgs, PredictArgs};
 use crate::eval::Report;
 use crate::features::{FeatureConfig, SparseVec};
 use crate::model::{Hyper, Model, State, Task};
-use crate::pipeline::{Outcome, Pipeline, PipelineConfig};
+use crate::pipeline::{Outcome, Pipeline, PipelineConfig, Prepared, Preparer};
 use crate::transport::{DeadLetterSink, PredictionSink, open_output};
 
 /// Why a command failed.
@@ -72,52 +72,53 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     let path = args.input.display().to_string();
     let file = File::open(&args.input).map_err(io_at(&path))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let reader = BufReader::with_capacity(1 << 16, file);
     let mut dead = DeadLetterSink::open(args.dead_letter.as_deref()).map_err(io_at(&path))?;
     let mut pipeline = Pipeline::new(Model::new(choice.clone(), features), cfg);
     let progress = progress_bar(size);
     let start = Instant::now();
     let mut train: Vec<(SparseVec, Vec<String>)> = Vec::new();
     let mut test: Vec<(SparseVec, Vec<String>)> = Vec::new();
-    let mut line = Vec::new();
     let (mut number, mut bytes) = (0u64, 0u64);
     let mut curve = args.plot.as_ref().map(|_| crate::plot::Curve::default());
     // About 400 points along the stream (the file's line count is unknown: sample by bytes).
     let plot_every = (size / 400).max(1);
     let mut next_plot = 0u64;
-    loop {
-        if args.limit.is_some_and(|l| number >= l) {
-            break;
-        }
-        line.clear();
-        let n = reader.read_until(b'\n', &mut line).map_err(io_at(&path))?;
-        if n == 0 {
-            break;
-        }
-        bytes += n as u64;
-        while matches!(line.last(), Some(b'\n' | b'\r')) {
-            line.pop();
-        }
-        number += 1;
-        let id = || number.to_string();
-        match pipeline.handle(&line, &id, number) {
-            Outcome::Learned { kept: Some(k), .. } => train.push(k),
-            Outcome::Test { deferred: Some(t) } => test.push(t),
-            Outcome::Bad(bad) => dead
-                .write(&format!("{path}:{number}"), &bad, &line)
-                .map_err(io_at(&path))?,
-            _ => {}
-        }
-        if number.is_multiple_of(256) {
+    // Reading, parsing and featurizing need no model: a reader thread does
+    // them while this one runs the model, a batch of lines at a time.
+    let (tx, rx) = std::sync::mpsc::sync_channel(4);
+    let preparer = pipeline.preparer();
+    let limit = args.limit;
+    std::thread::scope(|scope| -> Result<(), CommandError> {
+        scope.spawn(move || read_prepared(reader, limit, preparer, tx));
+        for batch in rx {
+            let batch = batch.map_err(io_at(&path))?;
+            let mut start = 0;
+            for (end, n, mut prepared) in batch.lines {
+                let line = &batch.text[start..end];
+                start = end;
+                bytes += n;
+                number += 1;
+                let id = || number.to_string();
+                match pipeline.handle_prepared(&mut prepared, &id, number) {
+                    Outcome::Learned { kept: Some(k), .. } => train.push(k),
+                    Outcome::Test { deferred: Some(t) } => test.push(t),
+                    Outcome::Bad(bad) => dead
+                        .write(&format!("{path}:{number}"), &bad, line)
+                        .map_err(io_at(&path))?,
+                    _ => {}
+                }
+                if let Some(c) = &mut curve
+                    && bytes >= next_plot
+                {
+                    c.sample(pipeline.progressive());
+                    next_plot = bytes + plot_every;
+                }
+            }
             progress.set_position(bytes);
         }
-        if let Some(c) = &mut curve
-            && bytes >= next_plot
-        {
-            c.sample(pipeline.progressive());
-            next_plot = bytes + plot_every;
-        }
-    }
+        Ok(())
+    })?;
     // Extra passes only serve the held-out test: a stream without one is
     // reported from its progressive pass, and the model is not kept.
     let passes = if test.is_empty() { 1 } else { args.passes };
@@ -165,6 +166,65 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
         published: (pipeline.published().total().examples > 0).then(|| pipeline.published().report()),
     };
     Ok((result, pipeline))
+}
+
+/// Lines read and prepared together: the reader thread hands them over in a
+/// few large pieces rather than one by one.
+struct Batch {
+    /// The lines' bytes, one after another (without their line ends).
+    text: Vec<u8>,
+    /// Per line: where it ends in `text`, the bytes it took in the file, and
+    /// the message prepared from it.
+    lines: Vec<(usize, u64, Prepared)>,
+}
+
+/// Lines per batch (a batch also ends after a megabyte).
+const BATCH_LINES: usize = 256;
+
+/// Reads `reader` to its end (or `limit` lines), preparing every line, and
+/// sends the lines in batches; stops early when the receiver hangs up.
+fn read_prepared(
+    mut reader: impl BufRead,
+    limit: Option<u64>,
+    mut preparer: Preparer,
+    tx: std::sync::mpsc::SyncSender<io::Result<Batch>>,
+) {
+    let mut number = 0u64;
+    let mut eof = false;
+    while !eof {
+        let mut batch = Batch {
+            text: Vec::with_capacity(1 << 16),
+            lines: Vec::with_capacity(BATCH_LINES),
+        };
+        while batch.lines.len() < BATCH_LINES && batch.text.len() < 1 << 20 {
+            if limit.is_some_and(|l| number >= l) {
+                eof = true;
+                break;
+            }
+            let start = batch.text.len();
+            match reader.read_until(b'\n', &mut batch.text) {
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+                Ok(0) => {
+                    eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    while batch.text.len() > start && matches!(batch.text.last(), Some(b'\n' | b'\r')) {
+                        batch.text.pop();
+                    }
+                    number += 1;
+                    let prepared = preparer.prepare(&batch.text[start..]);
+                    batch.lines.push((batch.text.len(), n as u64, prepared));
+                }
+            }
+        }
+        if !batch.lines.is_empty() && tx.send(Ok(batch)).is_err() {
+            return;
+        }
+    }
 }
 
 /// A byte-progress bar on stderr; indicatif hides it when stderr is not a terminal.

@@ -11,7 +11,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::eval::Progressive;
-use crate::features::{Featurizer, SparseVec};
+use crate::features::{FeatureConfig, Featurizer, SparseVec};
 use crate::message::{self, Bad, BadReason, Gold, Message, Split};
 use crate::model::{Model, ModelError, Scored, Task};
 
@@ -256,12 +256,66 @@ impl FeedbackCache {
     }
 }
 
+/// A message after the stages that need no model state: parsed, and the raw
+/// features of its text (before IDF, normalisation and the bias, which
+/// depend on the model). A transport may run [`Preparer::prepare`] on
+/// another thread and hand the results to [`Pipeline::handle_prepared`] in
+/// order; [`Pipeline::handle`] runs both in turn.
+#[derive(Debug, Default)]
+pub struct Prepared {
+    /// `None`: a blank message (skipped).
+    message: Option<Result<Message, Bad>>,
+    /// The raw features of an example's text (empty otherwise).
+    features: SparseVec,
+}
+
+/// Parses and featurizes messages: the model-free front of the pipeline.
+#[derive(Debug)]
+pub struct Preparer {
+    featurizer: Featurizer,
+    max_message_bytes: usize,
+}
+
+impl Preparer {
+    pub fn new(features: FeatureConfig, max_message_bytes: usize) -> Self {
+        Preparer {
+            featurizer: Featurizer::new(features),
+            max_message_bytes,
+        }
+    }
+
+    /// Parses `raw` and featurizes its text.
+    pub fn prepare(&mut self, raw: &[u8]) -> Prepared {
+        let mut p = Prepared::default();
+        self.prepare_into(raw, &mut p);
+        p
+    }
+
+    /// Like [`Preparer::prepare`], reusing `out`'s buffers.
+    pub fn prepare_into(&mut self, raw: &[u8], out: &mut Prepared) {
+        out.features.clear();
+        if raw.iter().all(u8::is_ascii_whitespace) {
+            out.message = None;
+            return;
+        }
+        let message = message::parse(raw, self.max_message_bytes);
+        if let Ok(Message::Example { text, .. }) = &message {
+            self.featurizer.featurize_raw(text, &mut out.features);
+        }
+        out.message = Some(message);
+    }
+}
+
 /// The pipeline: model, features, metrics, join cache and counters.
 #[derive(Debug)]
 pub struct Pipeline {
     pub(crate) cfg: PipelineConfig,
     pub(crate) model: Model,
-    featurizer: Featurizer,
+    /// The front stages, run by [`Pipeline::handle`]; its featurizer also
+    /// featurizes cached texts for late labels and finishes every vector.
+    prep: Preparer,
+    /// Buffers for [`Pipeline::handle`]'s own [`Prepared`].
+    spare: Prepared,
     /// Progressive (test-then-train) metrics of labeled examples.
     pub(crate) progressive: Progressive,
     /// Metrics of held-out test-split examples.
@@ -282,14 +336,15 @@ pub struct Pipeline {
 
 impl Pipeline {
     pub fn new(model: Model, cfg: PipelineConfig) -> Self {
-        let featurizer = Featurizer::new(*model.features());
+        let prep = Preparer::new(*model.features(), cfg.max_message_bytes);
         let progressive = Progressive::new(cfg.window, cfg.positive_label.clone());
         let test = Progressive::new(cfg.window, cfg.positive_label.clone());
         let published = Progressive::new(cfg.window, cfg.positive_label.clone());
         Pipeline {
             cfg,
             model,
-            featurizer,
+            prep,
+            spare: Prepared::default(),
             progressive,
             test,
             published,
@@ -343,18 +398,36 @@ impl Pipeline {
         &self.counters
     }
 
+    /// A front stage for this pipeline's model, to run apart (e.g. on a
+    /// reader thread) and feed [`Pipeline::handle_prepared`].
+    pub fn preparer(&self) -> Preparer {
+        Preparer::new(*self.model.features(), self.cfg.max_message_bytes)
+    }
+
     /// Handles one raw message. `default_id` names it when it has no "id"
     /// (its position in the source); `now_ms` is its event time.
     pub fn handle(&mut self, raw: &[u8], default_id: &dyn Fn() -> String, now_ms: u64) -> Outcome {
-        if raw.iter().all(u8::is_ascii_whitespace) {
+        let mut p = std::mem::take(&mut self.spare);
+        self.prep.prepare_into(raw, &mut p);
+        let outcome = self.handle_prepared(&mut p, default_id, now_ms);
+        self.spare = p;
+        outcome
+    }
+
+    /// Handles one message that a [`Preparer`] for this pipeline's model
+    /// prepared (its buffers are taken; `p` may be reused afterwards).
+    pub fn handle_prepared(&mut self, p: &mut Prepared, default_id: &dyn Fn() -> String, now_ms: u64) -> Outcome {
+        let Some(message) = p.message.take() else {
             self.counters.skipped += 1;
             return Outcome::Skipped;
-        }
+        };
         self.cache.expire(now_ms, self.cfg.cache_ttl_ms);
-        let outcome = match message::parse(raw, self.cfg.max_message_bytes) {
+        let outcome = match message {
             Err(bad) => Outcome::Bad(bad),
             Ok(Message::Feedback { id, gold }) => self.feedback(&id, gold),
             Ok(Message::Example { id, text, gold, split }) => {
+                // The prepared raw features become the current vector.
+                std::mem::swap(&mut self.x, &mut p.features);
                 let id = id.unwrap_or_else(default_id);
                 match (gold, split) {
                     (Some(gold), Some(Split::Test)) => self.test_example(&text, gold),
@@ -418,29 +491,33 @@ impl Pipeline {
         }
     }
 
+    /// Featurizes `text` into the current vector and finishes it.
     fn featurize(&mut self, text: &str, learning: bool) {
-        self.featurize_inner(text, learning);
-        self.counters.features += self.x.len() as u64;
+        self.prep.featurizer.featurize_raw(text, &mut self.x);
+        self.finish_features(text, learning);
     }
 
-    fn featurize_inner(&mut self, text: &str, learning: bool) {
+    /// Finishes the current vector, which holds the raw features of `text`:
+    /// names for the sketch when learning and it asks, a raw copy when
+    /// `eval` keeps one, then IDF, normalisation and the bias.
+    fn finish_features(&mut self, text: &str, learning: bool) {
         if learning && self.model.sketch_mut().wants_next() {
-            let names = self.featurizer.featurize_raw_named(text, &mut self.x);
+            // The same features again, with their names (one document in 64).
+            let names = self.prep.featurizer.featurize_raw_named(text, &mut self.x);
             self.model.sketch.observe(names.iter());
-        } else {
-            self.featurizer.featurize_raw(text, &mut self.x);
         }
         if self.cfg.keep_train || self.cfg.defer_test {
             self.raw.clone_from(&self.x);
         }
         self.finalize_current();
+        self.counters.features += self.x.len() as u64;
     }
 
     /// Completes `self.x` (raw features) in place with the model's IDF,
     /// normalisation and bias.
     fn finalize_current(&mut self) {
         self.raw_len = self.x.len();
-        self.featurizer.finalize(&mut self.x, self.model.doc_freq());
+        self.prep.featurizer.finalize(&mut self.x, self.model.doc_freq());
     }
 
     /// Learns `self.x` and counts its document frequencies.
@@ -455,7 +532,7 @@ impl Pipeline {
         if let Err(bad) = self.check_gold(&gold) {
             return Outcome::Bad(bad);
         }
-        self.featurize(&text, true);
+        self.finish_features(&text, true);
         let (predicted, score) = self.predict_current();
         let ids = match self.gold_ids(&gold) {
             Ok(ids) => ids,
@@ -514,7 +591,7 @@ impl Pipeline {
         if let Err(bad) = self.check_gold(&gold) {
             return Outcome::Bad(bad);
         }
-        self.featurize(text, false);
+        self.finish_features(text, false);
         if self.cfg.defer_test {
             return Outcome::Test {
                 deferred: Some((self.raw.clone(), gold.as_slice().to_vec())),
@@ -556,10 +633,11 @@ impl Pipeline {
         }
     }
 
-    /// Predicts `text` without learning or caching; returns the prediction
-    /// and the positive-class score.
+    /// Predicts `text` (whose raw features the current vector holds)
+    /// without learning or caching; returns the prediction and the
+    /// positive-class score.
     fn prediction(&mut self, id: String, text: &str) -> (Prediction, Option<f32>) {
-        self.featurize(text, false);
+        self.finish_features(text, false);
         let (labels, score) = self.predict_current();
         let names = self.model.labels();
         let scores = self
@@ -600,7 +678,10 @@ impl Pipeline {
     /// the `predict` command. Feedback lines and bad input are refused.
     pub fn predict_only(&mut self, raw: &[u8], default_id: &dyn Fn() -> String) -> Result<Prediction, Bad> {
         match message::parse(raw, self.cfg.max_message_bytes)? {
-            Message::Example { id, text, .. } => Ok(self.prediction(id.unwrap_or_else(default_id), &text).0),
+            Message::Example { id, text, .. } => {
+                self.prep.featurizer.featurize_raw(&text, &mut self.x);
+                Ok(self.prediction(id.unwrap_or_else(default_id), &text).0)
+            }
             Message::Feedback { .. } => Err(Bad::new(
                 BadReason::MissingText,
                 "a feedback label has no text to predict",

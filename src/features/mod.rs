@@ -449,7 +449,11 @@ impl Featurizer {
     fn name_char_ngrams(&mut self, first: usize, lo: u8, hi: u8, prefix: &str) {
         use std::fmt::Write;
         let lower = std::mem::take(&mut self.lower);
-        let window = if self.cfg.char_lowercase { lower.as_str() } else { prefix };
+        let window = if self.cfg.char_lowercase {
+            lower.as_str()
+        } else {
+            prefix
+        };
         self.char_offsets.clear();
         self.char_offsets.extend(window.char_indices().map(|(i, _)| i));
         self.char_offsets.push(window.len());
