@@ -109,6 +109,44 @@ pub fn tokenize(text: &str, scratch: &mut String, mut emit: impl FnMut(&str)) {
     }
 }
 
+/// How many of the 16 bytes at `i` continue an ASCII word (letters, digits,
+/// '_') before the first that does not, and whether any of those is
+/// uppercase; `None` when fewer than 16 bytes are left (or off x86-64).
+#[inline(always)]
+fn ascii_word_run(bytes: &[u8], i: usize) -> Option<(usize, bool)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        let chunk = bytes.get(i..i + 16)?;
+        // SAFETY: SSE2 is part of the x86-64 baseline, and `chunk` holds the
+        // 16 bytes the unaligned load reads.
+        unsafe {
+            let v = _mm_loadu_si128(chunk.as_ptr() as *const __m128i);
+            // Signed compares: bytes >= 0x80 are negative and match no range.
+            let within = |lo: u8, hi: u8| {
+                _mm_and_si128(
+                    _mm_cmpgt_epi8(v, _mm_set1_epi8(lo as i8 - 1)),
+                    _mm_cmplt_epi8(v, _mm_set1_epi8(hi as i8 + 1)),
+                )
+            };
+            let upper = within(b'A', b'Z');
+            let word = _mm_or_si128(
+                _mm_or_si128(within(b'a', b'z'), upper),
+                _mm_or_si128(within(b'0', b'9'), _mm_cmpeq_epi8(v, _mm_set1_epi8(b'_' as i8))),
+            );
+            let word = _mm_movemask_epi8(word) as u32;
+            let len = (!word).trailing_zeros() as usize; // 16 when all are word bytes
+            let run = (1u32 << len) - 1;
+            Some((len, _mm_movemask_epi8(upper) as u32 & run != 0))
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (bytes, i);
+        None
+    }
+}
+
 /// The position of the first '@' at or after `i`, or `usize::MAX`.
 #[inline]
 fn memchr_at(bytes: &[u8], i: usize) -> usize {
@@ -134,6 +172,16 @@ fn word_end_flags(text: &str, start: usize) -> (usize, u8) {
     let mut i = start;
     let mut flags = 0;
     loop {
+        // Sixteen bytes at a time while the word goes on (most words end in the first sixteen).
+        while let Some((len, upper)) = ascii_word_run(bytes, i) {
+            if upper {
+                flags |= UPPER;
+            }
+            i += len;
+            if len < 16 {
+                break;
+            }
+        }
         while i < n {
             let c = class(bytes[i]);
             if c & WORD_CONT == 0 {
