@@ -9,7 +9,9 @@
 //! The metrics keep their own label universe, in discovery order, so a gold
 //! label the model has never seen (a test-only topic) still counts.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashMap;
 
 use serde::Serialize;
 
@@ -172,7 +174,7 @@ impl Progressive {
     pub fn new(window_size: usize, positive_name: Option<String>) -> Self {
         Progressive {
             labels: Vec::new(),
-            index: HashMap::new(),
+            index: HashMap::default(),
             single: true,
             positive_name,
             total: Tally::default(),

@@ -8,7 +8,9 @@
 //! [`Outcome::Bad`] with a reason from a bounded set; it never stops the
 //! pipeline. Transports (JSON lines, Kafka) only move bytes and positions.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashMap;
 
 use crate::eval::Progressive;
 use crate::features::{FeatureConfig, Featurizer, SparseVec};
@@ -32,7 +34,8 @@ pub struct PipelineConfig {
     /// Hold test-split examples back (returned as [`Outcome::Test`]) instead
     /// of scoring them at once; `eval` scores them after all training.
     pub defer_test: bool,
-    /// Return the features of learned examples (for `eval`'s extra passes).
+    /// Return the features of learned examples marked `"split": "train"`
+    /// (for `eval`'s extra passes).
     pub keep_train: bool,
 }
 
@@ -431,7 +434,10 @@ impl Pipeline {
                 let id = id.unwrap_or_else(default_id);
                 match (gold, split) {
                     (Some(gold), Some(Split::Test)) => self.test_example(&text, gold),
-                    (Some(gold), _) => self.train(id, text, gold, now_ms),
+                    (Some(gold), split) => {
+                        let keep = self.cfg.keep_train && split == Some(Split::Train);
+                        self.train(id, text, gold, now_ms, keep)
+                    }
                     (None, _) => self.predict(id, text, now_ms),
                 }
             }
@@ -494,19 +500,19 @@ impl Pipeline {
     /// Featurizes `text` into the current vector and finishes it.
     fn featurize(&mut self, text: &str, learning: bool) {
         self.prep.featurizer.featurize_raw(text, &mut self.x);
-        self.finish_features(text, learning);
+        self.finish_features(text, learning, false);
     }
 
     /// Finishes the current vector, which holds the raw features of `text`:
-    /// names for the sketch when learning and it asks, a raw copy when
-    /// `eval` keeps one, then IDF, normalisation and the bias.
-    fn finish_features(&mut self, text: &str, learning: bool) {
+    /// names for the sketch when learning and it asks, a raw copy in
+    /// `self.raw` when `keep_raw`, then IDF, normalisation and the bias.
+    fn finish_features(&mut self, text: &str, learning: bool, keep_raw: bool) {
         if learning && self.model.sketch_mut().wants_next() {
             // The same features again, with their names (one document in 64).
             let names = self.prep.featurizer.featurize_raw_named(text, &mut self.x);
             self.model.sketch.observe(names.iter());
         }
-        if self.cfg.keep_train || self.cfg.defer_test {
+        if keep_raw {
             self.raw.clone_from(&self.x);
         }
         self.finalize_current();
@@ -527,12 +533,13 @@ impl Pipeline {
         self.model.observe_doc(&self.x.idx[..self.raw_len]);
     }
 
-    fn train(&mut self, id: String, text: String, gold: Gold, now_ms: u64) -> Outcome {
+    /// Learns a labeled example; `keep` returns its raw features too.
+    fn train(&mut self, id: String, text: String, gold: Gold, now_ms: u64, keep: bool) -> Outcome {
         // Check the labels before touching the model or the metrics.
         if let Err(bad) = self.check_gold(&gold) {
             return Outcome::Bad(bad);
         }
-        self.finish_features(&text, true);
+        self.finish_features(&text, true, keep);
         let (predicted, score) = self.predict_current();
         let ids = match self.gold_ids(&gold) {
             Ok(ids) => ids,
@@ -547,7 +554,7 @@ impl Pipeline {
         self.learn_current(&ids, Some(&scores));
         self.scored.raw = scores;
         self.counters.learned += 1;
-        let kept = self.cfg.keep_train.then(|| (self.raw.clone(), gold_names.to_vec()));
+        let kept = keep.then(|| (std::mem::take(&mut self.raw), gold_names.to_vec()));
         let gold_vec = gold_names.to_vec();
         self.cache.insert(
             id,
@@ -591,10 +598,10 @@ impl Pipeline {
         if let Err(bad) = self.check_gold(&gold) {
             return Outcome::Bad(bad);
         }
-        self.finish_features(text, false);
+        self.finish_features(text, false, true);
         if self.cfg.defer_test {
             return Outcome::Test {
-                deferred: Some((self.raw.clone(), gold.as_slice().to_vec())),
+                deferred: Some((std::mem::take(&mut self.raw), gold.as_slice().to_vec())),
             };
         }
         self.model.ensure_task(Self::task_of(&gold));
@@ -637,7 +644,7 @@ impl Pipeline {
     /// without learning or caching; returns the prediction and the
     /// positive-class score.
     fn prediction(&mut self, id: String, text: &str) -> (Prediction, Option<f32>) {
-        self.finish_features(text, false);
+        self.finish_features(text, false, false);
         let (labels, score) = self.predict_current();
         let names = self.model.labels();
         let scores = self

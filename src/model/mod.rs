@@ -16,7 +16,7 @@ mod perceptron;
 pub mod sketch;
 pub mod weights;
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::fmt;
 use std::str::FromStr;
 

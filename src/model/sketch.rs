@@ -6,10 +6,10 @@
 //! buckets; when full it halves every count and drops the buckets seen once,
 //! so frequent features stay and rare ones make room.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 /// Documents observed in full before sampling starts.
-pub const FULL_DOCS: u64 = 100;
+pub const FULL_DOCS: u64 = 32;
 /// After that, one document in this many is observed.
 pub const SAMPLE_EVERY: u64 = 64;
 /// Default bucket capacity.
@@ -27,7 +27,7 @@ pub struct NameSketch {
 impl Default for NameSketch {
     fn default() -> Self {
         NameSketch {
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             cap: DEFAULT_CAP,
             offered: 0,
         }
