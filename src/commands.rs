@@ -40,10 +40,15 @@ pub struct EvalResult {
     /// Lines handled in the first pass (examples, requests, test lines).
     pub examples: u64,
     pub seconds: f64,
+    /// CPU time of the whole process over the same span (the reader thread
+    /// and the model's), for throughput per core.
+    pub cpu_seconds: f64,
     pub examples_per_second: f64,
     /// Bytes of input read.
     pub bytes: u64,
     pub megabytes_per_second: f64,
+    /// Megabytes of input per CPU second.
+    pub megabytes_per_cpu_second: f64,
     pub passes: usize,
     /// The hyperparameters in force (for the stream's task).
     pub model: Hyper,
@@ -77,6 +82,7 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     let mut pipeline = Pipeline::new(Model::new(choice.clone(), features), cfg);
     let progress = progress_bar(size);
     let start = Instant::now();
+    let cpu_start = process_cpu_seconds();
     let mut train: Vec<(SparseVec, Vec<String>)> = Vec::new();
     let mut test: Vec<(SparseVec, Vec<String>)> = Vec::new();
     let (mut number, mut bytes) = (0u64, 0u64);
@@ -86,21 +92,25 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     let mut next_plot = 0u64;
     // Reading, parsing and featurizing need no model: a reader thread does
     // them while this one runs the model, a batch of lines at a time.
+    // Spent batches go back to the reader, so their buffers are reused (and
+    // freed by the thread that allocated them).
     let (tx, rx) = std::sync::mpsc::sync_channel(4);
+    let (back_tx, back_rx) = std::sync::mpsc::channel();
     let preparer = pipeline.preparer();
     let limit = args.limit;
     std::thread::scope(|scope| -> Result<(), CommandError> {
-        scope.spawn(move || read_prepared(reader, limit, preparer, tx));
+        scope.spawn(move || read_prepared(reader, limit, preparer, tx, back_rx));
         for batch in rx {
-            let batch = batch.map_err(io_at(&path))?;
+            let mut batch = batch.map_err(io_at(&path))?;
             let mut start = 0;
-            for (end, n, mut prepared) in batch.lines {
+            for (end, n, prepared) in &mut batch.lines {
+                let (end, n) = (*end, *n);
                 let line = &batch.text[start..end];
                 start = end;
                 bytes += n;
                 number += 1;
                 let id = || number.to_string();
-                match pipeline.handle_prepared(&mut prepared, &id, number) {
+                match pipeline.handle_prepared(prepared, &id, number) {
                     Outcome::Learned { kept: Some(k), .. } => train.push(k),
                     Outcome::Test { deferred: Some(t) } => test.push(t),
                     Outcome::Bad(bad) => dead
@@ -116,6 +126,8 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
                 }
             }
             progress.set_position(bytes);
+            // The reader may have finished: then the batch is just dropped.
+            let _ = back_tx.send(batch);
         }
         Ok(())
     })?;
@@ -149,12 +161,15 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     }
     dead.flush().map_err(io_at(&path))?;
     let seconds = start.elapsed().as_secs_f64();
+    let cpu_seconds = process_cpu_seconds() - cpu_start;
     let result = EvalResult {
         examples: number,
         seconds,
         examples_per_second: number as f64 / seconds.max(1e-9),
         bytes,
         megabytes_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
+        cpu_seconds,
+        megabytes_per_cpu_second: bytes as f64 / 1e6 / cpu_seconds.max(1e-9),
         passes,
         model: pipeline.model().hyper().clone(),
         features,
@@ -188,15 +203,19 @@ fn read_prepared(
     limit: Option<u64>,
     mut preparer: Preparer,
     tx: std::sync::mpsc::SyncSender<io::Result<Batch>>,
+    spent: std::sync::mpsc::Receiver<Batch>,
 ) {
     let mut number = 0u64;
     let mut eof = false;
     while !eof {
-        let mut batch = Batch {
+        let mut batch = spent.try_recv().unwrap_or_else(|_| Batch {
             text: Vec::with_capacity(1 << 16),
             lines: Vec::with_capacity(BATCH_LINES),
-        };
-        while batch.lines.len() < BATCH_LINES && batch.text.len() < 1 << 20 {
+        });
+        batch.text.clear();
+        // Slots from `used` on keep their buffers for the next round.
+        let mut used = 0;
+        while used < BATCH_LINES && batch.text.len() < 1 << 20 {
             if limit.is_some_and(|l| number >= l) {
                 eof = true;
                 break;
@@ -216,15 +235,37 @@ fn read_prepared(
                         batch.text.pop();
                     }
                     number += 1;
-                    let prepared = preparer.prepare(&batch.text[start..]);
-                    batch.lines.push((batch.text.len(), n as u64, prepared));
+                    let end = batch.text.len();
+                    if used == batch.lines.len() {
+                        batch.lines.push((0, 0, Prepared::default()));
+                    }
+                    let slot = &mut batch.lines[used];
+                    preparer.prepare_into(&batch.text[start..], &mut slot.2);
+                    (slot.0, slot.1) = (end, n as u64);
+                    used += 1;
                 }
             }
         }
-        if !batch.lines.is_empty() && tx.send(Ok(batch)).is_err() {
+        batch.lines.truncate(used);
+        if used > 0 && tx.send(Ok(batch)).is_err() {
             return;
         }
     }
+}
+
+/// User + system CPU seconds of this process so far (0 where unknown).
+fn process_cpu_seconds() -> f64 {
+    #[cfg(unix)]
+    {
+        // SAFETY: getrusage only writes the struct it is given, which is
+        // plain data for which all zeroes is a valid value.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } == 0 {
+            let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            return secs(ru.ru_utime) + secs(ru.ru_stime);
+        }
+    }
+    0.0
 }
 
 /// A byte-progress bar on stderr; indicatif hides it when stderr is not a terminal.

@@ -259,17 +259,18 @@ impl FeedbackCache {
     }
 }
 
-/// A message after the stages that need no model state: parsed, and the raw
-/// features of its text (before IDF, normalisation and the bias, which
-/// depend on the model). A transport may run [`Preparer::prepare`] on
+/// A message after the stages that need no model state: parsed, and its
+/// text's features hashed to buckets (counting them, then IDF, normalisation
+/// and the bias follow in the pipeline; the split evens the work out when
+/// the two halves run on two threads). A transport may run [`Preparer::prepare`] on
 /// another thread and hand the results to [`Pipeline::handle_prepared`] in
 /// order; [`Pipeline::handle`] runs both in turn.
 #[derive(Debug, Default)]
 pub struct Prepared {
     /// `None`: a blank message (skipped).
     message: Option<Result<Message, Bad>>,
-    /// The raw features of an example's text (empty otherwise).
-    features: SparseVec,
+    /// The feature buckets of an example's text, repeats and all (empty otherwise).
+    buckets: Vec<u32>,
 }
 
 /// Parses and featurizes messages: the model-free front of the pipeline.
@@ -296,14 +297,14 @@ impl Preparer {
 
     /// Like [`Preparer::prepare`], reusing `out`'s buffers.
     pub fn prepare_into(&mut self, raw: &[u8], out: &mut Prepared) {
-        out.features.clear();
+        out.buckets.clear();
         if raw.iter().all(u8::is_ascii_whitespace) {
             out.message = None;
             return;
         }
         let message = message::parse(raw, self.max_message_bytes);
         if let Ok(Message::Example { text, .. }) = &message {
-            self.featurizer.featurize_raw(text, &mut out.features);
+            self.featurizer.hash_buckets(text, &mut out.buckets);
         }
         out.message = Some(message);
     }
@@ -429,8 +430,7 @@ impl Pipeline {
             Err(bad) => Outcome::Bad(bad),
             Ok(Message::Feedback { id, gold }) => self.feedback(&id, gold),
             Ok(Message::Example { id, text, gold, split }) => {
-                // The prepared raw features become the current vector.
-                std::mem::swap(&mut self.x, &mut p.features);
+                self.prep.featurizer.count_buckets(&p.buckets, &mut self.x);
                 let id = id.unwrap_or_else(default_id);
                 match (gold, split) {
                     (Some(gold), Some(Split::Test)) => self.test_example(&text, gold),

@@ -472,54 +472,75 @@ impl Featurizer {
         self.lower = lower;
     }
 
-    /// Counts bucket repeats and applies the value mode.
+    /// The document's feature buckets, repeats and all, in order: the
+    /// hashing half of [`Featurizer::featurize_raw`] (the rest is
+    /// [`Featurizer::count_buckets`]), so the two can run on different threads.
+    pub fn hash_buckets(&mut self, text: &str, out: &mut Vec<u32>) {
+        self.extract(text, false);
+        // Hand the buffer over and keep `out`'s old one for the next document.
+        std::mem::swap(&mut self.buckets, out);
+    }
+
+    /// The raw vector of buckets from [`Featurizer::hash_buckets`]: repeats
+    /// counted and the value mode applied.
+    pub fn count_buckets(&mut self, buckets: &[u32], out: &mut SparseVec) {
+        count_into(&mut self.table, buckets, self.cfg.value, out);
+    }
+
+    /// Counts repeats in `self.buckets` and applies the value mode.
     fn count(&mut self, out: &mut SparseVec) {
-        out.clear();
-        let n = self.buckets.len();
-        out.idx.reserve(n);
-        out.val.reserve(n);
-        // At most half full, so every probe ends at an empty slot.
-        let cap = (2 * n + 2).next_power_of_two().max(16);
-        let shift = 64 - cap.trailing_zeros();
-        let mask = cap - 1;
-        self.table.clear();
-        self.table.resize(cap, EMPTY);
-        for &b in &self.buckets {
-            let mut pos = ((b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize;
-            loop {
-                let e = self.table[pos & mask];
-                if e == EMPTY {
-                    self.table[pos & mask] = (b as u64) << 32 | out.idx.len() as u64;
-                    out.idx.push(b);
-                    out.val.push(1.0);
-                    break;
-                }
-                if (e >> 32) as u32 == b {
-                    out.val[e as u32 as usize] += 1.0;
-                    break;
-                }
-                pos += 1;
+        count_into(&mut self.table, &self.buckets, self.cfg.value, out);
+    }
+}
+
+/// Counts bucket repeats into `out` (in order of first occurrence) through
+/// the open-addressing `table`, and applies the value mode.
+fn count_into(table: &mut Vec<u64>, buckets: &[u32], value: ValueMode, out: &mut SparseVec) {
+    out.clear();
+    let n = buckets.len();
+    out.idx.reserve(n);
+    out.val.reserve(n);
+    // At most half full, so every probe ends at an empty slot.
+    let cap = (2 * n + 2).next_power_of_two().max(16);
+    let shift = 64 - cap.trailing_zeros();
+    let mask = cap - 1;
+    table.clear();
+    table.resize(cap, EMPTY);
+    for &b in buckets {
+        let mut pos = ((b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize;
+        loop {
+            let e = table[pos & mask];
+            if e == EMPTY {
+                table[pos & mask] = (b as u64) << 32 | out.idx.len() as u64;
+                out.idx.push(b);
+                out.val.push(1.0);
+                break;
             }
+            if (e >> 32) as u32 == b {
+                out.val[e as u32 as usize] += 1.0;
+                break;
+            }
+            pos += 1;
         }
-        match self.cfg.value {
-            ValueMode::Binary => out.val.fill(1.0),
-            ValueMode::Count => {}
-            ValueMode::LogCount => {
-                // Counts are small integers: look the common ones up.
-                const LN_1P: [f32; 9] = [
-                    0.0,
-                    std::f32::consts::LN_2,
-                    1.098_612_3,
-                    1.386_294_4,
-                    1.609_438,
-                    1.791_759_5,
-                    1.945_910_1,
-                    2.079_441_5,
-                    2.197_224_6,
-                ];
-                for v in &mut out.val {
-                    *v = LN_1P.get(*v as usize).copied().unwrap_or_else(|| v.ln_1p());
-                }
+    }
+    match value {
+        ValueMode::Binary => out.val.fill(1.0),
+        ValueMode::Count => {}
+        ValueMode::LogCount => {
+            // Counts are small integers: look the common ones up.
+            const LN_1P: [f32; 9] = [
+                0.0,
+                std::f32::consts::LN_2,
+                1.098_612_3,
+                1.386_294_4,
+                1.609_438,
+                1.791_759_5,
+                1.945_910_1,
+                2.079_441_5,
+                2.197_224_6,
+            ];
+            for v in &mut out.val {
+                *v = LN_1P.get(*v as usize).copied().unwrap_or_else(|| v.ln_1p());
             }
         }
     }
