@@ -641,13 +641,7 @@ impl Model {
                 if h.schedule == Schedule::Arow {
                     arow_step(w, x, &self.scratch, &mut self.grad, task, h.arow_r, &mut self.gold_mask);
                 } else if h.schedule == Schedule::AdaGrad {
-                    for (f, val) in x.iter() {
-                        for (c, &g) in self.grad.iter().enumerate() {
-                            if g != 0.0 {
-                                w.adagrad_add(f, c, eta, h.adagrad_beta, g * val);
-                            }
-                        }
-                    }
+                    w.adagrad_step(x, &self.grad, eta, h.adagrad_beta);
                 } else {
                     for (f, val) in x.iter() {
                         for (c, &g) in self.grad.iter().enumerate() {

@@ -246,6 +246,39 @@ impl Weights {
         }
     }
 
+    /// [`Weights::adagrad_add`] for every feature of `x` and every class
+    /// with a non-zero `grad` (the step's gradient is `grad[c] * value`),
+    /// a row at a time: the same arithmetic, without re-deriving the row's
+    /// place for each class.
+    pub fn adagrad_step(&mut self, x: &SparseVec, grad: &[f32], rate: f32, beta: f32) {
+        debug_assert!(self.adagrad);
+        let (k, cap, stride) = (self.classes, self.cap, self.stride());
+        let sums = cap * (1 + self.averaged as usize);
+        let (inv_scale, bsum, averaged) = (self.inv_scale, self.bsum_f32, self.averaged);
+        let grad = &grad[..k];
+        for (f, val) in x.iter() {
+            let base = f as usize * stride;
+            let row = &mut self.buf[base..base + stride];
+            for (c, &gc) in grad.iter().enumerate() {
+                if gc == 0.0 {
+                    continue;
+                }
+                let g = gc * val;
+                let sum = row[sums + c] + g * g;
+                row[sums + c] = sum;
+                let denom = beta + sum.sqrt();
+                // A zero denominator means a zero gradient: no step (not 0/0).
+                if denom > 0.0 {
+                    let dv = rate * g / denom * inv_scale;
+                    row[c] += dv;
+                    if averaged {
+                        row[cap + c] -= bsum * dv;
+                    }
+                }
+            }
+        }
+    }
+
     /// AROW's variance of (`bucket`, `class`): `1 / (1 + precision gained)`,
     /// kept in the same slot AdaGrad uses for its sums.
     #[inline]
@@ -520,5 +553,35 @@ mod tests {
         assert_eq!(w.get(2, 1), 0.75);
         w.adagrad_add(2, 1, 1.0, 1.0, 4.0);
         assert_eq!(w.get(2, 1), 0.75 + 4.0 / (1.0 + 5.0));
+    }
+
+    /// The row-at-a-time AdaGrad step is the per-coordinate one, bit for
+    /// bit, with and without averaging, under decay, with a zero gradient.
+    #[test]
+    fn adagrad_step_equals_adagrad_add() {
+        for averaged in [false, true] {
+            let mut a = Weights::new(64, 3, averaged, true);
+            let mut b = a.clone();
+            for t in 0..50u32 {
+                let x = SparseVec {
+                    idx: vec![t % 64, (t * 7 + 3) % 64, (t * 13 + 5) % 64],
+                    val: vec![0.5, 1.25, 0.1],
+                };
+                let grad = [0.3 - (t % 5) as f32 * 0.2, 0.0, -0.7 + (t % 3) as f32 * 0.5];
+                a.begin_step(1e-3);
+                b.begin_step(1e-3);
+                a.adagrad_step(&x, &grad, 0.5, 0.01);
+                for (f, val) in x.iter() {
+                    for (c, &g) in grad.iter().enumerate() {
+                        if g != 0.0 {
+                            b.adagrad_add(f, c, 0.5, 0.01, g * val);
+                        }
+                    }
+                }
+                a.end_step();
+                b.end_step();
+            }
+            assert_eq!(a, b);
+        }
     }
 }
