@@ -8,7 +8,10 @@
 # (its harness times VW's own driver on a pre-formatted file); the venv is
 # made in .venv-peers on first use. classifyd runs twice per file: with VW's
 # features (lowercased word unigrams + bigrams, 2^20 buckets, no character
-# n-grams, no IDF) and with its defaults. Prints medians over RUNS runs.
+# n-grams, no IDF) and with its defaults. Prints medians over RUNS runs:
+# wall seconds, and message-text MB per wall second and per CPU second (eval
+# reads and featurizes on one thread while the model learns on another, so
+# the second is the throughput per core).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${1:-../shared/data}
@@ -21,17 +24,20 @@ fi
 cargo build --release -q
 bin=target/release/classifyd
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-printf '| stream | MB | VW wall s | classifyd (VW features) s | ratio VW/classifyd | MB/s | classifyd (defaults) s | MB/s |\n|---|---:|---:|---:|---:|---:|---:|---:|\n'
+printf '| stream | text MB | VW wall s | classifyd (VW features) wall s | VW/classifyd | MB/s | MB/CPU-s | classifyd (defaults) wall s | MB/s | MB/CPU-s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n'
 for name in sms_spam_collection spamassassin; do
   f=$data/$name/stream.jsonl
   mb=$(python3 -c "import json,sys; print(sum(len(json.loads(l)['text'].encode()) for l in open('$f'))/1e6)")
-  vw=(); ours=(); dflt=()
+  vw=(); ours=(); ocpu=(); dflt=(); dcpu=()
   for _ in $(seq "$runs"); do
     vw+=("$(.venv-peers/bin/python "$peers/run_peers.py" "$f" --peers vw_cli --json /tmp/classifyd-vw.json >/dev/null 2>&1 &&
       python3 -c "import json; print(json.load(open('/tmp/classifyd-vw.json'))['results'][0]['wall_s'])")")
-    ours+=("$($bin eval --input "$f" --json --char-ngrams 0 --idf false | python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds"])')")
-    dflt+=("$($bin eval --input "$f" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds"])')")
+    read -r s c < <($bin eval --input "$f" --json --char-ngrams 0 --idf false | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["seconds"], r["cpu_seconds"])')
+    ours+=("$s"); ocpu+=("$c")
+    read -r s c < <($bin eval --input "$f" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["seconds"], r["cpu_seconds"])')
+    dflt+=("$s"); dcpu+=("$c")
   done
   v=$(printf '%s\n' "${vw[@]}" | median); o=$(printf '%s\n' "${ours[@]}" | median); d=$(printf '%s\n' "${dflt[@]}" | median)
-  python3 -c "print(f'| $name | {$mb:.1f} | {$v:.3f} | {$o:.3f} | {$v/$o:.2f} | {$mb/$o:.1f} | {$d:.3f} | {$mb/$d:.1f} |')"
+  oc=$(printf '%s\n' "${ocpu[@]}" | median); dc=$(printf '%s\n' "${dcpu[@]}" | median)
+  python3 -c "print(f'| $name | {$mb:.1f} | {$v:.3f} | {$o:.3f} | {$v/$o:.2f} | {$mb/$o:.1f} | {$mb/$oc:.1f} | {$d:.3f} | {$mb/$d:.1f} | {$mb/$dc:.1f} |')"
 done
