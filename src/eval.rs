@@ -92,6 +92,33 @@ impl Tally {
     fn count(&mut self, o: &Outcome, single: bool, sign: i64) {
         let n = self.per_class.len();
         let bump = |x: &mut u64| *x = (*x as i64 + sign) as u64;
+        // The common case, one gold label and at most one predicted, without
+        // sorting or allocating: the same counts as the general way below.
+        if let ([g], pred @ ([] | [_])) = (&o.gold[..], &o.predicted[..]) {
+            bump(&mut self.examples);
+            let g = *g as usize;
+            let p = pred.first().map(|&p| p as usize);
+            let unit = |tp, fp, fn_| ClassCounts { tp, fp, fn_ };
+            if p == Some(g) {
+                bump(&mut self.exact);
+                self.per_class[g].add(&unit(1, 0, 0), sign);
+            } else {
+                self.per_class[g].add(&unit(0, 0, 1), sign);
+                if let Some(p) = p {
+                    self.per_class[p].add(&unit(0, 1, 0), sign);
+                }
+            }
+            if single {
+                bump(&mut self.confusion[g][p.unwrap_or(n)]);
+            }
+            return;
+        }
+        self.count_general(o, single, sign);
+    }
+
+    fn count_general(&mut self, o: &Outcome, single: bool, sign: i64) {
+        let n = self.per_class.len();
+        let bump = |x: &mut u64| *x = (*x as i64 + sign) as u64;
         bump(&mut self.examples);
         let mut gold = o.gold.clone();
         gold.sort_unstable();
@@ -205,14 +232,14 @@ impl Progressive {
 
     /// The positive class of a binary task: the configured name, else
     /// "spam", else the second label discovered.
-    pub fn positive(&self) -> Option<String> {
+    pub fn positive(&self) -> Option<&str> {
         if let Some(p) = &self.positive_name {
-            return Some(p.clone());
+            return Some(p);
         }
         if self.index.contains_key("spam") {
-            return Some("spam".to_string());
+            return Some("spam");
         }
-        self.labels.get(1).cloned()
+        self.labels.get(1).map(String::as_str)
     }
 
     /// Whether this is (so far) a binary single-label task.
@@ -221,15 +248,14 @@ impl Progressive {
     }
 
     /// Counts one example. `score` is the positive class's score (binary tasks).
-    pub fn record(&mut self, gold: &[&str], predicted: &[&str], score: Option<f32>) {
+    pub fn record<G: AsRef<str>, P: AsRef<str>>(&mut self, gold: &[G], predicted: &[P], score: Option<f32>) {
         if gold.len() != 1 {
             self.single = false;
         }
-        let gold: Vec<u32> = gold.iter().map(|g| self.intern(g)).collect();
-        let predicted: Vec<u32> = predicted.iter().map(|p| self.intern(p)).collect();
-        let positive = self.positive();
-        let is_pos = positive
-            .as_deref()
+        let gold: Vec<u32> = gold.iter().map(|g| self.intern(g.as_ref())).collect();
+        let predicted: Vec<u32> = predicted.iter().map(|p| self.intern(p.as_ref())).collect();
+        let is_pos = self
+            .positive()
             .is_some_and(|p| self.index.get(p).is_some_and(|&id| gold == [id]));
         let score = score.filter(|_| self.is_binary());
         if let Some(s) = score {
@@ -281,8 +307,7 @@ impl Progressive {
         if !self.is_binary() {
             return None;
         }
-        let positive = self.positive()?;
-        let pos = *self.index.get(&positive)?;
+        let pos = *self.index.get(self.positive()?)?;
         let pairs: Vec<(f32, bool)> = self
             .recent
             .iter()
@@ -320,7 +345,11 @@ impl Progressive {
             micro_recall: micro.recall(),
             roc_auc: auc,
             one_minus_roca_percent: auc.map(|a| (1.0 - a) * 100.0),
-            positive_label: if self.is_binary() { self.positive() } else { None },
+            positive_label: if self.is_binary() {
+                self.positive().map(str::to_string)
+            } else {
+                None
+            },
             per_class,
             confusion: self.single.then(|| Confusion {
                 labels: labels.clone(),
@@ -524,7 +553,7 @@ mod tests {
     #[test]
     fn single_label_counts_and_window() {
         let mut m = Progressive::new(2, None);
-        m.record(&["ham"], &[], Some(0.0));
+        m.record(&["ham"], &[] as &[&str], Some(0.0));
         m.record(&["spam"], &["ham"], Some(0.2));
         m.record(&["spam"], &["spam"], Some(0.9));
         m.record(&["ham"], &["ham"], Some(0.1));
@@ -549,11 +578,31 @@ mod tests {
         let mut m = Progressive::new(10, None);
         m.record(&["grain", "wheat"], &["grain"], None);
         m.record(&["crude"], &["crude"], None);
-        m.record(&[], &["corn"], None);
+        m.record(&[] as &[&str], &["corn"], None);
         let r = m.report();
         assert!(r.confusion.is_none() && r.roc_auc.is_none());
         // tp 2, fp 1, fn 1 -> micro F1 = 4 / 6.
         assert!((r.micro_f1 - 4.0 / 6.0).abs() < 1e-12);
         assert!((r.accuracy - 1.0 / 3.0).abs() < 1e-12);
+    }
+
+    proptest::proptest! {
+        /// The single-label shortcut of `Tally::count` counts exactly what
+        /// the general way does, adding and taking away (the window).
+        #[test]
+        fn single_label_shortcut_counts_like_the_general_way(
+            steps in proptest::collection::vec((0u32..4, proptest::option::of(0u32..4), proptest::prelude::any::<bool>()), 1..60),
+        ) {
+            let (mut fast, mut general) = (Tally::default(), Tally::default());
+            fast.grow(4);
+            general.grow(4);
+            for (g, p, add) in steps {
+                let o = Outcome { gold: vec![g], predicted: p.into_iter().collect(), score: None };
+                let sign = if add { 1 } else { -1 };
+                fast.count(&o, true, sign);
+                general.count_general(&o, true, sign);
+            }
+            proptest::prop_assert_eq!(fast, general);
+        }
     }
 }

@@ -92,6 +92,13 @@ impl Gold {
             Gold::Set(v) => v,
         }
     }
+
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            Gold::One(l) => vec![l],
+            Gold::Set(v) => v,
+        }
+    }
 }
 
 /// Which part of a split data set a line belongs to.

@@ -489,7 +489,7 @@ impl Pipeline {
             return None;
         }
         let pos = self.progressive.positive();
-        match pos.as_deref().and_then(|p| self.model.labels().get(p)) {
+        match pos.and_then(|p| self.model.labels().get(p)) {
             Some(id) => Some(Model::positive_score(&self.scored, id)),
             // The model does not know the positive class yet: it has no
             // evidence either way, so the neutral margin.
@@ -547,15 +547,13 @@ impl Pipeline {
         };
         let gold_names = gold.as_slice();
         let correct = same_set(&predicted, gold_names);
-        let pred_refs: Vec<&str> = predicted.iter().map(String::as_str).collect();
-        let gold_refs: Vec<&str> = gold_names.iter().map(String::as_str).collect();
-        self.progressive.record(&gold_refs, &pred_refs, score);
+        self.progressive.record(gold_names, &predicted, score);
         let scores = std::mem::take(&mut self.scored.raw);
         self.learn_current(&ids, Some(&scores));
         self.scored.raw = scores;
         self.counters.learned += 1;
         let kept = keep.then(|| (std::mem::take(&mut self.raw), gold_names.to_vec()));
-        let gold_vec = gold_names.to_vec();
+        let gold_vec = gold.into_vec();
         self.cache.insert(
             id,
             CacheEntry {
@@ -624,8 +622,7 @@ impl Pipeline {
             .map(|&c| self.model.labels().name(c))
             .collect();
         let score = self.positive_score();
-        let gold_refs: Vec<&str> = gold.iter().map(String::as_str).collect();
-        self.test.record(&gold_refs, &predicted, score);
+        self.test.record(gold, &predicted, score);
         self.counters.test_scored += 1;
     }
 
@@ -714,9 +711,7 @@ impl Pipeline {
         let gold_names = gold.as_slice().to_vec();
         let mut correct = None;
         if !correction {
-            let pred_refs: Vec<&str> = predicted.iter().map(String::as_str).collect();
-            let gold_refs: Vec<&str> = gold_names.iter().map(String::as_str).collect();
-            self.published.record(&gold_refs, &pred_refs, score);
+            self.published.record(&gold_names, &predicted, score);
             correct = Some(same_set(&predicted, &gold_names));
         }
         self.featurize(&text, true);
