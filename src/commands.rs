@@ -435,3 +435,78 @@ impl Inspection {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Cli, Command};
+    use clap::Parser;
+
+    /// `eval`, which prepares lines on a reader thread in batches, ends
+    /// where handing the same lines to `Pipeline::handle` one by one does:
+    /// same metrics, same counters, and bad lines dead-lettered under their
+    /// own line numbers, across several batches.
+    #[test]
+    fn eval_on_the_reader_thread_equals_the_pipeline_line_by_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let input = tmp.path().join("stream.jsonl");
+        let dead = tmp.path().join("dead.jsonl");
+        let mut text = String::new();
+        let mut bad_lines = Vec::new();
+        for (i, line) in include_str!("../tests/data/sms_head1000.jsonl")
+            .lines()
+            .take(700)
+            .enumerate()
+        {
+            text.push_str(line);
+            text.push('\n');
+            if i % 97 == 5 {
+                text.push_str("{\"text\": \n");
+                bad_lines.push(text.lines().count());
+            }
+            if i % 89 == 7 {
+                text.push('\n');
+            }
+        }
+        std::fs::write(&input, &text).unwrap();
+        let cli = Cli::parse_from([
+            "classifyd".as_ref(),
+            "eval".as_ref(),
+            "--input".as_ref(),
+            input.as_os_str(),
+            "--dead-letter".as_ref(),
+            dead.as_os_str(),
+        ]);
+        let Command::Eval(args) = cli.command else {
+            panic!("not eval")
+        };
+        let (result, threaded) = eval(&args).unwrap();
+
+        let (features, choice) = args.model.settings().unwrap();
+        let mut cfg = args.pipeline.settings().unwrap();
+        cfg.defer_test = true;
+        cfg.keep_train = true;
+        let mut inline = Pipeline::new(Model::new(choice, features), cfg);
+        for (n, line) in text.lines().enumerate() {
+            let number = n as u64 + 1;
+            inline.handle(line.as_bytes(), &|| number.to_string(), number);
+        }
+        assert_eq!(result.examples, text.lines().count() as u64);
+        assert_eq!(threaded.progressive(), inline.progressive());
+        assert_eq!(threaded.counters(), inline.counters());
+        assert_eq!(threaded.model().version(), inline.model().version());
+        let positions: Vec<String> = std::fs::read_to_string(&dead)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["position"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        let expected: Vec<String> = bad_lines.iter().map(|n| format!("{}:{n}", input.display())).collect();
+        assert_eq!(positions, expected);
+        assert!(positions.len() >= 7);
+    }
+}
