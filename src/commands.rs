@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use serde::Serialize;
@@ -94,13 +95,16 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     // them while this one runs the model, a batch of lines at a time.
     // Spent batches go back to the reader, so their buffers are reused (and
     // freed by the thread that allocated them).
-    let (tx, rx) = std::sync::mpsc::sync_channel(4);
+    let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE_BATCHES);
     let (back_tx, back_rx) = std::sync::mpsc::channel();
     let preparer = pipeline.preparer();
     let limit = args.limit;
+    let queued = AtomicUsize::new(0);
     std::thread::scope(|scope| -> Result<(), CommandError> {
-        scope.spawn(move || read_prepared(reader, limit, preparer, tx, back_rx));
+        let queued = &queued;
+        scope.spawn(move || read_prepared(reader, limit, preparer, tx, back_rx, queued));
         for batch in rx {
+            queued.fetch_sub(1, Ordering::Relaxed);
             let mut batch = batch.map_err(io_at(&path))?;
             let mut start = 0;
             for (end, n, prepared) in &mut batch.lines {
@@ -195,15 +199,22 @@ struct Batch {
 
 /// Lines per batch (a batch also ends after a megabyte).
 const BATCH_LINES: usize = 256;
+/// Batches the reader may run ahead.
+const QUEUE_BATCHES: usize = 4;
 
 /// Reads `reader` to its end (or `limit` lines), preparing every line, and
 /// sends the lines in batches; stops early when the receiver hangs up.
+/// `queued` counts the batches sent and not yet taken: while the model
+/// thread lags (half the queue or more), the reader also counts repeated
+/// features, work either side can do; otherwise it leaves that to the model
+/// thread. Which side does it never changes the result.
 fn read_prepared(
     mut reader: impl BufRead,
     limit: Option<u64>,
     mut preparer: Preparer,
     tx: std::sync::mpsc::SyncSender<io::Result<Batch>>,
     spent: std::sync::mpsc::Receiver<Batch>,
+    queued: &AtomicUsize,
 ) {
     let mut number = 0u64;
     let mut eof = false;
@@ -215,6 +226,7 @@ fn read_prepared(
         batch.text.clear();
         // Slots from `used` on keep their buffers for the next round.
         let mut used = 0;
+        let count = queued.load(Ordering::Relaxed) >= QUEUE_BATCHES / 2;
         while used < BATCH_LINES && batch.text.len() < 1 << 20 {
             if limit.is_some_and(|l| number >= l) {
                 eof = true;
@@ -240,14 +252,18 @@ fn read_prepared(
                         batch.lines.push((0, 0, Prepared::default()));
                     }
                     let slot = &mut batch.lines[used];
-                    preparer.prepare_into(&batch.text[start..], &mut slot.2);
+                    preparer.prepare_into(&batch.text[start..], count, &mut slot.2);
                     (slot.0, slot.1) = (end, n as u64);
                     used += 1;
                 }
             }
         }
         batch.lines.truncate(used);
-        if used > 0 && tx.send(Ok(batch)).is_err() {
+        if used == 0 {
+            break;
+        }
+        queued.fetch_add(1, Ordering::Relaxed);
+        if tx.send(Ok(batch)).is_err() {
             return;
         }
     }

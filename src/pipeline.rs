@@ -259,18 +259,22 @@ impl FeedbackCache {
     }
 }
 
-/// A message after the stages that need no model state: parsed, and its
-/// text's features hashed to buckets (counting them, then IDF, normalisation
-/// and the bias follow in the pipeline; the split evens the work out when
-/// the two halves run on two threads). A transport may run [`Preparer::prepare`] on
-/// another thread and hand the results to [`Pipeline::handle_prepared`] in
-/// order; [`Pipeline::handle`] runs both in turn.
+/// A message after the stages that need no model state: parsed, its text's
+/// features hashed to buckets and, optionally, their repeats counted (IDF,
+/// normalisation and the bias follow in the pipeline). A transport may run
+/// [`Preparer::prepare`] on another thread and hand the results to
+/// [`Pipeline::handle_prepared`] in order; [`Pipeline::handle`] runs both
+/// in turn. Counting may happen on either side: the result is the same, so
+/// a transport lets whichever thread has time do it.
 #[derive(Debug, Default)]
 pub struct Prepared {
     /// `None`: a blank message (skipped).
     message: Option<Result<Message, Bad>>,
     /// The feature buckets of an example's text, repeats and all (empty otherwise).
     buckets: Vec<u32>,
+    /// The counted raw features, when `counted`.
+    features: SparseVec,
+    counted: bool,
 }
 
 /// Parses and featurizes messages: the model-free front of the pipeline.
@@ -288,16 +292,18 @@ impl Preparer {
         }
     }
 
-    /// Parses `raw` and featurizes its text.
-    pub fn prepare(&mut self, raw: &[u8]) -> Prepared {
+    /// Parses `raw`, hashes its text's features and, when `count`, counts
+    /// their repeats too.
+    pub fn prepare(&mut self, raw: &[u8], count: bool) -> Prepared {
         let mut p = Prepared::default();
-        self.prepare_into(raw, &mut p);
+        self.prepare_into(raw, count, &mut p);
         p
     }
 
     /// Like [`Preparer::prepare`], reusing `out`'s buffers.
-    pub fn prepare_into(&mut self, raw: &[u8], out: &mut Prepared) {
+    pub fn prepare_into(&mut self, raw: &[u8], count: bool, out: &mut Prepared) {
         out.buckets.clear();
+        out.counted = false;
         if raw.iter().all(u8::is_ascii_whitespace) {
             out.message = None;
             return;
@@ -305,6 +311,10 @@ impl Preparer {
         let message = message::parse(raw, self.max_message_bytes);
         if let Ok(Message::Example { text, .. }) = &message {
             self.featurizer.hash_buckets(text, &mut out.buckets);
+            if count {
+                self.featurizer.count_buckets(&out.buckets, &mut out.features);
+                out.counted = true;
+            }
         }
         out.message = Some(message);
     }
@@ -412,7 +422,7 @@ impl Pipeline {
     /// (its position in the source); `now_ms` is its event time.
     pub fn handle(&mut self, raw: &[u8], default_id: &dyn Fn() -> String, now_ms: u64) -> Outcome {
         let mut p = std::mem::take(&mut self.spare);
-        self.prep.prepare_into(raw, &mut p);
+        self.prep.prepare_into(raw, false, &mut p);
         let outcome = self.handle_prepared(&mut p, default_id, now_ms);
         self.spare = p;
         outcome
@@ -430,7 +440,12 @@ impl Pipeline {
             Err(bad) => Outcome::Bad(bad),
             Ok(Message::Feedback { id, gold }) => self.feedback(&id, gold),
             Ok(Message::Example { id, text, gold, split }) => {
-                self.prep.featurizer.count_buckets(&p.buckets, &mut self.x);
+                if p.counted {
+                    // The prepared vector becomes the current one (its buffers go back with `p`).
+                    std::mem::swap(&mut self.x, &mut p.features);
+                } else {
+                    self.prep.featurizer.count_buckets(&p.buckets, &mut self.x);
+                }
                 let id = id.unwrap_or_else(default_id);
                 match (gold, split) {
                     (Some(gold), Some(Split::Test)) => self.test_example(&text, gold),

@@ -553,38 +553,48 @@ fn count_into(table: &mut Vec<u64>, buckets: &[u32], value: ValueMode, out: &mut
 pub struct DocFreq {
     /// Documents containing each bucket.
     pub(crate) df: Vec<u32>,
-    /// `ln(1 + df)`, kept beside the counts so weighting costs no logarithm.
-    ln_df: Vec<f32>,
     /// Documents observed.
     pub(crate) docs: u64,
     /// `ln(1 + docs)`.
     ln_docs: f32,
 }
 
+/// `ln(1 + d)` for the document frequencies most buckets have, looked up
+/// instead of computed (the same f32 expression, so the same values).
+const LN_1P_TABLE: usize = 8192;
+
+fn ln_1p_table() -> &'static [f32] {
+    static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| (0..LN_1P_TABLE).map(|d| (1.0 + d as f32).ln()).collect())
+}
+
 impl DocFreq {
     pub fn new(buckets: usize) -> Self {
         DocFreq {
             df: vec![0; buckets],
-            ln_df: vec![0.0; buckets],
             docs: 0,
             ln_docs: 0.0,
         }
     }
 
-    /// Rebuilds the cached logarithms after a restore.
+    /// Rebuilds the state after a restore.
     pub(crate) fn with_counts(df: Vec<u32>, docs: u64) -> Self {
-        let ln_df = df.iter().map(|&d| (1.0 + d as f32).ln()).collect();
         DocFreq {
             df,
-            ln_df,
             docs,
             ln_docs: (1.0 + docs as f32).ln(),
         }
     }
 
+    /// The IDF weight of `bucket`.
     #[inline]
     pub fn weight(&self, bucket: u32) -> f32 {
-        self.ln_docs - self.ln_df[bucket as usize] + 1.0
+        let d = self.df[bucket as usize];
+        let ln_df = match ln_1p_table().get(d as usize) {
+            Some(&l) => l,
+            None => (1.0 + d as f32).ln(),
+        };
+        self.ln_docs - ln_df + 1.0
     }
 
     /// Counts one document: the buckets of its features.
@@ -592,7 +602,6 @@ impl DocFreq {
         for &i in buckets {
             let d = &mut self.df[i as usize];
             *d = d.saturating_add(1);
-            self.ln_df[i as usize] = (1.0 + *d as f32).ln();
         }
         self.docs += 1;
         self.ln_docs = (1.0 + self.docs as f32).ln();
