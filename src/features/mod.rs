@@ -322,9 +322,7 @@ impl Featurizer {
     /// normalisation (when configured), then the bias feature with value 1.
     pub fn finalize(&self, x: &mut SparseVec, idf: Option<&DocFreq>) {
         if let Some(d) = idf {
-            for (i, v) in x.idx.iter().zip(x.val.iter_mut()) {
-                *v *= d.weight(*i);
-            }
+            d.weigh(x);
         }
         if self.cfg.normalize && !x.val.is_empty() {
             let norm = x.val.iter().map(|v| v * v).sum::<f32>().sqrt();
@@ -559,6 +557,19 @@ pub struct DocFreq {
     ln_docs: f32,
 }
 
+/// Hints the CPU to fetch `v[i]` (no effect when `i` is out of bounds).
+#[inline(always)]
+fn prefetch<T>(v: &[T], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(p) = v.get(i) {
+        // SAFETY: prefetching is a hint with no memory effects, and `p` is a
+        // valid reference anyway.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const T as *const i8) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (v, i);
+}
+
 /// `ln(1 + d)` for the document frequencies most buckets have, looked up
 /// instead of computed (the same f32 expression, so the same values).
 const LN_1P_TABLE: usize = 8192;
@@ -589,12 +600,31 @@ impl DocFreq {
     /// The IDF weight of `bucket`.
     #[inline]
     pub fn weight(&self, bucket: u32) -> f32 {
-        let d = self.df[bucket as usize];
-        let ln_df = match ln_1p_table().get(d as usize) {
+        self.weight_of(self.df[bucket as usize], ln_1p_table())
+    }
+
+    /// The IDF weight of a document frequency, `table` from [`ln_1p_table`].
+    #[inline(always)]
+    fn weight_of(&self, df: u32, table: &[f32]) -> f32 {
+        let ln_df = match table.get(df as usize) {
             Some(&l) => l,
-            None => (1.0 + d as f32).ln(),
+            None => (1.0 + df as f32).ln(),
         };
         self.ln_docs - ln_df + 1.0
+    }
+
+    /// Multiplies every value of `x` by its bucket's IDF weight.
+    pub fn weigh(&self, x: &mut SparseVec) {
+        /// How many features ahead the counts are fetched: they are
+        /// scattered over megabytes, a cache miss each.
+        const AHEAD: usize = 16;
+        let table = ln_1p_table();
+        for j in 0..x.idx.len() {
+            if let Some(&ahead) = x.idx.get(j + AHEAD) {
+                prefetch(&self.df, ahead as usize);
+            }
+            x.val[j] *= self.weight_of(self.df[x.idx[j] as usize], table);
+        }
     }
 
     /// Counts one document: the buckets of its features.
