@@ -82,6 +82,12 @@ pub fn tokenize(text: &str, scratch: &mut String, mut emit: impl FnMut(&str)) {
             let word = &text[i..end];
             if flags & (UPPER | HIGH) == 0 {
                 emit(word);
+            } else if flags & HIGH == 0 {
+                // ASCII with capitals.
+                scratch.clear();
+                scratch.push_str(word);
+                scratch.make_ascii_lowercase();
+                emit(scratch);
             } else {
                 emit_lower(word, scratch, &mut emit);
             }
@@ -165,7 +171,7 @@ fn emit_lower(s: &str, scratch: &mut String, emit: &mut impl FnMut(&str)) {
 /// with inner apostrophes ("don't") and, between digits, "." and ","
 /// ("2.50", "1,000"); and the OR of its bytes' classes (whether it needs
 /// lowercasing or is not ASCII).
-#[inline]
+#[inline(always)]
 fn word_end_flags(text: &str, start: usize) -> (usize, u8) {
     let bytes = text.as_bytes();
     let n = bytes.len();
