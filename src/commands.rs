@@ -252,7 +252,7 @@ fn read_prepared(
                         batch.lines.push((0, 0, Prepared::default()));
                     }
                     let slot = &mut batch.lines[used];
-                    preparer.prepare_into(&batch.text[start..], count, &mut slot.2);
+                    preparer.prepare(&batch.text[start..], count, &mut slot.2);
                     (slot.0, slot.1) = (end, n as u64);
                     used += 1;
                 }

@@ -292,16 +292,9 @@ impl Preparer {
         }
     }
 
-    /// Parses `raw`, hashes its text's features and, when `count`, counts
-    /// their repeats too.
-    pub fn prepare(&mut self, raw: &[u8], count: bool) -> Prepared {
-        let mut p = Prepared::default();
-        self.prepare_into(raw, count, &mut p);
-        p
-    }
-
-    /// Like [`Preparer::prepare`], reusing `out`'s buffers.
-    pub fn prepare_into(&mut self, raw: &[u8], count: bool, out: &mut Prepared) {
+    /// Parses `raw` into `out` (reusing its buffers), hashes its text's
+    /// features and, when `count`, counts their repeats too.
+    pub fn prepare(&mut self, raw: &[u8], count: bool, out: &mut Prepared) {
         out.buckets.clear();
         out.counted = false;
         if raw.iter().all(u8::is_ascii_whitespace) {
@@ -422,7 +415,7 @@ impl Pipeline {
     /// (its position in the source); `now_ms` is its event time.
     pub fn handle(&mut self, raw: &[u8], default_id: &dyn Fn() -> String, now_ms: u64) -> Outcome {
         let mut p = std::mem::take(&mut self.spare);
-        self.prep.prepare_into(raw, false, &mut p);
+        self.prep.prepare(raw, false, &mut p);
         let outcome = self.handle_prepared(&mut p, default_id, now_ms);
         self.spare = p;
         outcome

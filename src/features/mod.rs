@@ -222,19 +222,6 @@ impl<'a> FeatureNames<'a> {
             .iter()
             .map(move |&(b, start, end)| (b, &text[start as usize..end as usize]))
     }
-
-    pub fn len(&self) -> usize {
-        self.spans.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
-    }
-
-    /// Owned copies of the pairs.
-    pub fn to_vec(&self) -> Vec<(u32, String)> {
-        self.iter().map(|(b, s)| (b, s.to_string())).collect()
-    }
 }
 
 /// Turns texts into [`SparseVec`]s, reusing its buffers between documents.
@@ -597,13 +584,8 @@ impl DocFreq {
         }
     }
 
-    /// The IDF weight of `bucket`.
-    #[inline]
-    pub fn weight(&self, bucket: u32) -> f32 {
-        self.weight_of(self.df[bucket as usize], ln_1p_table())
-    }
-
-    /// The IDF weight of a document frequency, `table` from [`ln_1p_table`].
+    /// The IDF weight of a bucket with document frequency `df`, `table`
+    /// from [`ln_1p_table`].
     #[inline(always)]
     fn weight_of(&self, df: u32, table: &[f32]) -> f32 {
         let ln_df = match table.get(df as usize) {
@@ -663,7 +645,11 @@ mod tests {
         let cfg = words_only(20);
         let mut f = Featurizer::new(cfg);
         let mut v = SparseVec::default();
-        let names: Vec<(u32, String)> = f.featurize_raw_named("Free entry", &mut v).to_vec();
+        let names: Vec<(u32, String)> = f
+            .featurize_raw_named("Free entry", &mut v)
+            .iter()
+            .map(|(b, s)| (b, s.to_string()))
+            .collect();
         let got: Vec<(String, u32)> = names.into_iter().map(|(b, s)| (s, b)).collect();
         assert_eq!(
             got,
@@ -680,7 +666,11 @@ mod tests {
             ..words_only(22)
         };
         let mut f = Featurizer::new(cfg);
-        let names: Vec<(u32, String)> = f.featurize_raw_named("Win!", &mut v).to_vec();
+        let names: Vec<(u32, String)> = f
+            .featurize_raw_named("Win!", &mut v)
+            .iter()
+            .map(|(b, s)| (b, s.to_string()))
+            .collect();
         assert_eq!(names, [(3882435, "c:\"Win!\"".to_string())]);
     }
 
