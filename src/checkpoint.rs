@@ -40,8 +40,10 @@ pub const DEFAULT_KEEP: usize = 3;
 /// Why a checkpoint could not be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
-    #[error("checkpoint {path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
+    // The cause is in the message itself, not the error chain, so it is
+    // printed once.
+    #[error("checkpoint {path}: {error}")]
+    Io { path: PathBuf, error: io::Error },
     #[error("checkpoint {path} is damaged: {detail}")]
     Corrupt { path: PathBuf, detail: String },
     #[error("checkpoint {path} has format version {found}, this build reads version {expected}")]
@@ -51,9 +53,9 @@ pub enum CheckpointError {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> CheckpointError + '_ {
-    move |source| CheckpointError::Io {
+    move |error| CheckpointError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     }
 }
 

@@ -22,8 +22,10 @@ use crate::transport::{DeadLetterSink, PredictionSink, open_output};
 pub enum CommandError {
     #[error("{0}")]
     Usage(String),
-    #[error("{path}: {source}")]
-    Io { path: String, source: io::Error },
+    // The cause is in the message itself, not the error chain, so it is
+    // printed once.
+    #[error("{path}: {error}")]
+    Io { path: String, error: io::Error },
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
     #[error("no checkpoint in {0}")]
@@ -32,7 +34,7 @@ pub enum CommandError {
 
 fn io_at(path: impl Into<String>) -> impl FnOnce(io::Error) -> CommandError {
     let path = path.into();
-    move |source| CommandError::Io { path, source }
+    move |error| CommandError::Io { path, error }
 }
 
 /// The result of `eval`, printed by `--json`.
