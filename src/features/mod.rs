@@ -544,9 +544,11 @@ pub struct DocFreq {
     ln_docs: f32,
 }
 
-/// Hints the CPU to fetch `v[i]` (no effect when `i` is out of bounds).
+/// Hints the CPU to fetch `v[i]` (no effect when `i` is out of bounds):
+/// for lookups scattered over megabytes, a cache miss each, issued early so
+/// their latencies overlap.
 #[inline(always)]
-fn prefetch<T>(v: &[T], i: usize) {
+pub(crate) fn prefetch<T>(v: &[T], i: usize) {
     #[cfg(target_arch = "x86_64")]
     if let Some(p) = v.get(i) {
         // SAFETY: prefetching is a hint with no memory effects, and `p` is a

@@ -190,15 +190,9 @@ impl Weights {
     /// cache miss, and issuing them early overlaps their latencies.
     #[inline(always)]
     fn prefetch(&self, x: &SparseVec, j: usize, stride: usize) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(&i) = x.idx.get(j) {
-            let p = self.buf.as_ptr().wrapping_add(i as usize * stride);
-            // SAFETY: prefetching is a hint with no memory effects; it never
-            // faults, even for an address outside the buffer.
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8) };
+            crate::features::prefetch(&self.buf, i as usize * stride);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (x, j, stride);
     }
 
     /// Starts a step: multiplies all weights by `1 - decay` (lazily).
@@ -247,33 +241,12 @@ impl Weights {
     }
 
     /// [`Weights::adagrad_add`] for every feature of `x` and every class
-    /// with a non-zero `grad` (the step's gradient is `grad[c] * value`),
-    /// a row at a time: the same arithmetic, without re-deriving the row's
-    /// place for each class.
+    /// with a non-zero `grad` (the step's gradient is `grad[c] * value`).
     pub fn adagrad_step(&mut self, x: &SparseVec, grad: &[f32], rate: f32, beta: f32) {
-        debug_assert!(self.adagrad);
-        let (k, cap, stride) = (self.classes, self.cap, self.stride());
-        let sums = cap * (1 + self.averaged as usize);
-        let (inv_scale, bsum, averaged) = (self.inv_scale, self.bsum_f32, self.averaged);
-        let grad = &grad[..k];
         for (f, val) in x.iter() {
-            let base = f as usize * stride;
-            let row = &mut self.buf[base..base + stride];
-            for (c, &gc) in grad.iter().enumerate() {
-                if gc == 0.0 {
-                    continue;
-                }
-                let g = gc * val;
-                let sum = row[sums + c] + g * g;
-                row[sums + c] = sum;
-                let denom = beta + sum.sqrt();
-                // A zero denominator means a zero gradient: no step (not 0/0).
-                if denom > 0.0 {
-                    let dv = rate * g / denom * inv_scale;
-                    row[c] += dv;
-                    if averaged {
-                        row[cap + c] -= bsum * dv;
-                    }
+            for (c, &g) in grad[..self.classes].iter().enumerate() {
+                if g != 0.0 {
+                    self.adagrad_add(f, c, rate, beta, g * val);
                 }
             }
         }
