@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use classifyd::checkpoint::pb;
-use common::{BIN, data, free_port, http_get, newest_checkpoint, wait_for};
+use common::{BIN, data, free_port, http_get, newest_checkpoint, spawn_metrics_daemon, wait_for};
 
 /// Small, fast model flags shared by every run of a test.
 fn model_flags() -> Vec<&'static str> {
@@ -318,29 +318,9 @@ fn a_damaged_checkpoint_is_refused_and_the_previous_one_used() {
 fn metrics_endpoint_serves_every_documented_metric() {
     let tmp = tempfile::tempdir().unwrap();
     let addr = format!("127.0.0.1:{}", free_port());
-    let mut child = Command::new(BIN)
-        .args([
-            "run",
-            "--input",
-            "-",
-            "--output",
-            "/dev/null",
-            "--metrics-addr",
-            &addr,
-            "--checkpoint-dir",
-        ])
-        .arg(tmp.path().join("ck"))
-        .args(model_flags())
-        .env("CLASSIFYD_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    {
-        let stdin = child.stdin.as_mut().unwrap();
-        stdin.write_all(&fs::read(data("sms_demo.jsonl")).unwrap()).unwrap();
-        stdin.flush().unwrap();
-    }
+    let flags = model_flags();
+    let input = fs::read(data("sms_demo.jsonl")).unwrap();
+    let mut child = spawn_metrics_daemon(&addr, &tmp.path().join("ck"), &flags, &input);
     wait_for("ready", Duration::from_secs(30), || {
         http_get(&addr, "/readyz").is_some_and(|r| r.0 == 200)
     });

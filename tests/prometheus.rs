@@ -7,11 +7,10 @@
 mod common;
 
 use std::fs;
-use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{BIN, data, free_port, http_get, wait_for};
+use common::{BIN, data, free_port, http_get, spawn_metrics_daemon, wait_for};
 
 fn prometheus_bin() -> String {
     std::env::var("PROMETHEUS_BIN").unwrap_or_else(|_| {
@@ -62,30 +61,7 @@ fn prometheus_scrapes_the_accuracy_that_eval_computes() {
         .expect("start prometheus");
 
     let input = fs::read(data("sms_demo.jsonl")).unwrap();
-    let mut daemon = Command::new(BIN)
-        .args([
-            "run",
-            "--input",
-            "-",
-            "--output",
-            "/dev/null",
-            "--bits",
-            "16",
-            "--metrics-addr",
-            &metrics,
-        ])
-        .arg("--checkpoint-dir")
-        .arg(tmp.path().join("ck"))
-        .env("CLASSIFYD_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    {
-        let stdin = daemon.stdin.as_mut().unwrap();
-        stdin.write_all(&input).unwrap();
-        stdin.flush().unwrap();
-    }
+    let mut daemon = spawn_metrics_daemon(&metrics, &tmp.path().join("ck"), &["--bits", "16"], &input);
 
     let out = Command::new(BIN)
         .args(["eval", "--json", "--bits", "16", "--input"])

@@ -280,3 +280,32 @@ pub fn reference_checkpoint(lines: &[String], tmp: &Path) -> pb::Checkpoint {
     assert!(st.success());
     newest_checkpoint(&reference).unwrap()
 }
+
+/// Starts `classifyd run` on stdin (predictions to /dev/null) serving
+/// metrics on `metrics_addr`, with `extra` flags, and writes `input` to it.
+/// Its stdin stays open: drop it to let the daemon finish.
+pub fn spawn_metrics_daemon(metrics_addr: &str, checkpoint_dir: &Path, extra: &[&str], input: &[u8]) -> Child {
+    use std::io::Write;
+    let mut child = Command::new(BIN)
+        .args([
+            "run",
+            "--input",
+            "-",
+            "--output",
+            "/dev/null",
+            "--metrics-addr",
+            metrics_addr,
+        ])
+        .arg("--checkpoint-dir")
+        .arg(checkpoint_dir)
+        .args(extra)
+        .env("CLASSIFYD_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start classifyd");
+    let stdin = child.stdin.as_mut().expect("piped stdin");
+    stdin.write_all(input).expect("write the input");
+    stdin.flush().expect("flush the input");
+    child
+}
