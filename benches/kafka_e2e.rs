@@ -8,8 +8,11 @@
 //!    settings as classifyd) and `classifyd run` each drain it. Rate = input
 //!    messages / (last output's timestamp - first output's timestamp).
 //! 2. Latency: with classifyd running and caught up, requests are produced
-//!    at a fixed rate; latency = the prediction's timestamp minus the
-//!    request's, per message; p50 and p99 are printed.
+//!    at a fixed rate (the generator's producer lingers 1 ms); latency = the
+//!    prediction's timestamp minus the request's, per message; p50 and p99
+//!    are printed, and the same for the no-op pipe.
+//!
+//! BENCH_BIN runs another classifyd build (to compare two on one broker).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -27,6 +30,13 @@ use rdkafka::producer::{BaseProducer, BaseRecord, DefaultProducerContext, Produc
 /// 500 ms, is what the latency would measure otherwise); the same for the
 /// no-op pipe and classifyd.
 const FETCH_WAIT_MS: u32 = 10;
+
+/// How long the request generator's producer batches before sending. With
+/// 0, every request is a produce request of its own, and at 10,000 msg/s the
+/// test broker falls seconds behind (latency then measures its queue, for
+/// the no-op pipe as much as for classifyd); 1 ms is what a client that
+/// batches at all adds.
+const PACED_LINGER_MS: u32 = 1;
 
 fn env_or(key: &str, default: usize) -> usize {
     std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -147,7 +157,7 @@ fn noop_pipe(bootstrap: &str, input: &str, output: &str, n: usize) {
 fn paced(bootstrap: &str, topic: &str, base: &[serde_json::Value], rate: usize, total: usize) -> HashMap<String, i64> {
     let p: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
-        .set("linger.ms", "0")
+        .set("linger.ms", PACED_LINGER_MS.to_string())
         .create()
         .unwrap();
     let mut sent = HashMap::new();
@@ -198,7 +208,11 @@ fn main() {
     let n = env_or("BENCH_MESSAGES", 50_000);
     let rate = env_or("BENCH_RATE", 10_000);
     let secs = env_or("BENCH_SECONDS", 5);
-    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/classifyd");
+    // BENCH_BIN: another build to compare (A/B) on the same broker.
+    let bin = std::env::var_os("BENCH_BIN").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/classifyd"),
+        std::path::PathBuf::from,
+    );
     let sms =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sms_head1000.jsonl")).unwrap();
     let base: Vec<serde_json::Value> = sms.lines().map(|l| serde_json::from_str(l).unwrap()).collect();

@@ -3,6 +3,7 @@
 # pipe on the same broker in the same run, and p50/p99 latency at a fixed
 # rate. Starts the test broker unless KAFKA_BOOTSTRAP is set.
 #   BENCH_MESSAGES (50000)  BENCH_RATE (10000/s)  BENCH_SECONDS (5)
+#   BENCH_BIN (target/release/classifyd: another build to compare)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q
