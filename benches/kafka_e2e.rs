@@ -265,6 +265,9 @@ fn main() {
         .arg(dir.path())
         .args(["--checkpoint-interval-secs", "30"])
         .args(["-X", &format!("fetch.wait.max.ms={FETCH_WAIT_MS}")])
+        // As in the tests: quick group joins (with librdkafka's 45 s
+        // default, the first join here took ~25 s).
+        .args(["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"])
         .env("CLASSIFYD_LOG", "warn")
         .stdout(Stdio::null())
         .spawn()
