@@ -716,7 +716,7 @@ impl Pipeline {
             Ok(ids) => ids,
             Err(bad) => return Outcome::Bad(bad),
         };
-        let gold_names = gold.as_slice().to_vec();
+        let gold_names = gold.into_vec();
         let mut correct = None;
         if !correction {
             self.published.record(&gold_names, &predicted, score);

@@ -640,6 +640,14 @@ mod tests {
         }
     }
 
+    /// `featurize_raw_named`'s (bucket, name) pairs, owned.
+    fn owned_names(f: &mut Featurizer, text: &str, v: &mut SparseVec) -> Vec<(u32, String)> {
+        f.featurize_raw_named(text, v)
+            .iter()
+            .map(|(b, s)| (b, s.to_string()))
+            .collect()
+    }
+
     /// Pins bucket ids: if this test fails, saved checkpoints change meaning.
     /// Never update the numbers without bumping the checkpoint format version.
     #[test]
@@ -647,11 +655,7 @@ mod tests {
         let cfg = words_only(20);
         let mut f = Featurizer::new(cfg);
         let mut v = SparseVec::default();
-        let names: Vec<(u32, String)> = f
-            .featurize_raw_named("Free entry", &mut v)
-            .iter()
-            .map(|(b, s)| (b, s.to_string()))
-            .collect();
+        let names = owned_names(&mut f, "Free entry", &mut v);
         let got: Vec<(String, u32)> = names.into_iter().map(|(b, s)| (s, b)).collect();
         assert_eq!(
             got,
@@ -668,11 +672,7 @@ mod tests {
             ..words_only(22)
         };
         let mut f = Featurizer::new(cfg);
-        let names: Vec<(u32, String)> = f
-            .featurize_raw_named("Win!", &mut v)
-            .iter()
-            .map(|(b, s)| (b, s.to_string()))
-            .collect();
+        let names = owned_names(&mut f, "Win!", &mut v);
         assert_eq!(names, [(3882435, "c:\"Win!\"".to_string())]);
     }
 
