@@ -28,8 +28,12 @@ use rdkafka::producer::{BaseProducer, BaseRecord, DefaultProducerContext, Produc
 
 /// How long a fetch may wait at the broker for data (librdkafka's default,
 /// 500 ms, is what the latency would measure otherwise); the same for the
-/// no-op pipe and classifyd.
-const FETCH_WAIT_MS: u32 = 10;
+/// no-op pipe and classifyd. BENCH_FETCH_WAIT_MS overrides it.
+const FETCH_WAIT_MS: usize = 10;
+
+fn fetch_wait_ms() -> usize {
+    env_or("BENCH_FETCH_WAIT_MS", FETCH_WAIT_MS)
+}
 
 /// How long the request generator's producer batches before sending. With
 /// 0, every request is a produce request of its own, and at 10,000 msg/s the
@@ -123,7 +127,7 @@ fn noop_pipe(bootstrap: &str, input: &str, output: &str, n: usize) {
         .set("auto.offset.reset", "earliest")
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
-        .set("fetch.wait.max.ms", FETCH_WAIT_MS.to_string())
+        .set("fetch.wait.max.ms", fetch_wait_ms().to_string())
         .create()
         .unwrap();
     let p: ThreadedProducer<DefaultProducerContext> = ClientConfig::new()
@@ -264,7 +268,7 @@ fn main() {
         .arg("--checkpoint-dir")
         .arg(dir.path())
         .args(["--checkpoint-interval-secs", "30"])
-        .args(["-X", &format!("fetch.wait.max.ms={FETCH_WAIT_MS}")])
+        .args(["-X", &format!("fetch.wait.max.ms={}", fetch_wait_ms())])
         // As in the tests: quick group joins (with librdkafka's 45 s
         // default, the first join here took ~25 s).
         .args(["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"])

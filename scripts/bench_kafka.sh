@@ -4,6 +4,7 @@
 # rate. Starts the test broker unless KAFKA_BOOTSTRAP is set.
 #   BENCH_MESSAGES (50000)  BENCH_RATE (10000/s)  BENCH_SECONDS (5)
 #   BENCH_BIN (target/release/classifyd: another build to compare)
+#   BENCH_FETCH_WAIT_MS (10: fetch.wait.max.ms of classifyd and the no-op pipe)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q
