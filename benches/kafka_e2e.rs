@@ -24,6 +24,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Message, Timestamp};
+use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
 /// How long a fetch may wait at the broker for data (librdkafka's default,
@@ -58,7 +59,14 @@ fn unique(p: &str) -> String {
     )
 }
 
-fn create(bootstrap: &str, names: &[&str]) {
+/// Creates the topics, one partition each (the mock cluster has no admin API).
+fn create(bootstrap: &str, mock: Option<&MockCluster<'static, DefaultProducerContext>>, names: &[&str]) {
+    if let Some(m) = mock {
+        for n in names {
+            m.create_topic(n, 1, 1).unwrap();
+        }
+        return;
+    }
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()
@@ -205,10 +213,18 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` lists benches; nothing to list here
     }
-    let Ok(bootstrap) = std::env::var("KAFKA_BOOTSTRAP") else {
-        eprintln!("kafka_e2e: set KAFKA_BOOTSTRAP (scripts/bench_kafka.sh starts a broker)");
-        return;
+    // BENCH_BROKER=mock: librdkafka's mock cluster, in this process, on
+    // loopback, instead of a broker of its own.
+    let mock = (std::env::var("BENCH_BROKER").as_deref() == Ok("mock")).then(|| MockCluster::new(1).unwrap());
+    let bootstrap = match (&mock, std::env::var("KAFKA_BOOTSTRAP")) {
+        (Some(m), _) => m.bootstrap_servers(),
+        (None, Ok(b)) => b,
+        (None, Err(_)) => {
+            eprintln!("kafka_e2e: set KAFKA_BOOTSTRAP (scripts/bench_kafka.sh starts a broker) or BENCH_BROKER=mock");
+            return;
+        }
     };
+    let mock = mock.as_ref();
     let n = env_or("BENCH_MESSAGES", 50_000);
     let rate = env_or("BENCH_RATE", 10_000);
     let secs = env_or("BENCH_SECONDS", 5);
@@ -235,8 +251,10 @@ fn main() {
 
     // Throughput: the no-op pipe.
     let (input, noop_out) = (unique("bench-in"), unique("bench-noop"));
-    create(&bootstrap, &[&input, &noop_out]);
+    create(&bootstrap, mock, &[&input, &noop_out]);
+    eprintln!("kafka_e2e: loading {n} messages");
     load(&bootstrap, &input, &msgs);
+    eprintln!("kafka_e2e: the no-op pipe drains them");
     noop_pipe(&bootstrap, &input, &noop_out, n);
     let outs = read(&bootstrap, &noop_out, n, Duration::from_secs(120));
     let span =
@@ -245,7 +263,7 @@ fn main() {
 
     // Throughput: classifyd on the same input.
     let (fb, out, dlq) = (unique("bench-fb"), unique("bench-out"), unique("bench-dlq"));
-    create(&bootstrap, &[&fb, &out, &dlq]);
+    create(&bootstrap, mock, &[&fb, &out, &dlq]);
     let dir = tempfile::tempdir().unwrap();
     let mut daemon = Command::new(&bin)
         .args([
@@ -276,12 +294,14 @@ fn main() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
+    eprintln!("kafka_e2e: classifyd drains them");
     let outs = read(&bootstrap, &out, requests, Duration::from_secs(300));
     assert_eq!(outs.len(), requests, "classifyd delivered every prediction");
     let classifyd_rate = n as f64 / (span(&outs) as f64 / 1000.0);
 
     // Latency at a fixed rate, with classifyd caught up.
     let total = rate * secs;
+    eprintln!("kafka_e2e: latency, classifyd");
     let sent = paced(&bootstrap, &input, &base, rate, total);
     let outs = read(&bootstrap, &out, requests + total, Duration::from_secs(120));
     // SAFETY: kill(2) on our own child.
@@ -291,12 +311,13 @@ fn main() {
 
     // The same for the no-op pipe, for reference (what the broker and client add).
     let (noop_in, noop_out2) = (unique("bench-noop-in"), unique("bench-noop-out"));
-    create(&bootstrap, &[&noop_in, &noop_out2]);
+    create(&bootstrap, mock, &[&noop_in, &noop_out2]);
     let (b2, i2, o2) = (bootstrap.clone(), noop_in.clone(), noop_out2.clone());
     let pipe = std::thread::spawn(move || noop_pipe(&b2, &i2, &o2, total + 1));
     // One message through first, so the pipe has joined its group.
     load(&bootstrap, &noop_in, &[("warm-up".to_string(), "{}".to_string())]);
     read(&bootstrap, &noop_out2, 1, Duration::from_secs(120));
+    eprintln!("kafka_e2e: latency, the no-op pipe");
     let sent = paced(&bootstrap, &noop_in, &base, rate, total);
     pipe.join().unwrap();
     let noop_lat = latencies(

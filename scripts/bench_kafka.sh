@@ -5,10 +5,12 @@
 #   BENCH_MESSAGES (50000)  BENCH_RATE (10000/s)  BENCH_SECONDS (5)
 #   BENCH_BIN (target/release/classifyd: another build to compare)
 #   BENCH_FETCH_WAIT_MS (10: fetch.wait.max.ms of classifyd and the no-op pipe)
+#   BENCH_BROKER=mock: librdkafka's mock cluster, inside the bench process,
+#     instead of the test broker (no broker process on the shared cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q
-if [[ -z ${KAFKA_BOOTSTRAP:-} ]]; then
+if [[ -z ${KAFKA_BOOTSTRAP:-} && ${BENCH_BROKER:-} != mock ]]; then
   export CLASSIFYD_BROKER_RUN=${TMPDIR:-/tmp}/classifyd-bench-broker-$$
   trap 'scripts/broker.sh stop' EXIT
   scripts/broker.sh start >/dev/null
