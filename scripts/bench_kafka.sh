@@ -6,7 +6,9 @@
 #   BENCH_BIN (target/release/classifyd: another build to compare)
 #   BENCH_FETCH_WAIT_MS (10: fetch.wait.max.ms of classifyd and the no-op pipe)
 #   BENCH_BROKER=mock: librdkafka's mock cluster, inside the bench process,
-#     instead of the test broker (no broker process on the shared cores)
+#     instead of the test broker (no broker process on the shared cores); it
+#     keeps only the last 5 MB of a partition, so at most 10,000 messages and
+#     BENCH_RATE x BENCH_SECONDS <= 20,000
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q
