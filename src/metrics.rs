@@ -6,8 +6,10 @@
 //! Kafka, partitions assigned). Counters and gauges that mirror the
 //! pipeline's state are refreshed by [`publish`] about once a second, off
 //! the per-message path; only the latency histograms are recorded per
-//! message. The standard `process_*` metrics (CPU, memory, file
-//! descriptors, threads) come from metrics-process at each scrape. Label
+//! message, and a thread folds their samples into buckets every few
+//! seconds, so memory stays flat whether or not anyone scrapes. The
+//! standard `process_*` metrics (CPU, memory, file descriptors, threads)
+//! come from metrics-process at each scrape. Label
 //! values come from bounded sets: reasons, outcomes, windows,
 //! and at most [`MAX_CLASS_SERIES`] class names (the rest are folded into
 //! "other"); never ids, keys or texts.
@@ -252,6 +254,19 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
         handle: handle.clone(),
         addr,
     };
+    // Histogram samples queue in the recorder until upkeep folds them into
+    // their buckets; with upkeep only at scrapes, a daemon nobody scrapes
+    // grew without bound (~1 MB/s at ~50k msg/s; flat with this thread).
+    let upkeep = handle.clone();
+    std::thread::Builder::new()
+        .name("metrics-upkeep".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(UPKEEP_INTERVAL);
+                upkeep.run_upkeep();
+            }
+        })
+        .map_err(|e| MetricsError::Bind(addr.to_string(), e.to_string()))?;
     std::thread::Builder::new()
         .name("metrics-http".into())
         .spawn(move || serve(server, handle, ready, process))
@@ -289,6 +304,10 @@ fn serve(
         let _ = req.respond(resp);
     }
 }
+
+/// How often the recorder's queued histogram samples are folded into buckets
+/// (besides at every scrape).
+const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
 /// How often [`publish`] runs.
 pub const PUBLISH_INTERVAL: Duration = Duration::from_secs(1);
