@@ -228,6 +228,15 @@ fn main() {
     let n = env_or("BENCH_MESSAGES", 50_000);
     let rate = env_or("BENCH_RATE", 10_000);
     let secs = env_or("BENCH_SECONDS", 5);
+    // The mock cluster keeps the last 5 MB (or 100,000 messages) of each
+    // partition and deletes older ones; past that, messages would be lost
+    // before they are read, and the bench would wait on them.
+    if mock.is_some() && (n > 10_000 || rate * secs > 20_000) {
+        eprintln!(
+            "kafka_e2e: with BENCH_BROKER=mock keep BENCH_MESSAGES <= 10000 and BENCH_RATE x BENCH_SECONDS <= 20000"
+        );
+        return;
+    }
     // BENCH_BIN: another build to compare (A/B) on the same broker.
     let bin = std::env::var_os("BENCH_BIN").map_or_else(
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/classifyd"),
@@ -248,15 +257,6 @@ fn main() {
         })
         .collect();
     let requests = n / 2;
-    // The mock cluster keeps the last 5 MB (or 100,000 messages) of each
-    // partition and deletes older ones; past that, messages would be lost
-    // before they are read, and the bench would wait on them.
-    if mock.is_some() && (n > 10_000 || rate * secs > 20_000) {
-        eprintln!(
-            "kafka_e2e: with BENCH_BROKER=mock keep BENCH_MESSAGES <= 10000 and BENCH_RATE x BENCH_SECONDS <= 20000"
-        );
-        return;
-    }
 
     // Throughput: the no-op pipe.
     let (input, noop_out) = (unique("bench-in"), unique("bench-noop"));

@@ -196,6 +196,8 @@ pub enum MetricsError {
     Recorder(String),
     #[error("cannot serve metrics on {0}: {1}")]
     Bind(String, String),
+    #[error("cannot start the {0} thread: {1}")]
+    Thread(String, String),
 }
 
 /// The running endpoint.
@@ -258,21 +260,24 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
     // their buckets; with upkeep only at scrapes, a daemon nobody scrapes
     // grew without bound (~1 MB/s at ~50k msg/s; flat with this thread).
     let upkeep = handle.clone();
-    std::thread::Builder::new()
-        .name("metrics-upkeep".into())
-        .spawn(move || {
-            loop {
-                std::thread::sleep(UPKEEP_INTERVAL);
-                upkeep.run_upkeep();
-            }
-        })
-        .map_err(|e| MetricsError::Bind(addr.to_string(), e.to_string()))?;
-    std::thread::Builder::new()
-        .name("metrics-http".into())
-        .spawn(move || serve(server, handle, ready, process))
-        .map_err(|e| MetricsError::Bind(addr.to_string(), e.to_string()))?;
+    spawn("metrics-upkeep", move || {
+        loop {
+            std::thread::sleep(UPKEEP_INTERVAL);
+            upkeep.run_upkeep();
+        }
+    })?;
+    spawn("metrics-http", move || serve(server, handle, ready, process))?;
     tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
     Ok(t)
+}
+
+/// Starts a named thread that lives as long as the process.
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), MetricsError> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map(drop)
+        .map_err(|e| MetricsError::Thread(name.into(), e.to_string()))
 }
 
 fn serve(

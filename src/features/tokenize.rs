@@ -114,11 +114,7 @@ pub fn tokenize(text: &str, scratch: &mut String, mut emit: impl FnMut(&str)) {
 /// position of the next '@'. Cheap tests first: most words are neither.
 #[inline(always)]
 fn special_end_at(bytes: &[u8], i: usize, word_end: usize, next_at: &mut usize) -> Option<usize> {
-    // "http://", "https://", "www." in any case.
-    if matches!(bytes[i], b'h' | b'H' | b'w' | b'W')
-        && matches!(bytes.get(i + 1).map(|b| b | 0x20), Some(b't' | b'w'))
-        && let Some(end) = url_end(bytes, i)
-    {
+    if let Some(end) = url_end(bytes, i) {
         return Some(end);
     }
     // An address runs over [alnum . + - _ @] from `i` and holds an '@': the
@@ -311,8 +307,12 @@ fn trim_trailing(bytes: &[u8], start: usize, mut end: usize) -> usize {
 }
 
 /// If a URL starts at `i`, where it ends.
+#[inline]
 fn url_end(bytes: &[u8], i: usize) -> Option<usize> {
-    if !matches!(bytes[i], b'h' | b'H' | b'w' | b'W') {
+    // Most words are not URLs: two bytes tell ("ht", "ww", any case).
+    if !matches!(bytes[i], b'h' | b'H' | b'w' | b'W')
+        || !matches!(bytes.get(i + 1).map(|b| b | 0x20), Some(b't' | b'w'))
+    {
         return None;
     }
     let rest = &bytes[i..];
