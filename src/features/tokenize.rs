@@ -2,13 +2,13 @@
 //! e-mail addresses become tokens, lowercased; symbols that carry signal in
 //! spam ("!", "$", "£", "%", ...) are kept as one-character tokens.
 //!
-//! The tokenizer never allocates per token: it writes each lowercased token
-//! into a scratch buffer and hands it to a callback.
+//! The tokenizer never allocates per token: it lowercases the text's ASCII
+//! letters once into a scratch buffer and hands each token to a callback as
+//! a slice of it (only tokens that need Unicode lowercasing are copied).
 
 /// Byte classes for the ASCII fast path.
 const WORD_START: u8 = 1; // ASCII letter or digit: a word may start here
 const WORD_CONT: u8 = 2; // letter, digit or '_': a word goes on
-const UPPER: u8 = 4; // needs lowercasing
 const KEPT: u8 = 8; // a one-byte symbol token
 const SPACE: u8 = 16; // ASCII whitespace
 const HIGH: u8 = 32; // part of a multi-byte char
@@ -21,7 +21,7 @@ static CLASS: [u8; 256] = {
         t[b] = if c >= 0x80 {
             HIGH
         } else if c.is_ascii_alphanumeric() {
-            WORD_START | WORD_CONT | if c.is_ascii_uppercase() { UPPER } else { 0 }
+            WORD_START | WORD_CONT
         } else if c == b'_' {
             WORD_CONT
         } else if c.is_ascii_whitespace() {
@@ -46,66 +46,236 @@ fn class(b: u8) -> u8 {
 
 /// Calls `emit` with every token of `text`, lowercased, in order.
 ///
-/// `scratch` is reused between calls to avoid allocation. ASCII text takes a
-/// table-driven path that hands out already-lowercase tokens without copying;
-/// other chars go through the Unicode rules.
+/// `scratch` is reused between calls to avoid allocation: it holds the text
+/// with its ASCII letters lowercased (the same byte offsets, still UTF-8),
+/// which ASCII tokens are handed out from without copying; a token that
+/// needs Unicode lowercasing is built after it and cut off again.
+///
+/// ASCII text takes a fast path that classifies 64 bytes at a time into bit
+/// masks; whatever it cannot settle from the masks (non-ASCII chars, the
+/// inner rules of words, a word running past the window) goes through
+/// [`step`], the byte-at-a-time rules.
 pub fn tokenize(text: &str, scratch: &mut String, mut emit: impl FnMut(&str)) {
+    scratch.clear();
+    scratch.push_str(text);
+    scratch.make_ascii_lowercase();
+    let mut at = Cursor::default();
+    while at.i < text.len() {
+        if let Some(w) = Window::at(text.as_bytes(), at.i)
+            && window_tokens(text, &w, &mut at, scratch, &mut emit)
+        {
+            continue;
+        }
+        step(text, &mut at, scratch, &mut emit);
+    }
+}
+
+/// Where the tokenizer is in a text.
+#[derive(Default)]
+struct Cursor {
+    /// The next byte to look at.
+    i: usize,
+    /// Where the next '@' is (e-mail addresses are only tried near one).
+    next_at: usize,
+    /// End of the URL or address just emitted whole; its parts follow as words.
+    special_end: usize,
+}
+
+/// One token's worth of the byte-at-a-time rules from `at.i`: emits the
+/// token there (if any) and moves past it, or past a run of separators.
+/// `lower` is `text` ASCII-lowercased (see [`tokenize`]).
+fn step(text: &str, at: &mut Cursor, lower: &mut String, emit: &mut impl FnMut(&str)) {
     let bytes = text.as_bytes();
     let n = bytes.len();
-    let mut i = 0;
-    // Where the next '@' is (e-mail addresses are only tried near one).
-    let mut next_at = 0usize;
-    // End of the URL or address just emitted whole; its parts follow as words.
-    let mut special_end = 0usize;
-    while i < n {
-        let b = bytes[i];
-        let cls = class(b);
-        if cls & WORD_START != 0 {
-            let (end, flags) = word_end_flags(text, i);
-            // URLs and e-mail addresses: decided on the whitespace-delimited chunk.
-            if i >= special_end
-                && let Some(special) = special_end_at(bytes, i, end, &mut next_at)
-            {
-                emit_lower(&text[i..special], scratch, &mut emit);
-                // Then its parts ("example", "com", ...) as words, which generalise.
-                special_end = special;
-            }
-            let word = &text[i..end];
-            if flags & (UPPER | HIGH) == 0 {
-                emit(word);
-            } else if flags & HIGH == 0 {
-                // ASCII with capitals.
-                scratch.clear();
-                scratch.push_str(word);
-                scratch.make_ascii_lowercase();
-                emit(scratch);
-            } else {
-                emit_lower(word, scratch, &mut emit);
-            }
-            i = end;
-        } else if cls & KEPT != 0 {
-            emit(&text[i..i + 1]);
-            i += 1;
-        } else if cls & HIGH == 0 {
-            // Whitespace, a leading '_', or dropped punctuation: skip the run.
-            i += 1;
-            while i < n && class(bytes[i]) & (WORD_START | KEPT | HIGH) == 0 {
-                i += 1;
-            }
-        } else {
-            // A multi-byte char: the Unicode rules.
-            let c = char_at(text, i);
-            if c.is_alphanumeric() {
-                let (end, _) = word_end_flags(text, i);
-                emit_lower(&text[i..end], scratch, &mut emit);
-                i = end;
-            } else {
-                if !c.is_whitespace() && is_kept_symbol(c) {
-                    emit(&text[i..i + c.len_utf8()]);
-                }
-                i += c.len_utf8();
-            }
+    let i = at.i;
+    let b = bytes[i];
+    let cls = class(b);
+    if cls & WORD_START != 0 {
+        let (end, high) = word_end(text, i);
+        // URLs and e-mail addresses: decided on the whitespace-delimited chunk.
+        if i >= at.special_end
+            && let Some(special) = special_end_at(bytes, i, end, &mut at.next_at)
+        {
+            emit_lower(&text[i..special], lower, emit);
+            // Then its parts ("example", "com", ...) as words, which generalise.
+            at.special_end = special;
         }
+        if !high {
+            emit(&lower[i..end]);
+        } else {
+            emit_lower(&text[i..end], lower, emit);
+        }
+        at.i = end;
+    } else if cls & KEPT != 0 {
+        emit(&text[i..i + 1]);
+        at.i = i + 1;
+    } else if cls & HIGH == 0 {
+        // Whitespace, a leading '_', or dropped punctuation: skip the run.
+        let mut j = i + 1;
+        while j < n && class(bytes[j]) & (WORD_START | KEPT | HIGH) == 0 {
+            j += 1;
+        }
+        at.i = j;
+    } else {
+        // A multi-byte char: the Unicode rules.
+        let c = char_at(text, i);
+        if c.is_alphanumeric() {
+            let (end, _) = word_end(text, i);
+            emit_lower(&text[i..end], lower, emit);
+            at.i = end;
+        } else {
+            if !c.is_whitespace() && is_kept_symbol(c) {
+                emit(&text[i..i + c.len_utf8()]);
+            }
+            at.i = i + c.len_utf8();
+        }
+    }
+}
+
+/// The 64 bytes from some position, classified: bit `k` of each mask is
+/// about byte `k`.
+#[derive(Debug, PartialEq)]
+struct Window {
+    /// Letters, digits and '_': what a word is made of.
+    word: u64,
+    /// ASCII letters and digits: where a word may start.
+    alnum: u64,
+    /// h, H, w and W: where a URL may start.
+    url: u64,
+    /// One-byte symbol tokens.
+    kept: u64,
+    /// Bytes of multi-byte chars.
+    high: u64,
+}
+
+impl Window {
+    /// The window at `i`; `None` when fewer than 64 bytes are left (or off x86-64).
+    #[inline(always)]
+    fn at(bytes: &[u8], i: usize) -> Option<Window> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let chunk: &[u8; 64] = bytes.get(i..i + 64)?.try_into().ok()?;
+            let mut w = Window {
+                word: 0,
+                alnum: 0,
+                url: 0,
+                kept: 0,
+                high: 0,
+            };
+            for (k, part) in chunk.chunks_exact(16).enumerate() {
+                let [word, alnum, url, kept, high] = classify16(part);
+                let shift = 16 * k;
+                w.word |= (word as u64) << shift;
+                w.alnum |= (alnum as u64) << shift;
+                w.url |= (url as u64) << shift;
+                w.kept |= (kept as u64) << shift;
+                w.high |= (high as u64) << shift;
+            }
+            Some(w)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (bytes, i);
+            None
+        }
+    }
+}
+
+/// The class masks of 16 bytes (see [`Window`]), by SSE2 compares.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn classify16(part: &[u8]) -> [u16; 5] {
+    use std::arch::x86_64::*;
+    assert_eq!(part.len(), 16);
+    // SAFETY: SSE2 is part of the x86-64 baseline, and `part` holds the 16
+    // bytes the unaligned load reads (checked just above).
+    unsafe {
+        let v = _mm_loadu_si128(part.as_ptr() as *const __m128i);
+        // Signed compares: bytes >= 0x80 are negative and match no range.
+        let within = |lo: u8, hi: u8| {
+            _mm_and_si128(
+                _mm_cmpgt_epi8(v, _mm_set1_epi8(lo as i8 - 1)),
+                _mm_cmplt_epi8(v, _mm_set1_epi8(hi as i8 + 1)),
+            )
+        };
+        let is = |b: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(b as i8));
+        let alnum = _mm_or_si128(_mm_or_si128(within(b'a', b'z'), within(b'A', b'Z')), within(b'0', b'9'));
+        let word = _mm_or_si128(alnum, is(b'_'));
+        let url = _mm_or_si128(_mm_or_si128(is(b'h'), is(b'H')), _mm_or_si128(is(b'w'), is(b'W')));
+        // ! # $ % & * + < = > ? @, as in `CLASS`.
+        let kept = _mm_or_si128(
+            _mm_or_si128(is(b'!'), within(b'#', b'&')),
+            _mm_or_si128(within(b'*', b'+'), within(b'<', b'@')),
+        );
+        let mask = |m: __m128i| _mm_movemask_epi8(m) as u16;
+        [mask(word), mask(alnum), mask(url), mask(kept), mask(v)]
+    }
+}
+
+/// The tokens of window `w` (at `at.i`), for as long as the masks settle
+/// them: returns true having moved `at.i` past the window, or false with
+/// `at.i` where [`step`] must take over. Does exactly what [`step`] would.
+/// `lower` is `text` ASCII-lowercased (see [`tokenize`]).
+#[inline(always)]
+fn window_tokens(text: &str, w: &Window, at: &mut Cursor, lower: &mut String, emit: &mut impl FnMut(&str)) -> bool {
+    let bytes = text.as_bytes();
+    let base = at.i;
+    // The bytes `step` stops at; separators between them are skipped.
+    let stops = w.alnum | w.kept | w.high;
+    let mut pos = 0;
+    loop {
+        let ahead = if pos < 64 { stops & (!0u64 << pos) } else { 0 };
+        if ahead == 0 {
+            at.i = base + 64;
+            return true;
+        }
+        let p = ahead.trailing_zeros();
+        let bit = 1u64 << p;
+        let start = base + p as usize;
+        if w.high & bit != 0 {
+            at.i = start;
+            return false;
+        }
+        if w.kept & bit != 0 {
+            emit(&text[start..start + 1]);
+            pos = p + 1;
+            continue;
+        }
+        // A word starts; it ends at the first non-word byte, if the window
+        // holds one. If not, the next window starts with the word, unless
+        // this one already did (a word of 64 bytes or more).
+        let after = !w.word & (!0u64 << p);
+        if after == 0 {
+            at.i = start;
+            return p > 0;
+        }
+        let e = after.trailing_zeros();
+        let end = base + e as usize;
+        // The byte after the word (in the window). Inner apostrophes and
+        // separators between digits, or a letter of another script, would
+        // continue the word: those are `step`'s to follow.
+        let next = bytes[end];
+        let continues = match next {
+            b'\'' => bytes[end - 1].is_ascii_alphabetic() && bytes.get(end + 1).is_some_and(u8::is_ascii_alphabetic),
+            b'.' | b',' => bytes[end - 1].is_ascii_digit() && bytes.get(end + 1).is_some_and(u8::is_ascii_digit),
+            _ => next >= 0x80,
+        };
+        if continues {
+            at.i = start;
+            return false;
+        }
+        // A URL starts with "ht" or "ww", an address has one of these
+        // after its first word: only then is one worth looking for.
+        let special = w.url & bit != 0 || matches!(next, b'@' | b'.' | b'+' | b'-');
+        if special
+            && start >= at.special_end
+            && let Some(special) = special_end_at(bytes, start, end, &mut at.next_at)
+        {
+            emit_lower(&text[start..special], lower, emit);
+            at.special_end = special;
+        }
+        emit(&lower[start..end]);
+        pos = e;
     }
 }
 
@@ -130,10 +300,10 @@ fn special_end_at(bytes: &[u8], i: usize, word_end: usize, next_at: &mut usize) 
 }
 
 /// How many of the 16 bytes at `i` continue an ASCII word (letters, digits,
-/// '_') before the first that does not, and whether any of those is
-/// uppercase; `None` when fewer than 16 bytes are left (or off x86-64).
+/// '_') before the first that does not; `None` when fewer than 16 bytes are
+/// left (or off x86-64).
 #[inline(always)]
-fn ascii_word_run(bytes: &[u8], i: usize) -> Option<(usize, bool)> {
+fn ascii_word_run(bytes: &[u8], i: usize) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::*;
@@ -149,15 +319,13 @@ fn ascii_word_run(bytes: &[u8], i: usize) -> Option<(usize, bool)> {
                     _mm_cmplt_epi8(v, _mm_set1_epi8(hi as i8 + 1)),
                 )
             };
-            let upper = within(b'A', b'Z');
             let word = _mm_or_si128(
-                _mm_or_si128(within(b'a', b'z'), upper),
+                _mm_or_si128(within(b'a', b'z'), within(b'A', b'Z')),
                 _mm_or_si128(within(b'0', b'9'), _mm_cmpeq_epi8(v, _mm_set1_epi8(b'_' as i8))),
             );
             let word = _mm_movemask_epi8(word) as u32;
-            let len = (!word).trailing_zeros() as usize; // 16 when all are word bytes
-            let run = (1u32 << len) - 1;
-            Some((len, _mm_movemask_epi8(upper) as u32 & run != 0))
+            // 16 when all are word bytes.
+            Some((!word).trailing_zeros() as usize)
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -173,45 +341,38 @@ fn memchr_at(bytes: &[u8], i: usize) -> usize {
     memchr::memchr(b'@', &bytes[i..]).map_or(usize::MAX, |p| i + p)
 }
 
-/// Lowercases `s` into `scratch` and emits it.
+/// Emits `s` lowercased, built at the end of `lower` and cut off again (so
+/// `lower` still holds the lowercased text afterwards).
 #[inline]
-fn emit_lower(s: &str, scratch: &mut String, emit: &mut impl FnMut(&str)) {
-    scratch.clear();
-    push_lower(s, scratch);
-    emit(scratch);
+fn emit_lower(s: &str, lower: &mut String, emit: &mut impl FnMut(&str)) {
+    let n = lower.len();
+    push_lower(s, lower);
+    emit(&lower[n..]);
+    lower.truncate(n);
 }
 
 /// End of a word or number starting at `start`: alphanumerics (and '_'),
 /// with inner apostrophes ("don't") and, between digits, "." and ","
-/// ("2.50", "1,000"); and the OR of its bytes' classes (whether it needs
-/// lowercasing or is not ASCII).
+/// ("2.50", "1,000"); and whether it holds non-ASCII chars.
 #[inline(always)]
-fn word_end_flags(text: &str, start: usize) -> (usize, u8) {
+fn word_end(text: &str, start: usize) -> (usize, bool) {
     let bytes = text.as_bytes();
     let n = bytes.len();
     let mut i = start;
-    let mut flags = 0;
+    let mut high = false;
     loop {
         // Sixteen bytes at a time while the word goes on (most words end in the first sixteen).
-        while let Some((len, upper)) = ascii_word_run(bytes, i) {
-            if upper {
-                flags |= UPPER;
-            }
+        while let Some(len) = ascii_word_run(bytes, i) {
             i += len;
             if len < 16 {
                 break;
             }
         }
-        while i < n {
-            let c = class(bytes[i]);
-            if c & WORD_CONT == 0 {
-                break;
-            }
-            flags |= c;
+        while i < n && class(bytes[i]) & WORD_CONT != 0 {
             i += 1;
         }
         if i >= n {
-            return (i, flags);
+            return (i, high);
         }
         let b = bytes[i];
         if b < 0x80 {
@@ -224,18 +385,17 @@ fn word_end_flags(text: &str, start: usize) -> (usize, u8) {
                     prev.is_ascii_digit() && next.is_ascii_digit()
                 };
                 if ok {
-                    flags |= class(next);
                     i += 2;
                     continue;
                 }
             }
-            return (i, flags);
+            return (i, high);
         }
         let c = char_at(text, i);
         if !c.is_alphanumeric() {
-            return (i, flags);
+            return (i, high);
         }
-        flags |= HIGH;
+        high = true;
         i += c.len_utf8();
     }
 }
@@ -307,14 +467,21 @@ fn trim_trailing(bytes: &[u8], start: usize, mut end: usize) -> usize {
 }
 
 /// If a URL starts at `i`, where it ends.
-#[inline]
+#[inline(always)]
 fn url_end(bytes: &[u8], i: usize) -> Option<usize> {
-    // Most words are not URLs: two bytes tell ("ht", "ww", any case).
+    // Most words are not URLs: two bytes tell ("ht", "ww", any case), here,
+    // inlined into the tokenizer's loop; the rest is a call.
     if !matches!(bytes[i], b'h' | b'H' | b'w' | b'W')
         || !matches!(bytes.get(i + 1).map(|b| b | 0x20), Some(b't' | b'w'))
     {
         return None;
     }
+    url_end_after_check(bytes, i)
+}
+
+/// [`url_end`] past its two-byte check.
+#[inline(never)]
+fn url_end_after_check(bytes: &[u8], i: usize) -> Option<usize> {
     let rest = &bytes[i..];
     let starts = |p: &[u8]| rest.len() > p.len() && rest[..p.len()].eq_ignore_ascii_case(p);
     if !(starts(b"http://") || starts(b"https://") || starts(b"www.")) {
@@ -572,6 +739,37 @@ mod tests {
         fn agrees_with_the_reference_on_any_text(s in "\\PC{0,200}") {
             proptest::prop_assert_eq!(toks(&s), reference_toks(&s));
         }
+
+        /// Long enough for the 64-byte windows, with every rule's bytes near
+        /// their edges: words running over them, capitals, inner
+        /// separators, addresses, URLs and non-ASCII letters.
+        #[test]
+        fn agrees_with_the_reference_across_windows(
+            s in "([a-zA-Z0-9_]{1,70}|[ .,'@+\\-!?$_/:]{1,3}|http://a.b/c|www\\.x\\.y|a@b\\.co|1,000\\.5|ÜB|é|😀|€|\n){0,60}"
+        ) {
+            proptest::prop_assert_eq!(toks(&s), reference_toks(&s));
+        }
+    }
+
+    /// The window's masks say of every byte what `CLASS` says.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn window_masks_agree_with_the_class_table() {
+        let all: Vec<u8> = (0..=255).collect();
+        for (k, chunk) in all.chunks_exact(64).enumerate() {
+            let w = Window::at(chunk, 0).expect("64 bytes");
+            for (j, &b) in chunk.iter().enumerate() {
+                let c = class(b);
+                let bit = |m: u64| m >> j & 1 == 1;
+                let at = format!("byte {:#04x} (window {k})", b);
+                assert_eq!(bit(w.word), c & WORD_CONT != 0, "word, {at}");
+                assert_eq!(bit(w.alnum), c & WORD_START != 0, "alnum, {at}");
+                assert_eq!(bit(w.url), matches!(b, b'h' | b'H' | b'w' | b'W'), "url, {at}");
+                assert_eq!(bit(w.kept), c & KEPT != 0, "kept, {at}");
+                assert_eq!(bit(w.high), c & HIGH != 0, "high, {at}");
+            }
+        }
+        assert_eq!(Window::at(&all[..63], 0), None);
     }
 
     #[test]
