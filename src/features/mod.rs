@@ -198,6 +198,61 @@ fn combine(acc: u64, next: u64) -> u64 {
     (acc.rotate_left(27) ^ next).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
+/// xxh3-64 of exactly 3 or 4 bytes with a fixed seed: the values
+/// `xxh3_64_with_seed` gives (the XXH3 specification's 1-to-3 and 4-to-8
+/// byte paths, each for its one length), without its dispatch on the length
+/// or a slice per call. Character 3- and 4-grams are most of what the
+/// default features hash. `tests::short_hashes_are_xxh3` checks them
+/// against the crate.
+#[derive(Clone, Copy, Debug)]
+struct ShortHash {
+    /// The 1-to-3 path's key.
+    flip3: u64,
+    /// The 4-to-8 path's key.
+    flip4: u64,
+}
+
+impl ShortHash {
+    /// Little-endian words at offsets 0, 4, 8 and 16 of XXH3's default secret.
+    const SECRET_0: u32 = u32::from_le_bytes([0xb8, 0xfe, 0x6c, 0x39]);
+    const SECRET_4: u32 = u32::from_le_bytes([0x23, 0xa4, 0x4b, 0xbe]);
+    const SECRET_8: u64 = u64::from_le_bytes([0x7c, 0x01, 0x81, 0x2c, 0xf7, 0x21, 0xad, 0x1c]);
+    const SECRET_16: u64 = u64::from_le_bytes([0xde, 0xd4, 0x6d, 0xe9, 0x83, 0x90, 0x97, 0xdb]);
+
+    fn new(seed: u64) -> Self {
+        let seed4 = seed ^ (((seed as u32).swap_bytes() as u64) << 32);
+        ShortHash {
+            flip3: ((Self::SECRET_0 ^ Self::SECRET_4) as u64).wrapping_add(seed),
+            flip4: (Self::SECRET_8 ^ Self::SECRET_16).wrapping_sub(seed4),
+        }
+    }
+
+    #[inline(always)]
+    fn three(&self, b: &[u8; 3]) -> u64 {
+        let combined = (b[0] as u32) << 16 | (b[1] as u32) << 24 | b[2] as u32 | 3 << 8;
+        // XXH64's avalanche.
+        let mut h = combined as u64 ^ self.flip3;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+        h ^= h >> 29;
+        h = h.wrapping_mul(0x1656_67B1_9E37_79F9);
+        h ^ h >> 32
+    }
+
+    #[inline(always)]
+    fn four(&self, b: &[u8; 4]) -> u64 {
+        // The first and the last four bytes are the same four.
+        let x = u32::from_le_bytes(*b) as u64;
+        let mut h = x.wrapping_add(x << 32) ^ self.flip4;
+        // XXH3's rrmxmx, with the length 4.
+        h ^= h.rotate_left(49) ^ h.rotate_left(24);
+        h = h.wrapping_mul(0x9FB2_1C65_1E98_DF25);
+        h ^= (h >> 35).wrapping_add(4);
+        h = h.wrapping_mul(0x9FB2_1C65_1E98_DF25);
+        h ^ h >> 28
+    }
+}
+
 /// The bucket of the bias feature ("the fake word <s>" every document has).
 pub fn bias_bucket(cfg: &FeatureConfig) -> u32 {
     (xxh3_64_with_seed(b"<s>", cfg.seed ^ NS_BIAS) & mask(cfg)) as u32
@@ -387,10 +442,17 @@ impl Featurizer {
             let bytes = window.as_bytes();
             let first = self.buckets.len();
             if window.is_ascii() {
+                let short = ShortHash::new(seed ^ NS_CHAR);
+                let buckets = &mut self.buckets;
                 for n in lo as usize..=hi as usize {
-                    for start in 0..bytes.len().saturating_sub(n - 1) {
-                        let h = xxh3_64_with_seed(&bytes[start..start + n], seed ^ NS_CHAR);
-                        self.buckets.push((h & m) as u32);
+                    let grams = bytes.windows(n);
+                    buckets.reserve(grams.len());
+                    // `windows` yields slices of exactly `n` bytes: every conversion succeeds.
+                    let bucket = |h: u64| (h & m) as u32;
+                    match n {
+                        3 => buckets.extend(grams.filter_map(|g| g.try_into().ok()).map(|g| bucket(short.three(g)))),
+                        4 => buckets.extend(grams.filter_map(|g| g.try_into().ok()).map(|g| bucket(short.four(g)))),
+                        _ => buckets.extend(grams.map(|g| bucket(xxh3_64_with_seed(g, seed ^ NS_CHAR)))),
                     }
                 }
             } else {
@@ -674,6 +736,16 @@ mod tests {
         let mut f = Featurizer::new(cfg);
         let names = owned_names(&mut f, "Win!", &mut v);
         assert_eq!(names, [(3882435, "c:\"Win!\"".to_string())]);
+    }
+
+    proptest::proptest! {
+        /// The specialised 3- and 4-byte hashes are xxh3's, for any bytes and seed.
+        #[test]
+        fn short_hashes_are_xxh3(b in proptest::prelude::any::<[u8; 4]>(), seed in proptest::prelude::any::<u64>()) {
+            let short = ShortHash::new(seed);
+            proptest::prop_assert_eq!(short.three(&[b[0], b[1], b[2]]), xxh3_64_with_seed(&b[..3], seed));
+            proptest::prop_assert_eq!(short.four(&b), xxh3_64_with_seed(&b, seed));
+        }
     }
 
     #[test]
