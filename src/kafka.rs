@@ -124,6 +124,8 @@ struct State {
     messages: u64,
     /// Reused output buffer.
     buf: Vec<u8>,
+    /// Reused buffer for a position's key.
+    key: String,
 }
 
 fn position_key(topic: &str, partition: i32) -> String {
@@ -173,9 +175,23 @@ impl State {
             }
             _ => {}
         }
-        self.positions
-            .insert(position_key(topic, partition), (offset + 1) as u64);
+        self.advance(topic, partition, (offset + 1) as u64);
         self.messages += 1;
+    }
+
+    /// Records `next` as the next offset of `topic`/`partition`, without
+    /// allocating a key per message.
+    fn advance(&mut self, topic: &str, partition: i32, next: u64) {
+        use std::fmt::Write;
+        self.key.clear();
+        // Writing to a String cannot fail.
+        let _ = write!(self.key, "{topic}/{partition}");
+        match self.positions.get_mut(self.key.as_str()) {
+            Some(p) => *p = next,
+            None => {
+                self.positions.insert(self.key.clone(), next);
+            }
+        }
     }
 
     /// Queues a message; when the producer's queue is full, waits (the
@@ -201,9 +217,10 @@ impl State {
         }
     }
 
-    fn due(&self, interval: Duration, every_updates: u64) -> bool {
-        self.last_checkpoint.elapsed() >= interval
-            || (every_updates > 0 && self.pipeline.model().version() - self.updates_at_checkpoint >= every_updates)
+    /// Whether `every_updates` updates have been learned since the last
+    /// checkpoint (0: never). The time-based checkpoint is the loop's tick's.
+    fn due_by_updates(&self, every_updates: u64) -> bool {
+        every_updates > 0 && self.pipeline.model().version() - self.updates_at_checkpoint >= every_updates
     }
 
     /// Flush, checkpoint, commit. If the flush times out (the broker is
@@ -334,6 +351,9 @@ fn client_config(s: &KafkaSettings) -> ClientConfig {
     c
 }
 
+/// How often the loop does its time-based work.
+const TICK: Duration = Duration::from_millis(100);
+
 /// Runs until `shutdown`; then finishes the message in hand, flushes,
 /// checkpoints, commits.
 pub async fn run(
@@ -365,6 +385,7 @@ pub async fn run(
         checkpoints: 0,
         messages: 0,
         buf: Vec::new(),
+        key: String::new(),
     }));
     {
         let mut st = lock(&state);
@@ -396,34 +417,48 @@ pub async fn run(
     };
     consumer.subscribe(&topics).map_err(kafka)?;
     tracing::info!(brokers = %s.brokers, ?topics, group = %s.group_id, "consuming");
+    // Time-based work (checkpoints, metrics, the shutdown check while no
+    // messages come) runs on a tick rather than per message: one timer for
+    // the whole run, not a timer and clock reads for every message.
+    let tick = tokio::time::sleep(TICK);
+    tokio::pin!(tick);
     loop {
         if shutdown.is_triggered() {
             tracing::info!("shutdown requested; finishing");
             break;
         }
-        {
-            let mut st = lock(&state);
-            if st.due(s.checkpoint_interval, s.checkpoint_every_updates) {
-                st.checkpoint(&consumer, "interval")?;
+        tokio::select! {
+            biased;
+            () = &mut tick => {
+                tick.as_mut().reset(tokio::time::Instant::now() + TICK);
+                let mut st = lock(&state);
+                if st.last_checkpoint.elapsed() >= s.checkpoint_interval {
+                    st.checkpoint(&consumer, "interval")?;
+                }
+                if let Some(t) = telemetry
+                    && last_publish.elapsed() >= crate::metrics::PUBLISH_INTERVAL
+                {
+                    crate::metrics::publish(&st.pipeline);
+                    let c = st.producer.context();
+                    metrics::counter!("classifyd_delivery_failures_total").absolute(c.failed.load(Ordering::Relaxed));
+                    metrics::gauge!("classifyd_producer_queue_messages").set(st.producer.in_flight_count() as f64);
+                    t.set_ready(assigned.load(Ordering::SeqCst) > 0);
+                    last_publish = Instant::now();
+                }
             }
-            if let Some(t) = telemetry
-                && last_publish.elapsed() >= crate::metrics::PUBLISH_INTERVAL
-            {
-                crate::metrics::publish(&st.pipeline);
-                let c = st.producer.context();
-                metrics::counter!("classifyd_delivery_failures_total").absolute(c.failed.load(Ordering::Relaxed));
-                metrics::gauge!("classifyd_producer_queue_messages").set(st.producer.in_flight_count() as f64);
-                t.set_ready(assigned.load(Ordering::SeqCst) > 0);
-                last_publish = Instant::now();
-            }
-        }
-        match tokio::time::timeout(Duration::from_millis(100), consumer.recv()).await {
-            Err(_) => {}
-            Ok(Err(error)) => {
-                tracing::warn!(%error, "consumer error; retrying");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Ok(Ok(msg)) => lock(&state).handle(&msg),
+            received = consumer.recv() => match received {
+                Err(error) => {
+                    tracing::warn!(%error, "consumer error; retrying");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Ok(msg) => {
+                    let mut st = lock(&state);
+                    st.handle(&msg);
+                    if st.due_by_updates(s.checkpoint_every_updates) {
+                        st.checkpoint(&consumer, "updates")?;
+                    }
+                }
+            },
         }
     }
     let mut st = lock(&state);
