@@ -306,27 +306,10 @@ fn special_end_at(bytes: &[u8], i: usize, word_end: usize, next_at: &mut usize) 
 fn ascii_word_run(bytes: &[u8], i: usize) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::x86_64::*;
-        let chunk = bytes.get(i..i + 16)?;
-        // SAFETY: SSE2 is part of the x86-64 baseline, and `chunk` holds the
-        // 16 bytes the unaligned load reads.
-        unsafe {
-            let v = _mm_loadu_si128(chunk.as_ptr() as *const __m128i);
-            // Signed compares: bytes >= 0x80 are negative and match no range.
-            let within = |lo: u8, hi: u8| {
-                _mm_and_si128(
-                    _mm_cmpgt_epi8(v, _mm_set1_epi8(lo as i8 - 1)),
-                    _mm_cmplt_epi8(v, _mm_set1_epi8(hi as i8 + 1)),
-                )
-            };
-            let word = _mm_or_si128(
-                _mm_or_si128(within(b'a', b'z'), within(b'A', b'Z')),
-                _mm_or_si128(within(b'0', b'9'), _mm_cmpeq_epi8(v, _mm_set1_epi8(b'_' as i8))),
-            );
-            let word = _mm_movemask_epi8(word) as u32;
-            // 16 when all are word bytes.
-            Some((!word).trailing_zeros() as usize)
-        }
+        // The other masks go unused and are compiled away.
+        let [word, ..] = classify16(bytes.get(i..i + 16)?);
+        // 16 when all are word bytes.
+        Some((!word).trailing_zeros() as usize)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
