@@ -92,19 +92,7 @@ fn step(text: &str, at: &mut Cursor, lower: &mut String, emit: &mut impl FnMut(&
     let cls = class(b);
     if cls & WORD_START != 0 {
         let (end, high) = word_end(text, i);
-        // URLs and e-mail addresses: decided on the whitespace-delimited chunk.
-        if i >= at.special_end
-            && let Some(special) = special_end_at(bytes, i, end, &mut at.next_at)
-        {
-            emit_lower(&text[i..special], lower, emit);
-            // Then its parts ("example", "com", ...) as words, which generalise.
-            at.special_end = special;
-        }
-        if !high {
-            emit(&lower[i..end]);
-        } else {
-            emit_lower(&text[i..end], lower, emit);
-        }
+        emit_word(text, i, end, high, true, at, lower, emit);
         at.i = end;
     } else if cls & KEPT != 0 {
         emit(&text[i..i + 1]);
@@ -129,6 +117,37 @@ fn step(text: &str, at: &mut Cursor, lower: &mut String, emit: &mut impl FnMut(&
             }
             at.i = i + c.len_utf8();
         }
+    }
+}
+
+/// Emits the word `text[start..end]` (an ASCII one from `lower`), after the
+/// URL or e-mail address that starts with it, if one does; `maybe_special`
+/// false says the caller knows none does.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn emit_word(
+    text: &str,
+    start: usize,
+    end: usize,
+    high: bool,
+    maybe_special: bool,
+    at: &mut Cursor,
+    lower: &mut String,
+    emit: &mut impl FnMut(&str),
+) {
+    // URLs and e-mail addresses: decided on the whitespace-delimited chunk.
+    if maybe_special
+        && start >= at.special_end
+        && let Some(special) = special_end_at(text.as_bytes(), start, end, &mut at.next_at)
+    {
+        emit_lower(&text[start..special], lower, emit);
+        // Then its parts ("example", "com", ...) as words, which generalise.
+        at.special_end = special;
+    }
+    if high {
+        emit_lower(&text[start..end], lower, emit);
+    } else {
+        emit(&lower[start..end]);
     }
 }
 
@@ -264,17 +283,10 @@ fn window_tokens(text: &str, w: &Window, at: &mut Cursor, lower: &mut String, em
             at.i = start;
             return false;
         }
-        // A URL starts with "ht" or "ww", an address has one of these
-        // after its first word: only then is one worth looking for.
-        let special = w.url & bit != 0 || matches!(next, b'@' | b'.' | b'+' | b'-');
-        if special
-            && start >= at.special_end
-            && let Some(special) = special_end_at(bytes, start, end, &mut at.next_at)
-        {
-            emit_lower(&text[start..special], lower, emit);
-            at.special_end = special;
-        }
-        emit(&lower[start..end]);
+        // A URL starts with "h" or "w", an address has one of these after
+        // its first word: the masks and the byte in hand rule most words out.
+        let maybe_special = w.url & bit != 0 || matches!(next, b'@' | b'.' | b'+' | b'-');
+        emit_word(text, start, end, false, maybe_special, at, lower, emit);
         pos = e;
     }
 }
