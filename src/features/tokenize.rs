@@ -159,7 +159,7 @@ struct Window {
     word: u64,
     /// ASCII letters and digits: where a word may start.
     alnum: u64,
-    /// h, H, w and W: where a URL may start.
+    /// Where a URL may start (`url_may_start`).
     url: u64,
     /// One-byte symbol tokens.
     kept: u64,
@@ -220,6 +220,7 @@ fn classify16(part: &[u8]) -> [u16; 5] {
         let is = |b: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(b as i8));
         let alnum = _mm_or_si128(_mm_or_si128(within(b'a', b'z'), within(b'A', b'Z')), within(b'0', b'9'));
         let word = _mm_or_si128(alnum, is(b'_'));
+        // h H w W, as in `url_may_start`.
         let url = _mm_or_si128(_mm_or_si128(is(b'h'), is(b'H')), _mm_or_si128(is(b'w'), is(b'W')));
         // ! # $ % & * + < = > ? @, as in `CLASS`.
         let kept = _mm_or_si128(
@@ -274,18 +275,13 @@ fn window_tokens(text: &str, w: &Window, at: &mut Cursor, lower: &mut String, em
         // separators between digits, or a letter of another script, would
         // continue the word: those are `step`'s to follow.
         let next = bytes[end];
-        let continues = match next {
-            b'\'' => bytes[end - 1].is_ascii_alphabetic() && bytes.get(end + 1).is_some_and(u8::is_ascii_alphabetic),
-            b'.' | b',' => bytes[end - 1].is_ascii_digit() && bytes.get(end + 1).is_some_and(u8::is_ascii_digit),
-            _ => next >= 0x80,
-        };
-        if continues {
+        if next >= 0x80 || joins_word(bytes, end) {
             at.i = start;
             return false;
         }
-        // A URL starts with "h" or "w", an address has one of these after
-        // its first word: the masks and the byte in hand rule most words out.
-        let maybe_special = w.url & bit != 0 || matches!(next, b'@' | b'.' | b'+' | b'-');
+        // The masks and the byte in hand rule most words out as the start
+        // of a URL or an address (`special_end_at` asks the same).
+        let maybe_special = w.url & bit != 0 || address_goes_on(next);
         emit_word(text, start, end, false, maybe_special, at, lower, emit);
         pos = e;
     }
@@ -302,7 +298,7 @@ fn special_end_at(bytes: &[u8], i: usize, word_end: usize, next_at: &mut usize) 
     // An address runs over [alnum . + - _ @] from `i` and holds an '@': the
     // word's letters, digits and '_' are such bytes, so the byte after the
     // word must be one of the others, or the run ends there without an '@'.
-    if !matches!(bytes.get(word_end), Some(b'@' | b'.' | b'+' | b'-')) {
+    if !bytes.get(word_end).is_some_and(|&b| address_goes_on(b)) {
         return None;
     }
     if *next_at < i {
@@ -369,20 +365,10 @@ fn word_end(text: &str, start: usize) -> (usize, bool) {
         if i >= n {
             return (i, high);
         }
-        let b = bytes[i];
-        if b < 0x80 {
-            let inner = matches!(b, b'\'' | b'.' | b',');
-            if inner && i > start && i + 1 < n {
-                let (prev, next) = (bytes[i - 1], bytes[i + 1]);
-                let ok = if b == b'\'' {
-                    prev.is_ascii_alphabetic() && next.is_ascii_alphabetic()
-                } else {
-                    prev.is_ascii_digit() && next.is_ascii_digit()
-                };
-                if ok {
-                    i += 2;
-                    continue;
-                }
+        if bytes[i] < 0x80 {
+            if i > start && joins_word(bytes, i) {
+                i += 2;
+                continue;
             }
             return (i, high);
         }
@@ -393,6 +379,33 @@ fn word_end(text: &str, start: usize) -> (usize, bool) {
         high = true;
         i += c.len_utf8();
     }
+}
+
+/// Whether the ASCII byte at `i`, which follows a word byte, joins the word
+/// to the next one: an apostrophe between letters ("don't"), or "." or ","
+/// between digits ("2.50", "1,000").
+#[inline(always)]
+fn joins_word(bytes: &[u8], i: usize) -> bool {
+    let (prev, next) = (bytes[i - 1], bytes.get(i + 1).copied().unwrap_or(0));
+    match bytes[i] {
+        b'\'' => prev.is_ascii_alphabetic() && next.is_ascii_alphabetic(),
+        b'.' | b',' => prev.is_ascii_digit() && next.is_ascii_digit(),
+        _ => false,
+    }
+}
+
+/// Whether an e-mail address that a word starts could go on past the byte
+/// `b` after the word: the word's letters, digits and '_' are address
+/// bytes, so only the address's other bytes (or its '@') continue it.
+#[inline(always)]
+fn address_goes_on(b: u8) -> bool {
+    matches!(b, b'@' | b'.' | b'+' | b'-')
+}
+
+/// Whether a URL may start with the byte `b` ("http", "https", "www").
+#[inline(always)]
+fn url_may_start(b: u8) -> bool {
+    matches!(b, b'h' | b'H' | b'w' | b'W')
 }
 
 /// The char starting at byte `i`, which must be a char boundary.
@@ -466,9 +479,7 @@ fn trim_trailing(bytes: &[u8], start: usize, mut end: usize) -> usize {
 fn url_end(bytes: &[u8], i: usize) -> Option<usize> {
     // Most words are not URLs: two bytes tell ("ht", "ww", any case), here,
     // inlined into the tokenizer's loop; the rest is a call.
-    if !matches!(bytes[i], b'h' | b'H' | b'w' | b'W')
-        || !matches!(bytes.get(i + 1).map(|b| b | 0x20), Some(b't' | b'w'))
-    {
+    if !url_may_start(bytes[i]) || !matches!(bytes.get(i + 1).map(|b| b | 0x20), Some(b't' | b'w')) {
         return None;
     }
     url_end_after_check(bytes, i)
@@ -759,7 +770,7 @@ mod tests {
                 let at = format!("byte {:#04x} (window {k})", b);
                 assert_eq!(bit(w.word), c & WORD_CONT != 0, "word, {at}");
                 assert_eq!(bit(w.alnum), c & WORD_START != 0, "alnum, {at}");
-                assert_eq!(bit(w.url), matches!(b, b'h' | b'H' | b'w' | b'W'), "url, {at}");
+                assert_eq!(bit(w.url), url_may_start(b), "url, {at}");
                 assert_eq!(bit(w.kept), c & KEPT != 0, "kept, {at}");
                 assert_eq!(bit(w.high), c & HIGH != 0, "high, {at}");
             }
