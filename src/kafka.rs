@@ -129,7 +129,16 @@ struct State {
 }
 
 fn position_key(topic: &str, partition: i32) -> String {
-    format!("{topic}/{partition}")
+    let mut key = String::new();
+    write_position_key(&mut key, topic, partition);
+    key
+}
+
+/// Writes the checkpoint's key of a partition's position into `out`.
+fn write_position_key(out: &mut String, topic: &str, partition: i32) {
+    use std::fmt::Write;
+    // Writing to a String cannot fail.
+    let _ = write!(out, "{topic}/{partition}");
 }
 
 impl State {
@@ -182,10 +191,8 @@ impl State {
     /// Records `next` as the next offset of `topic`/`partition`, without
     /// allocating a key per message.
     fn advance(&mut self, topic: &str, partition: i32, next: u64) {
-        use std::fmt::Write;
         self.key.clear();
-        // Writing to a String cannot fail.
-        let _ = write!(self.key, "{topic}/{partition}");
+        write_position_key(&mut self.key, topic, partition);
         match self.positions.get_mut(self.key.as_str()) {
             Some(p) => *p = next,
             None => {
