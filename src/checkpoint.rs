@@ -315,6 +315,7 @@ fn model_to_pb(m: &Model) -> pb::ModelState {
                 steps: parts.steps,
                 averaged: parts.averaged,
                 adagrad: parts.adagrad,
+                mirrored: parts.mirrored,
             })
         }
         State::NaiveBayes(nb) => pb::model_state::State::NaiveBayes(pb::NaiveBayesState {
@@ -562,7 +563,11 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
             if hyper.learner == crate::model::Learner::NaiveBayes {
                 return Err("naive Bayes hyperparameters with linear weights".into());
             }
-            let stride = k * (1 + l.averaged as usize + l.adagrad as usize);
+            if l.mirrored && k != 2 {
+                return Err(format!("a mirrored pair of weights with {k} labels"));
+            }
+            let columns = if l.mirrored { 1 } else { k };
+            let stride = columns * (1 + l.averaged as usize + l.adagrad as usize);
             let parts = WeightsParts {
                 buckets,
                 classes: k,
@@ -572,6 +577,7 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
                 steps: l.steps,
                 averaged: l.averaged,
                 adagrad: l.adagrad,
+                mirrored: l.mirrored,
             };
             State::Linear(Weights::from_parts(parts).ok_or("inconsistent weight sizes")?)
         }

@@ -501,6 +501,8 @@ impl Model {
             return Err(ModelError::TooManyClasses(MAX_CLASSES));
         }
         match &mut self.state {
+            // Two classes of a single-label task move as a mirrored pair.
+            State::Linear(w) if self.task == Some(Task::SingleLabel) => w.add_class_mirrored(),
             State::Linear(w) => w.add_class(),
             State::NaiveBayes(nb) => nb.add_class(),
         }
@@ -828,6 +830,62 @@ mod tests {
                 assert!((sum - 1.0).abs() < 1e-4, "{learner} probabilities sum to {sum}");
             }
         }
+    }
+
+    /// Two classes of a single-label task are kept as a mirrored pair, for
+    /// every linear learner and schedule, and fit as they do in two columns
+    /// (the third class of `every_learner_fits_a_small_separable_set`
+    /// splits the pair mid-stream); label sets keep a column per label.
+    #[test]
+    fn binary_models_keep_a_mirrored_pair() {
+        let cfg = FeatureConfig {
+            bits: 16,
+            char_ngrams: None,
+            ..FeatureConfig::default()
+        };
+        let binary = &DATA[..6];
+        for (learner, schedule) in [
+            (Learner::Perceptron, Schedule::Constant),
+            (Learner::Logistic, Schedule::AdaGrad),
+            (Learner::Logistic, Schedule::InvScaling),
+            (Learner::Hinge, Schedule::AdaGrad),
+            (Learner::Hinge, Schedule::Arow),
+        ] {
+            let hyper = Hyper {
+                schedule,
+                ..Hyper::defaults(learner)
+            };
+            let mut model = Model::new(hyper, cfg);
+            let mut f = Featurizer::new(cfg);
+            let mut x = SparseVec::default();
+            for _ in 0..10 {
+                for (text, label) in binary {
+                    f.featurize(text, &mut x);
+                    model.ensure_task(Task::SingleLabel);
+                    let id = model.intern(label).unwrap();
+                    model.learn(&x, &[id]).unwrap();
+                }
+            }
+            let State::Linear(w) = model.state() else {
+                panic!("linear")
+            };
+            assert!(w.mirrored(), "{learner} {schedule}");
+            let mut out = Scored::default();
+            for (text, label) in binary {
+                f.featurize(text, &mut x);
+                model.predict(&x, &mut out);
+                assert_eq!(model.labels().name(out.labels[0]), *label, "{learner} {schedule}");
+                assert_eq!(out.raw[0], -out.raw[1]);
+            }
+        }
+        let mut model = Model::new(Hyper::defaults(Learner::Logistic), cfg);
+        model.ensure_task(Task::MultiLabel);
+        model.intern("a").unwrap();
+        model.intern("b").unwrap();
+        let State::Linear(w) = model.state() else {
+            panic!("linear")
+        };
+        assert!(!w.mirrored(), "one-vs-rest labels move independently");
     }
 
     #[test]

@@ -19,6 +19,19 @@
 //! and the average after T steps is `S_T / T`. Without decay (`s = 1`),
 //! `B_t = t` and this is Daumé's trick: `mean = v - (sum_t (t-1) g_t) / T`.
 //! `tests::lazy_average_equals_naive_average` checks it against the naive sum.
+//!
+//! # Two classes, one column
+//!
+//! A single-label task with two classes (spam or not: the common case) moves
+//! its two weight vectors by opposite steps: the softmax, hinge and
+//! perceptron gradients of class 0 are minus those of class 1, and the
+//! AdaGrad and AROW sums of both grow by the same squares. So the pair is
+//! kept as one column, class 1's, and class 0 is its mirror (`v0 = -v1`,
+//! `A0 = -A1`, equal sums): half the memory, half the work per feature.
+//! Updates addressed to class 0 of a mirrored pair are dropped, since class
+//! 1's update carries the pair. A third class splits the pair into two
+//! columns again. `tests::mirrored_pair_equals_two_columns` checks the two
+//! representations against each other.
 
 use crate::features::SparseVec;
 
@@ -58,6 +71,8 @@ pub struct Weights {
     averaged: bool,
     /// Whether the AdaGrad slot is kept.
     adagrad: bool,
+    /// Two classes kept as one column (class 1's; class 0 is its negation).
+    mirrored: bool,
 }
 
 /// The raw parts of [`Weights`], for checkpoints.
@@ -71,6 +86,7 @@ pub struct WeightsParts {
     pub steps: u64,
     pub averaged: bool,
     pub adagrad: bool,
+    pub mirrored: bool,
 }
 
 impl Weights {
@@ -88,6 +104,7 @@ impl Weights {
             steps: 0,
             averaged,
             adagrad,
+            mirrored: false,
         }
     }
 
@@ -116,8 +133,36 @@ impl Weights {
         self.averaged
     }
 
+    /// Whether two classes are kept as one column (see the module's doc).
+    pub fn mirrored(&self) -> bool {
+        self.mirrored
+    }
+
+    /// Columns stored per slot: the classes, or one for a mirrored pair.
+    fn columns(&self) -> usize {
+        if self.mirrored { 1 } else { self.classes }
+    }
+
     /// Adds a class with zero weights (its average and AdaGrad sums are zero too).
     pub fn add_class(&mut self) {
+        if self.mirrored {
+            // Two columns again, room for four classes.
+            let slots = self.slots();
+            let mut out = zeroed(self.buckets * slots * 4);
+            for (dst, src) in out.chunks_exact_mut(slots * 4).zip(self.buf.chunks_exact(slots)) {
+                for s in 0..slots {
+                    // v and A change sign; the sums of squares are shared.
+                    let sign = if s < 1 + self.averaged as usize { -1.0 } else { 1.0 };
+                    dst[s * 4] = sign * src[s];
+                    dst[s * 4 + 1] = src[s];
+                }
+            }
+            self.buf = out;
+            self.cap = 4;
+            self.mirrored = false;
+            self.classes += 1;
+            return;
+        }
         if self.classes == self.cap {
             let new_cap = (2 * self.cap).max(2);
             self.buf = relayout(&self.buf, self.buckets, self.slots(), self.cap, new_cap, self.classes);
@@ -126,14 +171,47 @@ impl Weights {
         self.classes += 1;
     }
 
+    /// Adds the second class of a single-label task, whose two classes then
+    /// move as a mirrored pair; with any other number of classes, the same
+    /// as [`Weights::add_class`].
+    pub fn add_class_mirrored(&mut self) {
+        if self.classes != 1 {
+            return self.add_class();
+        }
+        // Class 0's column becomes the pair's, negated: class 1 = -class 0.
+        let (slots, cap) = (self.slots(), self.cap);
+        let mut out = zeroed(self.buckets * slots);
+        for (dst, src) in out.chunks_exact_mut(slots).zip(self.buf.chunks_exact(slots * cap)) {
+            for s in 0..slots {
+                let sign = if s < 1 + self.averaged as usize { -1.0 } else { 1.0 };
+                dst[s] = sign * src[s * cap];
+            }
+        }
+        self.buf = out;
+        self.cap = 1;
+        self.mirrored = true;
+        self.classes = 2;
+    }
+
     /// Scores of every class with the current weights, into `out`.
     #[inline]
     pub fn scores(&self, x: &SparseVec, out: &mut [f32]) {
         let k = self.classes;
         let stride = self.stride();
         out[..k].fill(0.0);
+        if self.mirrored {
+            let mut s1 = 0.0;
+            for (j, (i, val)) in x.iter().enumerate() {
+                self.prefetch(x, j + PREFETCH_AHEAD, stride);
+                s1 += val * self.buf[i as usize * stride];
+            }
+            let s1 = s1 * self.scale as f32;
+            out[0] = -s1;
+            out[1] = s1;
+            return;
+        }
         if k == 2 {
-            // The common binary case, without the inner loop.
+            // Two columns, without the inner loop.
             let (mut s0, mut s1) = (0.0, 0.0);
             for (j, (i, val)) in x.iter().enumerate() {
                 self.prefetch(x, j + PREFETCH_AHEAD, stride);
@@ -170,6 +248,18 @@ impl Weights {
         let stride = self.stride();
         out[..k].fill(0.0);
         let b = self.bsum as f32;
+        let inv_t = (1.0 / self.steps as f64) as f32;
+        if self.mirrored {
+            let mut s1 = 0.0;
+            for (j, (i, val)) in x.iter().enumerate() {
+                self.prefetch(x, j + PREFETCH_AHEAD, stride);
+                let base = i as usize * stride;
+                s1 += val * (self.buf[base + 1] + b * self.buf[base]);
+            }
+            out[0] = -(s1 * inv_t);
+            out[1] = s1 * inv_t;
+            return;
+        }
         for (j, (i, val)) in x.iter().enumerate() {
             self.prefetch(x, j + PREFETCH_AHEAD, stride);
             let base = i as usize * stride;
@@ -179,7 +269,6 @@ impl Weights {
                 out[c] += val * (a[c] + b * v[c]);
             }
         }
-        let inv_t = (1.0 / self.steps as f64) as f32;
         for o in &mut out[..k] {
             *o *= inv_t;
         }
@@ -207,10 +296,33 @@ impl Weights {
         }
     }
 
-    /// Adds `delta` to the true weight of (`bucket`, `class`) in this step.
+    /// The index of (`bucket`, `class`)'s weight in `buf`, and the sign
+    /// the stored value has (-1 for class 0 of a mirrored pair).
+    #[inline(always)]
+    fn at(&self, bucket: u32, class: usize) -> (usize, f32) {
+        let row = bucket as usize * self.stride();
+        match (self.mirrored, class) {
+            (true, 0) => (row, -1.0),
+            (true, _) => (row, 1.0),
+            _ => (row + class, 1.0),
+        }
+    }
+
+    /// Whether an update to `class` is dropped: class 0 of a mirrored pair
+    /// moves with class 1 (see the module's doc).
+    #[inline(always)]
+    fn implied(&self, class: usize) -> bool {
+        self.mirrored && class == 0
+    }
+
+    /// Adds `delta` to the true weight of (`bucket`, `class`) in this step
+    /// (dropped for class 0 of a mirrored pair: class 1's update carries it).
     #[inline]
     pub fn add(&mut self, bucket: u32, class: usize, delta: f32) {
-        let i = bucket as usize * self.stride() + class;
+        if self.implied(class) {
+            return;
+        }
+        let (i, _) = self.at(bucket, class);
         self.add_at(i, delta);
     }
 
@@ -229,7 +341,10 @@ impl Weights {
     #[inline]
     pub fn adagrad_add(&mut self, bucket: u32, class: usize, rate: f32, beta: f32, g: f32) {
         debug_assert!(self.adagrad);
-        let i = bucket as usize * self.stride() + class;
+        if self.implied(class) {
+            return;
+        }
+        let (i, _) = self.at(bucket, class);
         let gi = i + self.cap * (1 + self.averaged as usize);
         let sum = self.buf[gi] + g * g;
         self.buf[gi] = sum;
@@ -243,6 +358,15 @@ impl Weights {
     /// [`Weights::adagrad_add`] for every feature of `x` and every class
     /// with a non-zero `grad` (the step's gradient is `grad[c] * value`).
     pub fn adagrad_step(&mut self, x: &SparseVec, grad: &[f32], rate: f32, beta: f32) {
+        if self.mirrored {
+            let g = grad[1];
+            if g != 0.0 {
+                for (f, val) in x.iter() {
+                    self.adagrad_add(f, 1, rate, beta, g * val);
+                }
+            }
+            return;
+        }
         for (f, val) in x.iter() {
             for (c, &g) in grad[..self.classes].iter().enumerate() {
                 if g != 0.0 {
@@ -256,7 +380,7 @@ impl Weights {
     /// kept in the same slot AdaGrad uses for its sums.
     #[inline]
     pub fn variance(&self, bucket: u32, class: usize) -> f32 {
-        let gi = bucket as usize * self.stride() + class + self.cap * (1 + self.averaged as usize);
+        let gi = self.at(bucket, class).0 + self.cap * (1 + self.averaged as usize);
         1.0 / (1.0 + self.buf[gi])
     }
 
@@ -264,7 +388,10 @@ impl Weights {
     /// adds `precision` to the coordinate's precision.
     #[inline]
     pub fn arow_add(&mut self, bucket: u32, class: usize, step: f32, precision: f32) {
-        let i = bucket as usize * self.stride() + class;
+        if self.implied(class) {
+            return;
+        }
+        let (i, _) = self.at(bucket, class);
         let gi = i + self.cap * (1 + self.averaged as usize);
         let variance = 1.0 / (1.0 + self.buf[gi]);
         self.buf[gi] += precision;
@@ -274,7 +401,8 @@ impl Weights {
     /// The true weight of (`bucket`, `class`) now.
     #[inline]
     pub fn get(&self, bucket: u32, class: usize) -> f32 {
-        (self.buf[bucket as usize * self.stride() + class] as f64 * self.scale) as f32
+        let (i, sign) = self.at(bucket, class);
+        (sign as f64 * self.buf[i] as f64 * self.scale) as f32
     }
 
     /// The averaged weight of (`bucket`, `class`).
@@ -282,8 +410,8 @@ impl Weights {
         if !self.averaged || self.steps == 0 {
             return self.get(bucket, class);
         }
-        let i = bucket as usize * self.stride() + class;
-        ((self.buf[i + self.cap] as f64 + self.bsum * self.buf[i] as f64) / self.steps as f64) as f32
+        let (i, sign) = self.at(bucket, class);
+        (sign as f64 * (self.buf[i + self.cap] as f64 + self.bsum * self.buf[i] as f64) / self.steps as f64) as f32
     }
 
     /// Ends a step: the weights now in force join the running sum.
@@ -300,7 +428,7 @@ impl Weights {
     fn rescale(&mut self) {
         let s = self.scale as f32;
         let b = self.bsum as f32;
-        let (k, cap, stride) = (self.classes, self.cap, self.stride());
+        let (k, cap, stride) = (self.columns(), self.cap, self.stride());
         let averaged = self.averaged;
         if stride > 0 {
             for row in self.buf.chunks_exact_mut(stride) {
@@ -318,22 +446,23 @@ impl Weights {
         self.inv_scale = 1.0;
     }
 
-    /// The rows without spare room: `[bucket][slot][class]`, `slots * classes`
-    /// floats per row (the checkpoint layout).
+    /// The rows without spare room: `[bucket][slot][column]`, `slots *
+    /// columns` floats per row (the checkpoint layout; one column for a
+    /// mirrored pair).
     pub fn compact(&self) -> Vec<f32> {
         relayout(
             &self.buf,
             self.buckets,
             self.slots(),
             self.cap,
-            self.classes,
-            self.classes,
+            self.columns(),
+            self.columns(),
         )
     }
 
     /// Floats per row of [`Weights::compact`].
     pub fn compact_stride(&self) -> usize {
-        self.slots() * self.classes
+        self.slots() * self.columns()
     }
 
     pub fn to_parts(&self) -> WeightsParts {
@@ -346,20 +475,25 @@ impl Weights {
             steps: self.steps,
             averaged: self.averaged,
             adagrad: self.adagrad,
+            mirrored: self.mirrored,
         }
     }
 
     /// Rebuilds weights from checkpointed parts; `None` if the sizes disagree.
     pub fn from_parts(p: WeightsParts) -> Option<Self> {
         let slots = 1 + p.averaged as usize + p.adagrad as usize;
-        let n = p.buckets.checked_mul(p.classes)?.checked_mul(slots)?;
+        if p.mirrored && p.classes != 2 {
+            return None;
+        }
+        let columns = if p.mirrored { 1 } else { p.classes };
+        let n = p.buckets.checked_mul(columns)?.checked_mul(slots)?;
         if p.buf.len() != n || p.scale.is_nan() || p.scale <= 0.0 {
             return None;
         }
         Some(Weights {
             buckets: p.buckets,
             classes: p.classes,
-            cap: p.classes,
+            cap: columns,
             buf: p.buf,
             scale: p.scale,
             inv_scale: (1.0 / p.scale) as f32,
@@ -368,6 +502,7 @@ impl Weights {
             steps: p.steps,
             averaged: p.averaged,
             adagrad: p.adagrad,
+            mirrored: p.mirrored,
         })
     }
 }
@@ -526,6 +661,70 @@ mod tests {
         assert_eq!(w.get(2, 1), 0.75);
         w.adagrad_add(2, 1, 1.0, 1.0, 4.0);
         assert_eq!(w.get(2, 1), 0.75 + 4.0 / (1.0 + 5.0));
+    }
+
+    proptest! {
+        /// Two classes moved by opposite steps, kept as a mirrored pair, are
+        /// the same weights as kept in two columns: current and averaged
+        /// weights, sums of squares, scores; and after a third class splits
+        /// the pair, both go on alike.
+        #[test]
+        fn mirrored_pair_equals_two_columns(steps in steps(), averaged in any::<bool>(), third in 0usize..5) {
+            let mut mirror = Weights::new(8, 1, averaged, true);
+            let mut two = Weights::new(8, 1, averaged, true);
+            mirror.add_class_mirrored();
+            two.add_class();
+            prop_assert!(mirror.mirrored() && !two.mirrored());
+            let x = sv(&[(1, 0.5), (3, -2.0), (7, 1.0)]);
+            for (t, step) in steps.iter().enumerate() {
+                if t == third {
+                    mirror.add_class();
+                    two.add_class();
+                    prop_assert!(!mirror.mirrored());
+                }
+                for w in [&mut mirror, &mut two] {
+                    w.begin_step(step.decay);
+                    for &(b, c, d) in &step.updates {
+                        match (w.classes(), c % 2) {
+                            // Opposite steps on the pair, as its gradients are.
+                            (2, _) => {
+                                w.adagrad_add(b, 1, 0.5, 0.01, d);
+                                w.adagrad_add(b, 0, 0.5, 0.01, -d);
+                                w.add(b, 0, -d);
+                                w.add(b, 1, d);
+                            }
+                            (_, _) => w.adagrad_add(b, c, 0.5, 0.01, d),
+                        }
+                    }
+                    w.end_step();
+                }
+            }
+            let close = |a: f32, b: f32| (a - b).abs() <= 1e-5 * (1.0 + b.abs());
+            for b in 0..8u32 {
+                for c in 0..two.classes() {
+                    prop_assert!(close(mirror.get(b, c), two.get(b, c)), "w {b},{c}: {} vs {}", mirror.get(b, c), two.get(b, c));
+                    prop_assert!(close(mirror.get_averaged(b, c), two.get_averaged(b, c)), "avg {b},{c}");
+                    prop_assert!(close(mirror.variance(b, c), two.variance(b, c)), "sums {b},{c}");
+                }
+            }
+            let (mut sm, mut st) = ([0.0f32; 3], [0.0f32; 3]);
+            mirror.scores_averaged(&x, &mut sm);
+            two.scores_averaged(&x, &mut st);
+            for c in 0..two.classes() {
+                prop_assert!((sm[c] - st[c]).abs() <= 1e-4 * (1.0 + st[c].abs()), "score {c}: {} vs {}", sm[c], st[c]);
+            }
+            // The checkpoint layout (one column while mirrored) restores the same weights.
+            let parts = mirror.to_parts();
+            prop_assert_eq!(parts.buf.len(), 8 * mirror.compact_stride());
+            let back = Weights::from_parts(parts).unwrap();
+            prop_assert_eq!(back.mirrored(), mirror.mirrored());
+            for b in 0..8u32 {
+                for c in 0..two.classes() {
+                    prop_assert_eq!(back.get_averaged(b, c), mirror.get_averaged(b, c));
+                    prop_assert_eq!(back.variance(b, c), mirror.variance(b, c));
+                }
+            }
+        }
     }
 
     /// The row-at-a-time AdaGrad step is the per-coordinate one, bit for
