@@ -543,36 +543,44 @@ impl Featurizer {
 /// Counts bucket repeats into `out` (in order of first occurrence) through
 /// the open-addressing `table`, and applies the value mode.
 fn count_into(table: &mut Vec<u64>, buckets: &[u32], value: ValueMode, out: &mut SparseVec) {
-    out.clear();
     let n = buckets.len();
-    out.idx.reserve(n);
-    out.val.reserve(n);
     // At most half full, so every probe ends at an empty slot.
     let cap = (2 * n + 2).next_power_of_two().max(16);
     let shift = 64 - cap.trailing_zeros();
     let mask = cap - 1;
     table.clear();
     table.resize(cap, EMPTY);
+    // Work on the vectors as locals: their lengths and pointers stay in
+    // registers instead of being reloaded through `out` after every store.
+    let (mut idx, mut val) = (std::mem::take(&mut out.idx), std::mem::take(&mut out.val));
+    idx.clear();
+    val.clear();
+    idx.reserve(n);
+    val.reserve(n);
     for &b in buckets {
         let mut pos = ((b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize;
         loop {
-            let e = table[pos & mask];
+            let slot = &mut table[pos & mask];
+            let e = *slot;
             if e == EMPTY {
-                table[pos & mask] = (b as u64) << 32 | out.idx.len() as u64;
-                out.idx.push(b);
-                out.val.push(1.0);
+                *slot = (b as u64) << 32 | idx.len() as u64;
+                idx.push(b);
+                val.push(1.0);
                 break;
             }
             if (e >> 32) as u32 == b {
-                out.val[e as u32 as usize] += 1.0;
+                val[e as u32 as usize] += 1.0;
                 break;
             }
             pos += 1;
         }
     }
+    let repeats = n - idx.len();
     match value {
-        ValueMode::Binary => out.val.fill(1.0),
+        ValueMode::Binary => val.fill(1.0),
         ValueMode::Count => {}
+        // Every count is 1: every value is ln 2.
+        ValueMode::LogCount if repeats == 0 => val.fill(std::f32::consts::LN_2),
         ValueMode::LogCount => {
             // Counts are small integers: look the common ones up.
             const LN_1P: [f32; 9] = [
@@ -586,11 +594,17 @@ fn count_into(table: &mut Vec<u64>, buckets: &[u32], value: ValueMode, out: &mut
                 2.079_441_5,
                 2.197_224_6,
             ];
-            for v in &mut out.val {
-                *v = LN_1P.get(*v as usize).copied().unwrap_or_else(|| v.ln_1p());
+            for v in &mut val {
+                *v = if *v == 1.0 {
+                    std::f32::consts::LN_2
+                } else {
+                    LN_1P.get(*v as usize).copied().unwrap_or_else(|| v.ln_1p())
+                };
             }
         }
     }
+    out.idx = idx;
+    out.val = val;
 }
 
 /// Document frequencies learned from the stream, for IDF weighting:
