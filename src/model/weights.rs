@@ -164,7 +164,8 @@ impl Weights {
             return;
         }
         if self.classes == self.cap {
-            let new_cap = (2 * self.cap).max(2);
+            // One column for the first class (a binary task's pair needs no more).
+            let new_cap = (2 * self.cap).max(1);
             self.buf = relayout(&self.buf, self.buckets, self.slots(), self.cap, new_cap, self.classes);
             self.cap = new_cap;
         }
@@ -179,16 +180,21 @@ impl Weights {
             return self.add_class();
         }
         // Class 0's column becomes the pair's, negated: class 1 = -class 0.
-        let (slots, cap) = (self.slots(), self.cap);
-        let mut out = zeroed(self.buckets * slots);
-        for (dst, src) in out.chunks_exact_mut(slots).zip(self.buf.chunks_exact(slots * cap)) {
-            for s in 0..slots {
-                let sign = if s < 1 + self.averaged as usize { -1.0 } else { 1.0 };
-                dst[s] = sign * src[s * cap];
+        // (With one class nothing has been learned, so this is all zeros in
+        // practice; zeros are left unwritten, and their pages untouched.)
+        let slots = self.slots();
+        if self.cap != 1 {
+            self.buf = relayout(&self.buf, self.buckets, slots, self.cap, 1, 1);
+            self.cap = 1;
+        }
+        let signed = 1 + self.averaged as usize;
+        for row in self.buf.chunks_exact_mut(slots) {
+            for x in &mut row[..signed] {
+                if *x != 0.0 {
+                    *x = -*x;
+                }
             }
         }
-        self.buf = out;
-        self.cap = 1;
         self.mirrored = true;
         self.classes = 2;
     }
@@ -543,6 +549,11 @@ fn relayout(buf: &[f32], buckets: usize, slots: usize, from: usize, to: usize, k
     let mut out = zeroed(buckets * slots * to);
     if k > 0 && from > 0 {
         for (dst, src) in out.chunks_exact_mut(slots * to).zip(buf.chunks_exact(slots * from)) {
+            // Rows never touched stay unwritten: the new buffer's pages are
+            // only backed where there are weights to copy.
+            if src.iter().all(|&x| x == 0.0) {
+                continue;
+            }
             for s in 0..slots {
                 dst[s * to..s * to + k].copy_from_slice(&src[s * from..s * from + k]);
             }
