@@ -460,10 +460,17 @@ impl Featurizer {
                 self.char_offsets.extend(window.char_indices().map(|(i, _)| i));
                 self.char_offsets.push(window.len());
                 let chars = self.char_offsets.len() - 1;
+                let short = ShortHash::new(seed ^ NS_CHAR);
                 for n in lo as usize..=hi as usize {
                     for start in 0..chars.saturating_sub(n - 1) {
                         let piece = &bytes[self.char_offsets[start]..self.char_offsets[start + n]];
-                        let h = xxh3_64_with_seed(piece, seed ^ NS_CHAR);
+                        // Most grams of a mostly-ASCII text are 3 or 4 bytes
+                        // long: the same values by the short formulas.
+                        let h = match *piece {
+                            [a, b, c] => short.three(&[a, b, c]),
+                            [a, b, c, d] => short.four(&[a, b, c, d]),
+                            _ => xxh3_64_with_seed(piece, seed ^ NS_CHAR),
+                        };
                         self.buckets.push((h & m) as u32);
                     }
                 }
