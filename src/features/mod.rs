@@ -685,10 +685,14 @@ pub struct DocFreq {
 #[inline(always)]
 pub(crate) fn prefetch<T>(v: &[T], i: usize) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(p) = v.get(i) {
-        // SAFETY: prefetching is a hint with no memory effects, and `p` is a
-        // valid reference anyway.
-        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const T as *const i8) };
+    if i < v.len() {
+        // SAFETY: prefetching is a hint with no memory effects (it never
+        // faults), and the address is inside `v` anyway.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                v.as_ptr().wrapping_add(i) as *const i8
+            )
+        };
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (v, i);
@@ -738,11 +742,12 @@ impl DocFreq {
         /// scattered over megabytes, a cache miss each.
         const AHEAD: usize = 16;
         let table = ln_1p_table();
-        for j in 0..x.idx.len() {
-            if let Some(&ahead) = x.idx.get(j + AHEAD) {
+        let (idx, val) = (&x.idx, &mut x.val);
+        for (j, (&i, v)) in idx.iter().zip(val.iter_mut()).enumerate() {
+            if let Some(&ahead) = idx.get(j + AHEAD) {
                 prefetch(&self.df, ahead as usize);
             }
-            x.val[j] *= self.weight_of(self.df[x.idx[j] as usize], table);
+            *v *= self.weight_of(self.df[i as usize], table);
         }
     }
 
