@@ -779,12 +779,16 @@ mod tests {
     use crate::features::Featurizer;
 
     fn train(learner: Learner, data: &[(&str, &str)], passes: usize) -> (Model, Featurizer) {
+        train_with(Hyper::defaults(learner), data, passes)
+    }
+
+    fn train_with(hyper: Hyper, data: &[(&str, &str)], passes: usize) -> (Model, Featurizer) {
         let cfg = FeatureConfig {
             bits: 16,
             char_ngrams: None,
             ..FeatureConfig::default()
         };
-        let mut model = Model::new(Hyper::defaults(learner), cfg);
+        let mut model = Model::new(hyper, cfg);
         let mut f = Featurizer::new(cfg);
         let mut x = SparseVec::default();
         for _ in 0..passes {
@@ -855,17 +859,8 @@ mod tests {
                 schedule,
                 ..Hyper::defaults(learner)
             };
-            let mut model = Model::new(hyper, cfg);
-            let mut f = Featurizer::new(cfg);
+            let (model, mut f) = train_with(hyper, binary, 10);
             let mut x = SparseVec::default();
-            for _ in 0..10 {
-                for (text, label) in binary {
-                    f.featurize(text, &mut x);
-                    model.ensure_task(Task::SingleLabel);
-                    let id = model.intern(label).unwrap();
-                    model.learn(&x, &[id]).unwrap();
-                }
-            }
             let State::Linear(w) = model.state() else {
                 panic!("linear")
             };
@@ -890,11 +885,6 @@ mod tests {
 
     #[test]
     fn arow_and_the_other_schedules_fit_too() {
-        let cfg = FeatureConfig {
-            bits: 16,
-            char_ngrams: None,
-            ..FeatureConfig::default()
-        };
         for (learner, schedule) in [
             (Learner::Hinge, Schedule::Arow),
             (Learner::Logistic, Schedule::Constant),
@@ -905,17 +895,8 @@ mod tests {
                 ..Hyper::defaults(learner)
             };
             hyper.validate().unwrap();
-            let mut model = Model::new(hyper, cfg);
-            let mut f = Featurizer::new(cfg);
+            let (model, mut f) = train_with(hyper, DATA, 10);
             let mut x = SparseVec::default();
-            for _ in 0..10 {
-                for (text, label) in DATA {
-                    f.featurize(text, &mut x);
-                    model.ensure_task(Task::SingleLabel);
-                    let id = model.intern(label).unwrap();
-                    model.learn(&x, &[id]).unwrap();
-                }
-            }
             let mut out = Scored::default();
             for (text, label) in DATA {
                 f.featurize(text, &mut x);
