@@ -531,7 +531,10 @@ impl Pipeline {
     /// normalisation and bias.
     fn finalize_current(&mut self) {
         self.raw_len = self.x.len();
-        self.prep.featurizer.finalize(&mut self.x, self.model.doc_freq());
+        let model = &self.model;
+        self.prep
+            .featurizer
+            .finalize_prefetching(&mut self.x, model.doc_freq(), |b| model.prefetch_row(b));
     }
 
     /// Learns `self.x` and counts its document frequencies.

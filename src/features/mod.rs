@@ -359,8 +359,15 @@ impl Featurizer {
     /// Completes a raw vector in place: IDF weights (when given), L2
     /// normalisation (when configured), then the bias feature with value 1.
     pub fn finalize(&self, x: &mut SparseVec, idf: Option<&DocFreq>) {
+        self.finalize_prefetching(x, idf, |_| {});
+    }
+
+    /// [`Featurizer::finalize`], calling `ahead` with each bucket a few
+    /// features before IDF weighting reaches it: the model prefetches its
+    /// row there, so the row's cache miss overlaps the count's.
+    pub fn finalize_prefetching(&self, x: &mut SparseVec, idf: Option<&DocFreq>, ahead: impl Fn(u32)) {
         if let Some(d) = idf {
-            d.weigh(x);
+            d.weigh_prefetching(x, ahead);
         }
         if self.cfg.normalize && !x.val.is_empty() {
             let norm = x.val.iter().map(|v| v * v).sum::<f32>().sqrt();
@@ -748,6 +755,12 @@ impl DocFreq {
 
     /// Multiplies every value of `x` by its bucket's IDF weight.
     pub fn weigh(&self, x: &mut SparseVec) {
+        self.weigh_prefetching(x, |_| {});
+    }
+
+    /// [`DocFreq::weigh`], calling `also` with each bucket when its count
+    /// is prefetched.
+    pub fn weigh_prefetching(&self, x: &mut SparseVec, also: impl Fn(u32)) {
         /// How many features ahead the counts are fetched: they are
         /// scattered over megabytes, a cache miss each.
         const AHEAD: usize = 16;
@@ -756,6 +769,7 @@ impl DocFreq {
         for (j, (&i, v)) in idx.iter().zip(val.iter_mut()).enumerate() {
             if let Some(&ahead) = idx.get(j + AHEAD) {
                 prefetch(&self.df, ahead as usize);
+                also(ahead);
             }
             *v *= self.weight_of(self.df[i as usize], table);
         }

@@ -509,6 +509,17 @@ impl Model {
         Ok(self.labels.push(name))
     }
 
+    /// Hints the CPU to fetch `bucket`'s weights (see [`Featurizer::finalize_prefetching`]).
+    ///
+    /// [`Featurizer::finalize_prefetching`]: crate::features::Featurizer::finalize_prefetching
+    #[inline(always)]
+    pub fn prefetch_row(&self, bucket: u32) {
+        match &self.state {
+            State::Linear(w) => w.prefetch_row(bucket),
+            State::NaiveBayes(nb) => crate::features::prefetch(&nb.counts, bucket as usize * nb.classes),
+        }
+    }
+
     /// Raw scores (averaged weights where averaging is on) into `out`.
     fn raw_scores(&self, x: &SparseVec, out: &mut Vec<f32>) {
         let k = self.labels.len();

@@ -280,6 +280,12 @@ impl Weights {
         }
     }
 
+    /// Hints the CPU to fetch `bucket`'s row.
+    #[inline(always)]
+    pub fn prefetch_row(&self, bucket: u32) {
+        crate::features::prefetch(&self.buf, bucket as usize * self.stride());
+    }
+
     /// Hints the CPU to fetch the row of the `j`-th feature of `x` ahead of
     /// use: rows are scattered at random over megabytes, so each one is a
     /// cache miss, and issuing them early overlaps their latencies.
