@@ -10,7 +10,9 @@
 //! 2. Latency: with classifyd running and caught up, requests are produced
 //!    at a fixed rate (the generator's producer lingers 1 ms); latency = the
 //!    prediction's timestamp minus the request's, per message; p50 and p99
-//!    are printed, and the same for the no-op pipe.
+//!    are printed, and the same for the no-op pipe. BENCH_TRACE=1 also
+//!    prints the worst latency in each 200 ms of sending (a steady tail or
+//!    a few stalls?).
 //!
 //! BENCH_BIN runs another classifyd build (to compare two on one broker).
 
@@ -205,6 +207,27 @@ fn latencies(outs: &[(String, i64)], sent: &HashMap<String, i64>) -> Vec<i64> {
     lat
 }
 
+/// BENCH_TRACE=1: the worst latency in each 200 ms of sending, to tell a
+/// steady tail from a few stalls.
+fn trace(name: &str, outs: &[(String, i64)], sent: &HashMap<String, i64>) {
+    if std::env::var_os("BENCH_TRACE").is_none() {
+        return;
+    }
+    let Some(&first) = sent.values().min() else { return };
+    let mut worst: std::collections::BTreeMap<i64, i64> = std::collections::BTreeMap::new();
+    for (k, ts) in outs {
+        if let Some(s) = sent.get(k) {
+            let w = worst.entry((s - first) / 200).or_insert(0);
+            *w = (*w).max(ts - s);
+        }
+    }
+    let row: Vec<String> = worst.values().map(|w| w.to_string()).collect();
+    eprintln!(
+        "kafka_e2e: {name}: worst latency (ms) per 200 ms of sending: {}",
+        row.join(" ")
+    );
+}
+
 fn percentile(sorted: &[i64], q: f64) -> i64 {
     sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
 }
@@ -316,6 +339,7 @@ fn main() {
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
     let _ = daemon.wait();
+    trace("classifyd", &outs, &sent);
     let lat = latencies(&outs, &sent);
 
     // The same for the no-op pipe, for reference (what the broker and client add).
@@ -329,10 +353,9 @@ fn main() {
     eprintln!("kafka_e2e: latency, the no-op pipe");
     let sent = paced(&bootstrap, &noop_in, &base, rate, total);
     pipe.join().unwrap();
-    let noop_lat = latencies(
-        &read(&bootstrap, &noop_out2, total + 1, Duration::from_secs(120)),
-        &sent,
-    );
+    let noop_outs = read(&bootstrap, &noop_out2, total + 1, Duration::from_secs(120));
+    trace("no-op pipe", &noop_outs, &sent);
+    let noop_lat = latencies(&noop_outs, &sent);
     println!("| measure | value |\n|---|---:|");
     println!("| messages | {n} (half labeled) |");
     println!("| no-op consume->produce pipe | {noop_rate:.0} msg/s |");

@@ -5,6 +5,7 @@
 #   BENCH_MESSAGES (50000)  BENCH_RATE (10000/s)  BENCH_SECONDS (5)
 #   BENCH_BIN (target/release/classifyd: another build to compare)
 #   BENCH_FETCH_WAIT_MS (10: fetch.wait.max.ms of classifyd and the no-op pipe)
+#   BENCH_TRACE=1: also the worst latency in each 200 ms of sending
 #   BENCH_BROKER=mock: librdkafka's mock cluster, inside the bench process,
 #     instead of the test broker (no broker process on the shared cores); it
 #     keeps only the last 5 MB of a partition, so at most 10,000 messages and
