@@ -586,9 +586,9 @@ const STAMPS: u64 = 1 << (64 - STAMP_SHIFT);
 const SWEPT: usize = 8192;
 
 impl CountTable {
-    /// Readies at least `cap` slots for a new document: a new stamp, and a
-    /// cleared table only when the table grows or the stamps wrap (every
-    /// 4,095 documents).
+    /// Readies at least `cap` slots for a new document: a new stamp; the
+    /// whole table is cleared only when it grows or the stamps wrap (every
+    /// 4,095 documents), the first `cap` slots also when they are few.
     fn start(&mut self, cap: usize) {
         if self.slots.len() < cap {
             self.slots.clear();
