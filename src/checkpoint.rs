@@ -751,6 +751,37 @@ mod tests {
         }
     }
 
+    /// A binary model is saved as one column; a checkpoint whose mirrored
+    /// flag disagrees with its rows or its labels is refused, not misread.
+    #[test]
+    fn mirrored_weights_are_checked_on_restore() {
+        let p = trained(Learner::Logistic);
+        let ckpt = capture(&p, &BTreeMap::new());
+        let linear = |c: &pb::Checkpoint| match c.model.as_ref().and_then(|m| m.state.as_ref()) {
+            Some(pb::model_state::State::Linear(l)) => l.clone(),
+            other => panic!("linear weights expected, got {other:?}"),
+        };
+        let l = linear(&ckpt);
+        // v and the AdaGrad sum of class 1 only.
+        assert!(l.mirrored);
+        assert_eq!(l.rows.as_ref().map(|r| r.stride), Some(2));
+        assert!(restore(ckpt.clone(), PipelineConfig::default()).is_ok());
+
+        let mut two_columns = ckpt.clone();
+        if let Some(pb::model_state::State::Linear(l)) = two_columns.model.as_mut().and_then(|m| m.state.as_mut()) {
+            l.mirrored = false;
+        }
+        let err = restore(two_columns, PipelineConfig::default()).err().unwrap();
+        assert!(err.contains("stride"), "{err}");
+
+        let mut three_labels = ckpt;
+        if let Some(m) = three_labels.model.as_mut() {
+            m.labels.push("eggs".into());
+        }
+        let err = restore(three_labels, PipelineConfig::default()).err().unwrap();
+        assert!(err.contains("mirrored pair of weights with 3 labels"), "{err}");
+    }
+
     #[test]
     fn damaged_checkpoint_is_refused_and_the_previous_one_used() {
         let dir = tempfile::tempdir().unwrap();
