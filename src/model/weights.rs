@@ -146,20 +146,21 @@ impl Weights {
     /// Adds a class with zero weights (its average and AdaGrad sums are zero too).
     pub fn add_class(&mut self) {
         if self.mirrored {
-            // Two columns again, room for four classes.
+            // Two columns again, room for four classes: class 1's column
+            // moves to column 0, is copied to column 1, and column 0 takes
+            // class 0's sign.
             let slots = self.slots();
-            let mut out = zeroed(self.buckets * slots * 4);
-            for (dst, src) in out.chunks_exact_mut(slots * 4).zip(self.buf.chunks_exact(slots)) {
-                for s in 0..slots {
-                    // v and A change sign; the sums of squares are shared.
-                    let sign = if s < 1 + self.averaged as usize { -1.0 } else { 1.0 };
-                    dst[s * 4] = sign * src[s];
-                    dst[s * 4 + 1] = src[s];
-                }
-            }
-            self.buf = out;
+            self.buf = relayout(&self.buf, self.buckets, slots, 1, 4, 1);
             self.cap = 4;
             self.mirrored = false;
+            for row in self.buf.chunks_exact_mut(slots * 4) {
+                for s in 0..slots {
+                    if row[s * 4] != 0.0 {
+                        row[s * 4 + 1] = row[s * 4];
+                    }
+                }
+                negate_class_0(row, 4, self.averaged);
+            }
             self.classes += 1;
             return;
         }
@@ -187,13 +188,8 @@ impl Weights {
             self.buf = relayout(&self.buf, self.buckets, slots, self.cap, 1, 1);
             self.cap = 1;
         }
-        let signed = 1 + self.averaged as usize;
         for row in self.buf.chunks_exact_mut(slots) {
-            for x in &mut row[..signed] {
-                if *x != 0.0 {
-                    *x = -*x;
-                }
-            }
+            negate_class_0(row, 1, self.averaged);
         }
         self.mirrored = true;
         self.classes = 2;
@@ -370,17 +366,10 @@ impl Weights {
     /// [`Weights::adagrad_add`] for every feature of `x` and every class
     /// with a non-zero `grad` (the step's gradient is `grad[c] * value`).
     pub fn adagrad_step(&mut self, x: &SparseVec, grad: &[f32], rate: f32, beta: f32) {
-        if self.mirrored {
-            let g = grad[1];
-            if g != 0.0 {
-                for (f, val) in x.iter() {
-                    self.adagrad_add(f, 1, rate, beta, g * val);
-                }
-            }
-            return;
-        }
+        // Class 0 of a mirrored pair moves with class 1: skip it up front.
+        let first = self.mirrored as usize;
         for (f, val) in x.iter() {
-            for (c, &g) in grad[..self.classes].iter().enumerate() {
+            for (c, &g) in grad[..self.classes].iter().enumerate().skip(first) {
                 if g != 0.0 {
                     self.adagrad_add(f, c, rate, beta, g * val);
                 }
@@ -548,6 +537,18 @@ fn advise_huge_pages(v: &mut [f32]) {
 
 #[cfg(not(target_os = "linux"))]
 fn advise_huge_pages(_: &mut [f32]) {}
+
+/// Negates class 0's `v` and `A` in a row with `cap` floats per slot (its
+/// sums of squares keep their sign): the step between a class and its
+/// mirror. Zeros are left unwritten, so pages never touched stay unbacked.
+fn negate_class_0(row: &mut [f32], cap: usize, averaged: bool) {
+    for s in 0..1 + averaged as usize {
+        let x = &mut row[s * cap];
+        if *x != 0.0 {
+            *x = -*x;
+        }
+    }
+}
 
 /// Copies `[bucket][slot][class]` rows with `from` floats per slot into rows
 /// with `to` per slot, keeping the first `k` classes of each slot.
