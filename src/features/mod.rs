@@ -203,6 +203,7 @@ fn combine(acc: u64, next: u64) -> u64 {
 /// against the crate.
 #[derive(Clone, Copy, Debug)]
 struct ShortHash {
+    seed: u64,
     /// The 1-to-3 path's key.
     flip3: u64,
     /// The 4-to-8 path's key.
@@ -219,8 +220,20 @@ impl ShortHash {
     fn new(seed: u64) -> Self {
         let seed4 = seed ^ (((seed as u32).swap_bytes() as u64) << 32);
         ShortHash {
+            seed,
             flip3: ((Self::SECRET_0 ^ Self::SECRET_4) as u64).wrapping_add(seed),
             flip4: (Self::SECRET_8 ^ Self::SECRET_16).wrapping_sub(seed4),
+        }
+    }
+
+    /// xxh3-64 of `piece` with the seed: by the short formulas when it is
+    /// 3 or 4 bytes long, by the crate otherwise.
+    #[inline(always)]
+    fn hash(&self, piece: &[u8]) -> u64 {
+        match *piece {
+            [a, b, c] => self.three(&[a, b, c]),
+            [a, b, c, d] => self.four(&[a, b, c, d]),
+            _ => xxh3_64_with_seed(piece, self.seed),
         }
     }
 
@@ -367,7 +380,7 @@ impl Featurizer {
     /// row there, so the row's cache miss overlaps the count's.
     pub fn finalize_prefetching(&self, x: &mut SparseVec, idf: Option<&DocFreq>, ahead: impl Fn(u32)) {
         if let Some(d) = idf {
-            d.weigh_prefetching(x, ahead);
+            d.weigh(x, ahead);
         }
         if self.cfg.normalize && !x.val.is_empty() {
             let norm = x.val.iter().map(|v| v * v).sum::<f32>().sqrt();
@@ -444,8 +457,8 @@ impl Featurizer {
             };
             let bytes = window.as_bytes();
             let first = self.buckets.len();
+            let short = ShortHash::new(seed ^ NS_CHAR);
             if window.is_ascii() {
-                let short = ShortHash::new(seed ^ NS_CHAR);
                 let buckets = &mut self.buckets;
                 for n in lo as usize..=hi as usize {
                     let grams = bytes.windows(n);
@@ -455,7 +468,7 @@ impl Featurizer {
                     match n {
                         3 => buckets.extend(grams.filter_map(|g| g.try_into().ok()).map(|g| bucket(short.three(g)))),
                         4 => buckets.extend(grams.filter_map(|g| g.try_into().ok()).map(|g| bucket(short.four(g)))),
-                        _ => buckets.extend(grams.map(|g| bucket(xxh3_64_with_seed(g, seed ^ NS_CHAR)))),
+                        _ => buckets.extend(grams.map(|g| bucket(short.hash(g)))),
                     }
                 }
             } else {
@@ -463,18 +476,12 @@ impl Featurizer {
                 self.char_offsets.extend(window.char_indices().map(|(i, _)| i));
                 self.char_offsets.push(window.len());
                 let chars = self.char_offsets.len() - 1;
-                let short = ShortHash::new(seed ^ NS_CHAR);
                 for n in lo as usize..=hi as usize {
                     for start in 0..chars.saturating_sub(n - 1) {
-                        let piece = &bytes[self.char_offsets[start]..self.char_offsets[start + n]];
                         // Most grams of a mostly-ASCII text are 3 or 4 bytes
-                        // long: the same values by the short formulas.
-                        let h = match *piece {
-                            [a, b, c] => short.three(&[a, b, c]),
-                            [a, b, c, d] => short.four(&[a, b, c, d]),
-                            _ => xxh3_64_with_seed(piece, seed ^ NS_CHAR),
-                        };
-                        self.buckets.push((h & m) as u32);
+                        // long, and take the short formulas.
+                        let piece = &bytes[self.char_offsets[start]..self.char_offsets[start + n]];
+                        self.buckets.push((short.hash(piece) & m) as u32);
                     }
                 }
             }
@@ -767,14 +774,9 @@ impl DocFreq {
         self.ln_docs - ln_df + 1.0
     }
 
-    /// Multiplies every value of `x` by its bucket's IDF weight.
-    pub fn weigh(&self, x: &mut SparseVec) {
-        self.weigh_prefetching(x, |_| {});
-    }
-
-    /// [`DocFreq::weigh`], calling `also` with each bucket when its count
-    /// is prefetched.
-    pub fn weigh_prefetching(&self, x: &mut SparseVec, also: impl Fn(u32)) {
+    /// Multiplies every value of `x` by its bucket's IDF weight, calling
+    /// `also` with each bucket when its count is prefetched.
+    pub fn weigh(&self, x: &mut SparseVec, also: impl Fn(u32)) {
         /// How many features ahead the counts are fetched: they are
         /// scattered over megabytes, a cache miss each.
         const AHEAD: usize = 16;
@@ -861,6 +863,9 @@ mod tests {
             let short = ShortHash::new(seed);
             proptest::prop_assert_eq!(short.three(&[b[0], b[1], b[2]]), xxh3_64_with_seed(&b[..3], seed));
             proptest::prop_assert_eq!(short.four(&b), xxh3_64_with_seed(&b, seed));
+            for len in 0..=4 {
+                proptest::prop_assert_eq!(short.hash(&b[..len]), xxh3_64_with_seed(&b[..len], seed));
+            }
         }
     }
 
