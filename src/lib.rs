@@ -6,6 +6,7 @@
 //! - [`config`]: flags, environment variables, config file, validation.
 //! - [`message`]: the input contract and the bounded set of bad-input reasons.
 //! - [`features`]: tokenizer, word and character n-grams, feature hashing.
+//! - [`hugepages`]: zeroed hashed-feature tables on transparent huge pages.
 //! - [`model`]: the online learners (perceptron, logistic, hinge, naive
 //!   Bayes; one-vs-rest multi-label) and the lazily averaged weights.
 //! - [`eval`]: progressive (test-then-train) metrics.
@@ -28,6 +29,7 @@ pub mod daemon;
 pub mod demo;
 pub mod eval;
 pub mod features;
+pub mod hugepages;
 pub mod kafka;
 pub mod message;
 pub mod metrics;

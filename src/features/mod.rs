@@ -748,7 +748,7 @@ fn ln_1p_table() -> &'static [f32] {
 impl DocFreq {
     pub fn new(buckets: usize) -> Self {
         DocFreq {
-            df: vec![0; buckets],
+            df: crate::hugepages::zeroed(buckets),
             docs: 0,
             ln_docs: 0.0,
         }

@@ -34,6 +34,7 @@
 //! representations against each other.
 
 use crate::features::SparseVec;
+use crate::hugepages::zeroed;
 
 /// How many features ahead [`Weights::prefetch`] reaches.
 const PREFETCH_AHEAD: usize = 12;
@@ -507,36 +508,6 @@ impl Weights {
         })
     }
 }
-
-/// A zeroed buffer of `n` floats, backed by transparent huge pages where
-/// the OS offers them: feature hashing touches the buffer at random, and
-/// with 4 KiB pages nearly every touch is a TLB miss.
-pub fn zeroed(n: usize) -> Vec<f32> {
-    let mut v = vec![0.0f32; n];
-    advise_huge_pages(&mut v);
-    v
-}
-
-#[cfg(target_os = "linux")]
-fn advise_huge_pages(v: &mut [f32]) {
-    const PAGE: usize = 4096;
-    let bytes = std::mem::size_of_val(v);
-    if bytes < 4 << 20 {
-        return;
-    }
-    let start = v.as_mut_ptr() as usize;
-    let aligned = start.next_multiple_of(PAGE);
-    let len = (start + bytes - aligned) / PAGE * PAGE;
-    // SAFETY: [aligned, aligned + len) lies inside `v`'s allocation, which we
-    // borrow mutably; MADV_HUGEPAGE only changes how the kernel backs those
-    // pages, never their contents. A failure (e.g. no THP support) is harmless.
-    unsafe {
-        libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn advise_huge_pages(_: &mut [f32]) {}
 
 /// Negates class 0's `v` and `A` in a row with `cap` floats per slot (its
 /// sums of squares keep their sign): the step between a class and its
