@@ -109,14 +109,13 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
             queued.fetch_sub(1, Ordering::Relaxed);
             let mut batch = batch.map_err(io_at(&path))?;
             let mut start = 0;
-            for (end, n, prepared) in &mut batch.lines {
-                let (end, n) = (*end, *n);
+            for (i, &(end, n)) in batch.lines.iter().enumerate() {
                 let line = &batch.text[start..end];
                 start = end;
                 bytes += n;
                 number += 1;
                 let id = || number.to_string();
-                match pipeline.handle_prepared(prepared, &id, number) {
+                match pipeline.handle_prepared(&mut batch.prepared, i, &id, number) {
                     Outcome::Learned { kept: Some(k), .. } => train.push(k),
                     Outcome::Test { deferred: Some(t) } => test.push(t),
                     Outcome::Bad(bad) => dead
@@ -194,15 +193,15 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
 struct Batch {
     /// The lines' bytes, one after another (without their line ends).
     text: Vec<u8>,
-    /// Per line: where it ends in `text`, the bytes it took in the file, and
-    /// the message prepared from it.
-    lines: Vec<(usize, u64, Prepared)>,
+    /// Per line: where it ends in `text` and the bytes it took in the file.
+    lines: Vec<(usize, u64)>,
+    /// The messages prepared from the lines, in order.
+    prepared: Prepared,
 }
 
-/// Lines per batch (a batch also ends after `BATCH_BYTES` of text). Small:
-/// every line's slot keeps buffers as large as the largest message it held,
-/// and fresh memory is dear (a page fault per 4 KiB); with 256 lines and a
-/// megabyte the slots held 20 MB of an `eval` of SpamAssassin's 58 MB heap.
+/// Lines per batch (a batch also ends after `BATCH_BYTES` of text). Small,
+/// since the batches in flight and their features are all held at once,
+/// and fresh memory is dear (a page fault per 4 KiB).
 const BATCH_LINES: usize = 64;
 /// Text bytes after which a batch ends early.
 const BATCH_BYTES: usize = 1 << 18;
@@ -229,12 +228,13 @@ fn read_prepared(
         let mut batch = spent.try_recv().unwrap_or_else(|_| Batch {
             text: Vec::with_capacity(1 << 16),
             lines: Vec::with_capacity(BATCH_LINES),
+            prepared: Prepared::default(),
         });
         batch.text.clear();
-        // Slots from `used` on keep their buffers for the next round.
-        let mut used = 0;
+        batch.lines.clear();
+        batch.prepared.clear();
         let count = queued.load(Ordering::Relaxed) >= QUEUE_BATCHES / 2;
-        while used < BATCH_LINES && batch.text.len() < BATCH_BYTES {
+        while batch.lines.len() < BATCH_LINES && batch.text.len() < BATCH_BYTES {
             if limit.is_some_and(|l| number >= l) {
                 eof = true;
                 break;
@@ -254,19 +254,12 @@ fn read_prepared(
                         batch.text.pop();
                     }
                     number += 1;
-                    let end = batch.text.len();
-                    if used == batch.lines.len() {
-                        batch.lines.push((0, 0, Prepared::default()));
-                    }
-                    let slot = &mut batch.lines[used];
-                    preparer.prepare(&batch.text[start..], count, &mut slot.2);
-                    (slot.0, slot.1) = (end, n as u64);
-                    used += 1;
+                    preparer.prepare(&batch.text[start..], count, &mut batch.prepared);
+                    batch.lines.push((batch.text.len(), n as u64));
                 }
             }
         }
-        batch.lines.truncate(used);
-        if used == 0 {
+        if batch.lines.is_empty() {
             break;
         }
         queued.fetch_add(1, Ordering::Relaxed);

@@ -9,6 +9,7 @@
 //! pipeline. Transports (JSON lines, Kafka) only move bytes and positions.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 
 use foldhash::HashMap;
 
@@ -259,22 +260,55 @@ impl FeedbackCache {
     }
 }
 
-/// A message after the stages that need no model state: parsed, its text's
-/// features hashed to buckets and, optionally, their repeats counted (IDF,
-/// normalisation and the bias follow in the pipeline). A transport may run
-/// [`Preparer::prepare`] on another thread and hand the results to
+/// Messages after the stages that need no model state: parsed, their
+/// texts' features hashed to buckets and, optionally, their repeats counted
+/// (IDF, normalisation and the bias follow in the pipeline). A transport
+/// may run [`Preparer::prepare`] on another thread and hand the messages to
 /// [`Pipeline::handle_prepared`] in order; [`Pipeline::handle`] runs both
 /// in turn. Counting may happen on either side: the result is the same, so
 /// a transport lets whichever thread has time do it.
+///
+/// The features of all the messages lie one after another in shared
+/// buffers, so a batch reused for message after message holds about what
+/// its current messages need, not one buffer per slot each as large as the
+/// largest message that slot ever held (20 MB of an `eval` of
+/// SpamAssassin's 58 MB heap, in batches of 256 lines).
 #[derive(Debug, Default)]
 pub struct Prepared {
-    /// `None`: a blank message (skipped).
-    message: Option<Result<Message, Bad>>,
-    /// The feature buckets of an example's text, repeats and all (empty otherwise).
+    messages: Vec<PreparedMessage>,
+    /// Every example's buckets, repeats and all, one example after another.
     buckets: Vec<u32>,
-    /// The counted raw features, when `counted`.
-    features: SparseVec,
-    counted: bool,
+    /// The counted raw features of the examples counted, one after another.
+    counted: SparseVec,
+}
+
+#[derive(Debug)]
+struct PreparedMessage {
+    /// `None`: a blank message (skipped), or one already handled.
+    message: Option<Result<Message, Bad>>,
+    /// Its range in `Prepared::buckets` (empty unless an example).
+    buckets: Range<usize>,
+    /// Its range in `Prepared::counted`, when counted.
+    counted: Option<Range<usize>>,
+}
+
+impl Prepared {
+    /// Forgets every message, keeping the buffers.
+    pub fn clear(&mut self) {
+        self.messages.clear();
+        self.buckets.clear();
+        self.counted.idx.clear();
+        self.counted.val.clear();
+    }
+
+    /// Messages prepared.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
 }
 
 /// Parses and featurizes messages: the model-free front of the pipeline.
@@ -282,6 +316,8 @@ pub struct Prepared {
 pub struct Preparer {
     featurizer: Featurizer,
     max_message_bytes: usize,
+    /// One document's counted features, before they join a batch's.
+    scratch: SparseVec,
 }
 
 impl Preparer {
@@ -289,27 +325,36 @@ impl Preparer {
         Preparer {
             featurizer: Featurizer::new(features),
             max_message_bytes,
+            scratch: SparseVec::default(),
         }
     }
 
-    /// Parses `raw` into `out` (reusing its buffers), hashes its text's
-    /// features and, when `count`, counts their repeats too.
+    /// Parses `raw` and appends it to `out`, with its text's features
+    /// hashed and, when `count`, their repeats counted too.
     pub fn prepare(&mut self, raw: &[u8], count: bool, out: &mut Prepared) {
-        out.buckets.clear();
-        out.counted = false;
-        if raw.iter().all(u8::is_ascii_whitespace) {
-            out.message = None;
-            return;
-        }
-        let message = message::parse(raw, self.max_message_bytes);
-        if let Ok(Message::Example { text, .. }) = &message {
-            self.featurizer.hash_buckets(text, &mut out.buckets);
-            if count {
-                self.featurizer.count_buckets(&out.buckets, &mut out.features);
-                out.counted = true;
+        let from = out.buckets.len();
+        let mut prepared = PreparedMessage {
+            message: None,
+            buckets: from..from,
+            counted: None,
+        };
+        if !raw.iter().all(u8::is_ascii_whitespace) {
+            let message = message::parse(raw, self.max_message_bytes);
+            if let Ok(Message::Example { text, .. }) = &message {
+                self.featurizer.hash_buckets(text, &mut out.buckets);
+                prepared.buckets = from..out.buckets.len();
+                if count {
+                    self.featurizer
+                        .count_buckets(&out.buckets[prepared.buckets.clone()], &mut self.scratch);
+                    let at = out.counted.idx.len();
+                    out.counted.idx.extend_from_slice(&self.scratch.idx);
+                    out.counted.val.extend_from_slice(&self.scratch.val);
+                    prepared.counted = Some(at..out.counted.idx.len());
+                }
             }
+            prepared.message = Some(message);
         }
-        out.message = Some(message);
+        out.messages.push(prepared);
     }
 }
 
@@ -415,16 +460,28 @@ impl Pipeline {
     /// (its position in the source); `now_ms` is its event time.
     pub fn handle(&mut self, raw: &[u8], default_id: &dyn Fn() -> String, now_ms: u64) -> Outcome {
         let mut p = std::mem::take(&mut self.spare);
+        p.clear();
         self.prep.prepare(raw, false, &mut p);
-        let outcome = self.handle_prepared(&mut p, default_id, now_ms);
+        let outcome = self.handle_prepared(&mut p, 0, default_id, now_ms);
         self.spare = p;
         outcome
     }
 
-    /// Handles one message that a [`Preparer`] for this pipeline's model
-    /// prepared (its buffers are taken; `p` may be reused afterwards).
-    pub fn handle_prepared(&mut self, p: &mut Prepared, default_id: &dyn Fn() -> String, now_ms: u64) -> Outcome {
-        let Some(message) = p.message.take() else {
+    /// Handles message `i` of those that a [`Preparer`] for this
+    /// pipeline's model prepared into `p` (the message is taken from `p`;
+    /// a message handled again, or out of range, counts as blank).
+    pub fn handle_prepared(
+        &mut self,
+        p: &mut Prepared,
+        i: usize,
+        default_id: &dyn Fn() -> String,
+        now_ms: u64,
+    ) -> Outcome {
+        let Some(prepared) = p.messages.get_mut(i) else {
+            self.counters.skipped += 1;
+            return Outcome::Skipped;
+        };
+        let Some(message) = prepared.message.take() else {
             self.counters.skipped += 1;
             return Outcome::Skipped;
         };
@@ -433,11 +490,17 @@ impl Pipeline {
             Err(bad) => Outcome::Bad(bad),
             Ok(Message::Feedback { id, gold }) => self.feedback(&id, gold),
             Ok(Message::Example { id, text, gold, split }) => {
-                if p.counted {
-                    // The prepared vector becomes the current one (its buffers go back with `p`).
-                    std::mem::swap(&mut self.x, &mut p.features);
-                } else {
-                    self.prep.featurizer.count_buckets(&p.buckets, &mut self.x);
+                match &prepared.counted {
+                    Some(r) => {
+                        self.x.idx.clear();
+                        self.x.idx.extend_from_slice(&p.counted.idx[r.clone()]);
+                        self.x.val.clear();
+                        self.x.val.extend_from_slice(&p.counted.val[r.clone()]);
+                    }
+                    None => self
+                        .prep
+                        .featurizer
+                        .count_buckets(&p.buckets[prepared.buckets.clone()], &mut self.x),
                 }
                 let id = id.unwrap_or_else(default_id);
                 match (gold, split) {
@@ -758,6 +821,54 @@ mod tests {
 
     fn id0() -> String {
         "line-0".into()
+    }
+
+    /// Messages prepared into shared batches (counted on either side)
+    /// handle exactly as one at a time: the same outcomes, the same model.
+    #[test]
+    fn prepared_batches_handle_like_single_messages() {
+        let lines: Vec<&[u8]> = vec![
+            br#"{"text": "win win win cash prize now", "label": "spam"}"#,
+            br#"{"text": "lunch at noon? lunch is on me", "label": "ham"}"#,
+            b"   ",
+            br#"{"id": "u-1", "text": "cash cash prize"}"#,
+            br#"{"text": "not json"#,
+            br#"{"text": "", "label": "ham"}"#,
+            br#"{"id": "u-1", "label": "spam"}"#,
+            br#"{"text": "free entry: call now, win a prize!", "label": "spam"}"#,
+            br#"{"text": "see you at the station at six", "label": "ham"}"#,
+            br#"{"id": "u-2", "text": "are we still on for lunch"}"#,
+            br#"{"id": "u-2", "label": "ham"}"#,
+            br#"{"text": "urgent: your prize is waiting, call call call", "label": "spam"}"#,
+        ];
+        let mut one = pipeline(PipelineConfig::default());
+        let want: Vec<Outcome> = lines
+            .iter()
+            .enumerate()
+            .map(|(n, l)| one.handle(l, &id0, n as u64))
+            .collect();
+        let mut batched = pipeline(PipelineConfig::default());
+        let mut prep = batched.preparer();
+        let mut batch = Prepared::default();
+        let mut got = Vec::new();
+        for (k, chunk) in lines.chunks(5).enumerate() {
+            batch.clear();
+            for (j, l) in chunk.iter().enumerate() {
+                // Two in three counted here, the rest by the pipeline.
+                prep.prepare(l, (k * 5 + j) % 3 != 2, &mut batch);
+            }
+            assert_eq!(batch.len(), chunk.len());
+            for i in 0..batch.len() {
+                got.push(batched.handle_prepared(&mut batch, i, &id0, (k * 5 + i) as u64));
+            }
+        }
+        assert_eq!(got, want);
+        assert_eq!(batched.counters().learned, one.counters().learned);
+        let probe = br#"{"id": "p", "text": "win a free lunch prize"}"#;
+        assert_eq!(batched.handle(probe, &id0, 99), one.handle(probe, &id0, 99));
+        // A message taken already, or past the end, is blank.
+        assert_eq!(batched.handle_prepared(&mut batch, 0, &id0, 0), Outcome::Skipped);
+        assert_eq!(batched.handle_prepared(&mut batch, 9, &id0, 0), Outcome::Skipped);
     }
 
     #[test]

@@ -536,13 +536,12 @@ impl Featurizer {
         self.lower = lower;
     }
 
-    /// The document's feature buckets, repeats and all, in order: the
-    /// hashing half of [`Featurizer::featurize_raw`] (the rest is
-    /// [`Featurizer::count_buckets`]), so the two can run on different threads.
+    /// Appends the document's feature buckets, repeats and all, in order,
+    /// to `out`: the hashing half of [`Featurizer::featurize_raw`] (the rest
+    /// is [`Featurizer::count_buckets`]), so the two can run on different threads.
     pub fn hash_buckets(&mut self, text: &str, out: &mut Vec<u32>) {
         self.extract(text, false);
-        // Hand the buffer over and keep `out`'s old one for the next document.
-        std::mem::swap(&mut self.buckets, out);
+        out.extend_from_slice(&self.buckets);
     }
 
     /// The raw vector of buckets from [`Featurizer::hash_buckets`]: repeats
