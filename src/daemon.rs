@@ -115,7 +115,7 @@ pub fn run_jsonl(
     let (mut pipeline, mut positions, resumed_from) =
         load_or_new(dir.as_ref(), &s.features, &s.hyper, s.pipeline.clone())?;
     let start_line = positions.get(JSONL_POSITION).copied().unwrap_or(0);
-    let source = LineSource::open(&s.input, start_line)?;
+    let mut source = LineSource::open(&s.input, start_line)?;
     let mut predictions = PredictionSink::new(crate::transport::open_output(&s.output)?);
     let mut dead = DeadLetterSink::open(s.dead_letter.as_deref())?;
     let mut summary = RunSummary {
