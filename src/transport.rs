@@ -238,7 +238,6 @@ pub fn dead_letter_record(position: &str, bad: &Bad, raw: &[u8]) -> serde_json::
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write as _;
 
     fn lines_of(source: &mut LineSource) -> Vec<(u64, Vec<u8>)> {
         let mut out = Vec::new();
