@@ -297,7 +297,8 @@ fn main() {
     let (fb, out, dlq) = (unique("bench-fb"), unique("bench-out"), unique("bench-dlq"));
     create(&bootstrap, mock, &[&fb, &out, &dlq]);
     let dir = tempfile::tempdir().unwrap();
-    let mut daemon = Command::new(&bin)
+    let mut daemon = Command::new(&bin);
+    daemon
         .args([
             "run",
             "--brokers",
@@ -323,9 +324,18 @@ fn main() {
         // default, the first join here took ~25 s).
         .args(["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"])
         .env("CLASSIFYD_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+        .stdout(Stdio::null());
+    // SAFETY: prctl only sets a flag of the child about to exec; it
+    // allocates nothing and touches no memory of the parent's. With it, a
+    // bench stopped by a signal or a failed assertion does not leave its
+    // daemon running, retrying a broker that has gone.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut daemon, || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut daemon = daemon.spawn().unwrap();
     eprintln!("kafka_e2e: classifyd drains them");
     let outs = read(&bootstrap, &out, requests, Duration::from_secs(300));
     assert_eq!(outs.len(), requests, "classifyd delivered every prediction");
