@@ -1,19 +1,31 @@
 //! Criterion benchmarks of the hot path, through the public API, on real
-//! messages: tokenize+hash, predict and learn for each learner.
+//! messages: tokenize+hash, predict and learn for each learner; and
+//! whole-file `eval` throughput on each shared stream.
 //!
 //! Data: the SpamAssassin stream under $CLASSIFYD_DATA_DIR (default
-//! ../shared/data), else the committed SMS slice in tests/data.
+//! ../shared/data), else the committed SMS slice in tests/data; `eval/*`
+//! runs on the SMS and SpamAssassin streams found there (the committed
+//! slice otherwise).
 
 use std::path::PathBuf;
 
+use clap::Parser;
+use classifyd::config::{Cli, Command};
 use classifyd::features::{FeatureConfig, Featurizer, SparseVec};
 use classifyd::model::{Hyper, Learner, Model, Scored, Task};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
+/// The binary's allocator, so that the whole-file figures are the binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn data_dir() -> PathBuf {
+    PathBuf::from(std::env::var("CLASSIFYD_DATA_DIR").unwrap_or_else(|_| "../shared/data".into()))
+}
+
 /// Up to `n` (text, label) pairs from a stream.
 fn messages(n: usize) -> (String, Vec<(String, String)>) {
-    let dir = std::env::var("CLASSIFYD_DATA_DIR").unwrap_or_else(|_| "../shared/data".into());
-    let big = PathBuf::from(dir).join("spamassassin/stream.jsonl");
+    let big = data_dir().join("spamassassin/stream.jsonl");
     let (name, path) = if big.exists() {
         ("spamassassin".to_string(), big)
     } else {
@@ -115,9 +127,48 @@ fn learners(c: &mut Criterion) {
     }
 }
 
+/// Whole-file `classifyd eval` (reader and model threads, metrics and all),
+/// with VW's features and with the defaults, in message-text bytes per
+/// second: the figures `scripts/bench_vs_vw.sh` takes from the binary.
+fn eval_files(c: &mut Criterion) {
+    let mut files: Vec<(String, PathBuf)> = ["sms_spam_collection", "spamassassin"]
+        .iter()
+        .map(|n| (n.to_string(), data_dir().join(n).join("stream.jsonl")))
+        .filter(|(_, p)| p.exists())
+        .collect();
+    if files.is_empty() {
+        files.push(("sms-head1000".into(), PathBuf::from("tests/data/sms_head1000.jsonl")));
+    }
+    for (name, path) in files {
+        let text = std::fs::read_to_string(&path).expect("benchmark data");
+        let bytes: usize = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| v["text"].as_str().map(str::len))
+            .sum();
+        let mut g = c.benchmark_group(format!("eval/{name}"));
+        g.throughput(Throughput::Bytes(bytes as u64));
+        g.sample_size(10);
+        for (label, extra) in [
+            ("vw-features", &["--char-ngrams", "0", "--idf", "false"][..]),
+            ("defaults", &[][..]),
+        ] {
+            let argv = ["classifyd", "eval", "--input", path.to_str().expect("a UTF-8 path")];
+            let cli = Cli::parse_from(argv.iter().chain(extra));
+            let Command::Eval(args) = cli.command else {
+                unreachable!("parsed an eval command line")
+            };
+            g.bench_function(label, |b| {
+                b.iter(|| classifyd::commands::eval(&args).expect("eval").0.examples)
+            });
+        }
+        g.finish();
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(3));
-    targets = featurize, learners
+    targets = featurize, learners, eval_files
 }
 criterion_main!(benches);
