@@ -537,7 +537,8 @@ fn rows_from_pb(r: Option<pb::Rows>, buckets: usize, stride: usize) -> Result<Ve
             r.values.len()
         ));
     }
-    let mut out = vec![0.0; buckets * stride];
+    // The same huge-page-backed table a fresh model gets.
+    let mut out = crate::hugepages::zeroed(buckets * stride);
     for (i, &row) in r.rows.iter().enumerate() {
         let row = row as usize;
         if row >= buckets {
@@ -616,7 +617,7 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
             if d.buckets.len() != d.counts.len() || d.buckets.iter().any(|&b| b as usize >= buckets) {
                 return Err("document frequencies out of range".into());
             }
-            let mut df = vec![0; buckets];
+            let mut df = crate::hugepages::zeroed(buckets);
             for (b, c) in d.buckets.into_iter().zip(d.counts) {
                 df[b as usize] = c;
             }
