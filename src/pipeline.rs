@@ -477,11 +477,11 @@ impl Pipeline {
         default_id: &dyn Fn() -> String,
         now_ms: u64,
     ) -> Outcome {
-        let Some(prepared) = p.messages.get_mut(i) else {
-            self.counters.skipped += 1;
-            return Outcome::Skipped;
-        };
-        let Some(message) = prepared.message.take() else {
+        let taken = p
+            .messages
+            .get_mut(i)
+            .and_then(|m| Some((m.message.take()?, m.buckets.clone(), m.counted.clone())));
+        let Some((message, buckets, counted)) = taken else {
             self.counters.skipped += 1;
             return Outcome::Skipped;
         };
@@ -490,17 +490,14 @@ impl Pipeline {
             Err(bad) => Outcome::Bad(bad),
             Ok(Message::Feedback { id, gold }) => self.feedback(&id, gold),
             Ok(Message::Example { id, text, gold, split }) => {
-                match &prepared.counted {
+                match counted {
                     Some(r) => {
                         self.x.idx.clear();
                         self.x.idx.extend_from_slice(&p.counted.idx[r.clone()]);
                         self.x.val.clear();
-                        self.x.val.extend_from_slice(&p.counted.val[r.clone()]);
+                        self.x.val.extend_from_slice(&p.counted.val[r]);
                     }
-                    None => self
-                        .prep
-                        .featurizer
-                        .count_buckets(&p.buckets[prepared.buckets.clone()], &mut self.x),
+                    None => self.prep.featurizer.count_buckets(&p.buckets[buckets], &mut self.x),
                 }
                 let id = id.unwrap_or_else(default_id);
                 match (gold, split) {

@@ -64,7 +64,7 @@ impl LineSource {
 
     /// Reads lines from any reader (tests use in-memory ones).
     pub fn from_reader(reader: Box<dyn Read + Send>, skip: u64, name: String) -> Self {
-        // In chunks: up to 64 x 64 lines read ahead.
+        // Up to 64 chunks read ahead.
         let (tx, rx) = mpsc::sync_channel(64);
         std::thread::Builder::new()
             .name("jsonl-reader".into())

@@ -541,7 +541,14 @@ impl Featurizer {
     /// is [`Featurizer::count_buckets`]), so the two can run on different threads.
     pub fn hash_buckets(&mut self, text: &str, out: &mut Vec<u32>) {
         self.extract(text, false);
-        out.extend_from_slice(&self.buckets);
+        if out.is_empty() {
+            // The daemons' one message at a time, and each batch's first:
+            // hand the buffer over (keeping `out`'s for the next document)
+            // rather than copy it.
+            std::mem::swap(&mut self.buckets, out);
+        } else {
+            out.extend_from_slice(&self.buckets);
+        }
     }
 
     /// The raw vector of buckets from [`Featurizer::hash_buckets`]: repeats
