@@ -1,7 +1,9 @@
 //! `classifyd run` on the embedded default transport (JSON lines): read
 //! lines, hand each to the [`Pipeline`], deliver predictions and dead
 //! letters, checkpoint periodically and at exit, resume from the newest good
-//! checkpoint at the line after the last one it covers.
+//! checkpoint at the line after the last one it covers of this input (an
+//! input is known by its first line: [`crate::transport::position_key`];
+//! another input starts at its first line).
 //!
 //! A checkpoint is taken only after the outputs of every line it covers are
 //! flushed, so a restart never skips a delivery; predictions of lines after
@@ -18,10 +20,7 @@ use crate::metrics::Telemetry;
 use crate::model::{HyperChoice, Model};
 use crate::pipeline::{Outcome, Pipeline, PipelineConfig};
 use crate::shutdown::Shutdown;
-use crate::transport::{DeadLetterSink, LineEvent, LineSource, PredictionSink};
-
-/// The position key of the JSON-lines source in checkpoints.
-pub const JSONL_POSITION: &str = "jsonl";
+use crate::transport::{DeadLetterSink, LEGACY_POSITION, LineEvent, LineSource, PredictionSink};
 
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +53,7 @@ pub struct JsonlSettings {
 #[derive(Clone, Debug, Default)]
 pub struct RunSummary {
     pub lines: u64,
+    /// The next line of this input to read (the lines before it are done).
     pub next_line: u64,
     pub resumed_from: Option<PathBuf>,
     pub checkpoints: u64,
@@ -114,15 +114,17 @@ pub fn run_jsonl(
     };
     let (mut pipeline, mut positions, resumed_from) =
         load_or_new(dir.as_ref(), &s.features, &s.hyper, s.pipeline.clone())?;
-    let start_line = positions.get(JSONL_POSITION).copied().unwrap_or(0);
-    let mut source = LineSource::open(&s.input, start_line)?;
+    let mut source = LineSource::open(&s.input, positions.clone())?;
     let mut predictions = PredictionSink::new(crate::transport::open_output(&s.output)?);
     let mut dead = DeadLetterSink::open(s.dead_letter.as_deref())?;
+    let resumed = resumed_from.is_some();
     let mut summary = RunSummary {
-        next_line: start_line,
         resumed_from,
         ..Default::default()
     };
+    // This input's position key, known once its first line is read; until
+    // then the checkpoints keep the positions they were given.
+    let mut input_key: Option<String> = None;
     let mut last_checkpoint = Instant::now();
     let mut updates_at_checkpoint = pipeline.model().version();
     let name = source.name.clone();
@@ -134,7 +136,7 @@ pub fn run_jsonl(
 
     let mut checkpoint = |pipeline: &Pipeline,
                           positions: &mut BTreeMap<String, u64>,
-                          next_line: u64,
+                          position: Option<(&str, u64)>,
                           predictions: &mut PredictionSink,
                           dead: &mut DeadLetterSink|
      -> Result<(), DaemonError> {
@@ -142,7 +144,9 @@ pub fn run_jsonl(
         predictions.flush()?;
         dead.flush()?;
         if let Some(dir) = dir.as_mut() {
-            positions.insert(JSONL_POSITION.to_string(), next_line);
+            if let Some((key, next_line)) = position {
+                positions.insert(key.to_string(), next_line);
+            }
             let saved = dir
                 .save(&mut checkpoint::capture(pipeline, positions))
                 .inspect_err(|_| crate::metrics::checkpoint_failed())?;
@@ -168,7 +172,7 @@ pub fn run_jsonl(
             checkpoint(
                 &pipeline,
                 &mut positions,
-                summary.next_line,
+                input_key.as_deref().map(|k| (k, summary.next_line)),
                 &mut predictions,
                 &mut dead,
             )?;
@@ -178,6 +182,25 @@ pub fn run_jsonl(
         }
         match source.next(Duration::from_millis(100)) {
             None => continue,
+            Some(LineEvent::Start(resume)) => {
+                if resume.legacy {
+                    // Written by a build that kept one position for any input:
+                    // the best guess is the input it was given then, as then.
+                    tracing::warn!(
+                        input = %name,
+                        line = resume.skip,
+                        "the checkpoint predates per-input positions: assuming this is the input it was reading \
+                         and resuming at its line; from now on its position is kept under the input's own key"
+                    );
+                    positions.remove(LEGACY_POSITION);
+                } else if resume.skip > 0 {
+                    tracing::info!(input = %name, key = %resume.key, line = resume.skip, "resuming the input after the lines the checkpoint holds");
+                } else if resumed {
+                    tracing::info!(input = %name, key = %resume.key, "the checkpoint has not read this input: reading it from its first line");
+                }
+                summary.next_line = resume.skip;
+                input_key = Some(resume.key);
+            }
             Some(LineEvent::End) => break,
             Some(LineEvent::Error(e)) => return Err(DaemonError::Io(e)),
             Some(LineEvent::Line { number, bytes }) => {
@@ -198,7 +221,7 @@ pub fn run_jsonl(
     checkpoint(
         &pipeline,
         &mut positions,
-        summary.next_line,
+        input_key.as_deref().map(|k| (k, summary.next_line)),
         &mut predictions,
         &mut dead,
     )?;

@@ -1,8 +1,10 @@
 //! The JSON-lines transport: a line source (a file or stdin, read on its own
 //! thread so the daemon's loop never blocks on input and can always react to
 //! a shutdown), a prediction sink and a dead-letter sink. Positions are line
-//! numbers: the checkpoint holds the next line to read.
+//! numbers: the checkpoint holds the next line to read of each input it has
+//! read, keyed by the input's first line (see [`position_key`]).
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::Path;
@@ -14,9 +16,59 @@ use base64::Engine as _;
 use crate::message::Bad;
 use crate::pipeline::Prediction;
 
+/// The prefix of a JSON-lines input's position key in checkpoints.
+pub const POSITION_PREFIX: &str = "jsonl:";
+/// The one position key of checkpoints written before inputs were told
+/// apart: it held the next line of whatever input the daemon was given.
+pub const LEGACY_POSITION: &str = "jsonl";
+
+/// The checkpoint key of the input whose first line is `first_line`
+/// (without its line end): `jsonl:` and the line's xxh3-64 in hex.
+///
+/// An input is known by its first line, not by its name: the same stream
+/// resumes where it stopped whether it comes from a file, a renamed or
+/// copied file, or stdin, and a file that only grows keeps its key, while
+/// the next day's file (whose first line is another message, with its own
+/// id) starts at its first line instead of skipping as many lines as the
+/// previous file had.
+pub fn position_key(first_line: &[u8]) -> String {
+    format!("{POSITION_PREFIX}{:016x}", xxhash_rust::xxh3::xxh3_64(first_line))
+}
+
+/// Where an input starts, found from its first line among a checkpoint's
+/// positions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resume {
+    /// The input's position key.
+    pub key: String,
+    /// Lines the checkpoint already holds (skipped).
+    pub skip: u64,
+    /// The position came from an older checkpoint's [`LEGACY_POSITION`].
+    pub legacy: bool,
+}
+
+impl Resume {
+    /// The input with first line `first_line`: its own position if the
+    /// checkpoint has one, else the legacy key's (a checkpoint from before
+    /// inputs were told apart is assumed to be of this input, as it was
+    /// then), else its first line.
+    pub fn find(positions: &BTreeMap<String, u64>, first_line: &[u8]) -> Self {
+        let key = position_key(first_line);
+        let (skip, legacy) = match (positions.get(&key), positions.get(LEGACY_POSITION)) {
+            (Some(&n), _) => (n, false),
+            (None, Some(&n)) => (n, true),
+            (None, None) => (0, false),
+        };
+        Resume { key, skip, legacy }
+    }
+}
+
 /// What the reader thread sends.
 #[derive(Debug)]
 pub enum LineEvent {
+    /// Sent once, when the first line has been read, before any `Line`:
+    /// the input's key and the lines it skips.
+    Start(Resume),
     /// Line `number` (0-based) of the input, without its newline.
     Line { number: u64, bytes: Vec<u8> },
     /// The input ended.
@@ -46,9 +98,10 @@ pub struct LineSource {
 pub const CHUNK_LINES: usize = 64;
 
 impl LineSource {
-    /// Opens `input` (a path, or "-" for stdin) and skips its first `skip`
-    /// lines (those a checkpoint already covers).
-    pub fn open(input: &str, skip: u64) -> io::Result<Self> {
+    /// Opens `input` (a path, or "-" for stdin) and skips the lines that
+    /// `positions` (a checkpoint's) hold of it, once its first line shows
+    /// which input it is.
+    pub fn open(input: &str, positions: BTreeMap<String, u64>) -> io::Result<Self> {
         let (reader, name): (Box<dyn Read + Send>, String) = if input == "-" {
             (Box::new(io::stdin()), "stdin".to_string())
         } else {
@@ -59,16 +112,16 @@ impl LineSource {
                 .map_or(input.to_string(), |n| n.to_string_lossy().into_owned());
             (Box::new(f), name)
         };
-        Ok(Self::from_reader(reader, skip, name))
+        Ok(Self::from_reader(reader, positions, name))
     }
 
     /// Reads lines from any reader (tests use in-memory ones).
-    pub fn from_reader(reader: Box<dyn Read + Send>, skip: u64, name: String) -> Self {
+    pub fn from_reader(reader: Box<dyn Read + Send>, positions: BTreeMap<String, u64>, name: String) -> Self {
         // Up to 64 chunks read ahead.
         let (tx, rx) = mpsc::sync_channel(64);
         std::thread::Builder::new()
             .name("jsonl-reader".into())
-            .spawn(move || read_lines(BufReader::with_capacity(1 << 16, reader), skip, &tx))
+            .spawn(move || read_lines(BufReader::with_capacity(1 << 16, reader), &positions, &tx))
             // Spawning fails only when the OS is out of threads: nothing sensible to do.
             .expect("cannot spawn the input reader thread");
         LineSource {
@@ -95,22 +148,43 @@ impl LineSource {
     }
 }
 
-/// The reader thread: sends `r`'s lines from line `skip` on, in chunks,
-/// then `End` or the error that stopped it; returns early when the
-/// receiver has gone.
-fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, skip: u64, tx: &mpsc::SyncSender<Vec<LineEvent>>) {
+/// The reader thread: on the first line, sends where the input resumes
+/// (found in `positions`), then `r`'s lines from there on, in chunks, then
+/// `End` or the error that stopped it; returns early when the receiver has
+/// gone.
+fn read_lines(
+    mut r: BufReader<Box<dyn Read + Send>>,
+    positions: &BTreeMap<String, u64>,
+    tx: &mpsc::SyncSender<Vec<LineEvent>>,
+) {
     let mut number = 0u64;
+    let mut skip = 0u64;
     let mut chunk = Vec::with_capacity(CHUNK_LINES);
     loop {
         let mut buf = Vec::new();
         let last = match r.read_until(b'\n', &mut buf) {
-            Ok(0) => Some(LineEvent::End),
+            Ok(0) => {
+                if number < skip {
+                    tracing::warn!(
+                        lines = number,
+                        checkpoint_position = skip,
+                        "the input ended before the line its checkpoint had reached: nothing new was read \
+                         (was it cut short, or rewritten with the same first line?)"
+                    );
+                }
+                Some(LineEvent::End)
+            }
             Ok(_) => {
                 if buf.last() == Some(&b'\n') {
                     buf.pop();
                     if buf.last() == Some(&b'\r') {
                         buf.pop();
                     }
+                }
+                if number == 0 {
+                    let resume = Resume::find(positions, &buf);
+                    skip = resume.skip;
+                    chunk.push(LineEvent::Start(resume));
                 }
                 if number >= skip {
                     chunk.push(LineEvent::Line { number, bytes: buf });
@@ -239,22 +313,42 @@ pub fn dead_letter_record(position: &str, bad: &Bad, raw: &[u8]) -> serde_json::
 mod tests {
     use super::*;
 
-    fn lines_of(source: &mut LineSource) -> Vec<(u64, Vec<u8>)> {
-        let mut out = Vec::new();
+    /// The lines `source` sends until its end, after the one `Start` it
+    /// must send first (returned too).
+    fn lines_of(source: &mut LineSource) -> (Option<Resume>, Vec<(u64, Vec<u8>)>) {
+        let (mut start, mut out) = (None, Vec::new());
         loop {
             match source.next(Duration::from_secs(10)) {
+                Some(LineEvent::Start(r)) => {
+                    assert!(start.is_none() && out.is_empty(), "Start comes once, before any line");
+                    start = Some(r);
+                }
                 Some(LineEvent::Line { number, bytes }) => out.push((number, bytes)),
-                Some(LineEvent::End) => return out,
+                Some(LineEvent::End) => return (start, out),
                 other => panic!("unexpected {other:?}"),
             }
         }
     }
 
+    fn source_of(text: &str, positions: &[(&str, u64)]) -> LineSource {
+        let positions = positions.iter().map(|&(k, v)| (k.to_string(), v)).collect();
+        LineSource::from_reader(Box::new(io::Cursor::new(text.to_string())), positions, "t".into())
+    }
+
     #[test]
     fn lines_in_order_across_chunks_after_skipping() {
         let text: String = (0..1000).map(|i| format!("line {i}\r\n")).collect();
-        let mut source = LineSource::from_reader(Box::new(io::Cursor::new(text)), 10, "t".into());
-        let got = lines_of(&mut source);
+        let key = position_key(b"line 0");
+        let mut source = source_of(&text, &[(&key, 10)]);
+        let (start, got) = lines_of(&mut source);
+        assert_eq!(
+            start,
+            Some(Resume {
+                key,
+                skip: 10,
+                legacy: false
+            })
+        );
         assert_eq!(got.len(), 990);
         for (k, (number, bytes)) in got.iter().enumerate() {
             assert_eq!(*number, k as u64 + 10);
@@ -265,12 +359,66 @@ mod tests {
     }
 
     #[test]
+    fn an_input_resumes_by_its_first_line_whatever_else_the_checkpoint_holds() {
+        let a = "{\"id\": \"a1\", \"text\": \"x\"}\na2\na3\na4\n";
+        let b = "{\"id\": \"b1\", \"text\": \"x\"}\nb2\nb3\n";
+        let (ka, kb) = (
+            position_key(b"{\"id\": \"a1\", \"text\": \"x\"}"),
+            position_key(b"{\"id\": \"b1\", \"text\": \"x\"}"),
+        );
+        assert_ne!(ka, kb);
+        assert!(ka.starts_with(POSITION_PREFIX) && ka.len() == POSITION_PREFIX.len() + 16);
+        // A checkpoint that has read 3 lines of A: B is new to it and starts at its first line.
+        let (start, got) = lines_of(&mut source_of(b, &[(&ka, 3)]));
+        assert_eq!(
+            start,
+            Some(Resume {
+                key: kb.clone(),
+                skip: 0,
+                legacy: false
+            })
+        );
+        assert_eq!(got.len(), 3);
+        // A resumes at its line 3, also with B's position beside it; the key
+        // is the first line's, a CR LF line end not included.
+        let crlf = a.replace('\n', "\r\n");
+        let (start, got) = lines_of(&mut source_of(&crlf, &[(&ka, 3), (&kb, 2)]));
+        assert_eq!(start.map(|r| (r.key, r.skip)), Some((ka.clone(), 3)));
+        assert_eq!(got, vec![(3, b"a4".to_vec())]);
+        // A checkpoint from before keys told inputs apart: its one position
+        // is taken to be this input's, and flagged.
+        let (start, got) = lines_of(&mut source_of(a, &[(LEGACY_POSITION, 2)]));
+        assert_eq!(
+            start,
+            Some(Resume {
+                key: ka.clone(),
+                skip: 2,
+                legacy: true
+            })
+        );
+        assert_eq!(got.len(), 2);
+        // An input's own key wins over the legacy one.
+        let (start, _) = lines_of(&mut source_of(a, &[(LEGACY_POSITION, 2), (&ka, 4)]));
+        assert_eq!(start.map(|r| (r.skip, r.legacy)), Some((4, false)));
+        // An input shorter than its position sends nothing after Start, and ends.
+        let (start, got) = lines_of(&mut source_of(a, &[(&ka, 9)]));
+        assert_eq!(start.map(|r| r.skip), Some(9));
+        assert!(got.is_empty());
+        // An empty input sends no Start: there is no line to know it by.
+        assert_eq!(lines_of(&mut source_of("", &[(&ka, 3)])), (None, vec![]));
+    }
+
+    #[test]
     fn a_lone_line_is_passed_on_without_waiting_for_more() {
         let (reader, mut writer) = io::pipe().unwrap();
-        let mut source = LineSource::from_reader(Box::new(reader), 0, "pipe".into());
+        let mut source = LineSource::from_reader(Box::new(reader), BTreeMap::new(), "pipe".into());
         writer.write_all(b"{\"text\": \"first\"}\n").unwrap();
         // The writer stays open: a reader holding lines back to fill a chunk
         // would time out here.
+        match source.next(Duration::from_secs(10)) {
+            Some(LineEvent::Start(r)) => assert_eq!(r.skip, 0),
+            other => panic!("expected the input's start, got {other:?}"),
+        }
         match source.next(Duration::from_secs(10)) {
             Some(LineEvent::Line { number: 0, bytes }) => assert_eq!(bytes, b"{\"text\": \"first\"}"),
             other => panic!("expected the first line, got {other:?}"),
@@ -278,6 +426,6 @@ mod tests {
         assert!(source.next(Duration::from_millis(50)).is_none());
         writer.write_all(b"second\n").unwrap();
         drop(writer);
-        assert_eq!(lines_of(&mut source), vec![(1, b"second".to_vec())]);
+        assert_eq!(lines_of(&mut source), (None, vec![(1, b"second".to_vec())]));
     }
 }

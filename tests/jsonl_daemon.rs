@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use classifyd::checkpoint::pb;
+use classifyd::transport::{POSITION_PREFIX, position_key};
 use common::{BIN, data, free_port, http_get, newest_checkpoint, spawn_metrics_daemon, wait_for};
 
 /// Small, fast model flags shared by every run of a test.
@@ -24,8 +25,16 @@ fn classifyd() -> Command {
     c
 }
 
+/// The position of the one input a checkpoint has read (0 before any).
 fn position(c: &pb::Checkpoint) -> u64 {
-    c.positions.get("jsonl").copied().unwrap_or(0)
+    let mut inputs = c.positions.iter().filter(|(k, _)| k.starts_with(POSITION_PREFIX));
+    let first = inputs.next().map_or(0, |(_, &v)| v);
+    assert!(inputs.next().is_none(), "one input read: {:?}", c.positions);
+    first
+}
+
+fn learned(c: pb::Checkpoint) -> u64 {
+    c.pipeline.unwrap().counters.unwrap().learned
 }
 
 fn spawn_stdin(dir: &Path, extra: &[&str]) -> Child {
@@ -112,6 +121,100 @@ fn predicts_unlabeled_lines_and_dead_letters_bad_ones() {
     assert_eq!(counters.bad["wrong_type"], 1);
     assert_eq!(counters.predicted, unlabeled.len() as u64);
     assert!(counters.feedback_matched > 0);
+}
+
+/// One checkpoint dir fed several inputs (daily files, a file that grows,
+/// the same stream on stdin): each input resumes where it stopped, known by
+/// its first line, and a new input is read from its first line rather than
+/// skipping as many lines as the last one had.
+#[test]
+fn each_input_resumes_at_its_own_position() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ck");
+    let lines: Vec<String> = fs::read_to_string(data("sms_head1000.jsonl"))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let write = |name: &str, ls: &[String]| {
+        let p = tmp.path().join(name);
+        fs::write(&p, ls.join("\n") + "\n").unwrap();
+        p
+    };
+    let key = |l: &String| position_key(l.as_bytes());
+    let day1 = write("day1.jsonl", &lines[..300]);
+    let day2 = write("day2.jsonl", &lines[300..500]);
+    run_file(&day1, &dir, &[]);
+    run_file(&day2, &dir, &[]);
+    let ck = newest_checkpoint(&dir).unwrap();
+    assert_eq!(ck.positions.get(&key(&lines[0])), Some(&300));
+    assert_eq!(
+        ck.positions.get(&key(&lines[300])),
+        Some(&200),
+        "day 2 read from its first line"
+    );
+    assert_eq!(learned(ck), 500, "every line of both days learned once");
+
+    // Day 1's file grows: its new lines are read, its old ones are not.
+    let grown = [&lines[..300], &lines[500..600]].concat();
+    fs::write(&day1, grown.join("\n") + "\n").unwrap();
+    run_file(&day1, &dir, &[]);
+    let ck = newest_checkpoint(&dir).unwrap();
+    assert_eq!(ck.positions.get(&key(&lines[0])), Some(&400));
+    assert_eq!(learned(ck), 600);
+
+    // The same stream on stdin, with more lines: known by its first line, not its name.
+    let mut child = spawn_stdin(&dir, &[]);
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        for l in grown.iter().chain(&lines[600..650]) {
+            writeln!(stdin, "{l}").unwrap();
+        }
+    }
+    assert!(child.wait().unwrap().success());
+    // Day 2 again: nothing new.
+    run_file(&day2, &dir, &[]);
+    let ck = newest_checkpoint(&dir).unwrap();
+    assert_eq!(ck.positions.get(&key(&lines[0])), Some(&450));
+    assert_eq!(ck.positions.get(&key(&lines[300])), Some(&200));
+    assert_eq!(ck.positions.len(), 2, "{:?}", ck.positions);
+    assert_eq!(learned(ck), 650);
+}
+
+/// A checkpoint written before positions were kept per input (one "jsonl"
+/// key) resumes the input it is given at that line, as it did then, and
+/// its next checkpoint keeps the position under the input's own key.
+#[test]
+fn a_checkpoint_with_the_old_single_position_resumes_and_is_rekeyed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ck");
+    let lines: Vec<String> = fs::read_to_string(data("sms_head1000.jsonl"))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let input = tmp.path().join("in.jsonl");
+    fs::write(&input, lines[..300].join("\n") + "\n").unwrap();
+    run_file(&input, &dir, &[]);
+    // Rewrite the checkpoint as the older build wrote it.
+    let mut ckdir = classifyd::checkpoint::CheckpointDir::open(&dir, 3).unwrap();
+    let (mut old, _) = ckdir.load_latest().unwrap().unwrap();
+    old.positions = [(classifyd::transport::LEGACY_POSITION.to_string(), 300)].into();
+    ckdir.save(&mut old).unwrap();
+
+    fs::write(&input, lines[..400].join("\n") + "\n").unwrap();
+    let out = run_file(&input, &dir, &[]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("predates per-input positions"),
+        "the guess is logged"
+    );
+    let ck = newest_checkpoint(&dir).unwrap();
+    assert_eq!(
+        ck.positions,
+        [(position_key(lines[0].as_bytes()), 400)].into(),
+        "the old key is gone, the input's own holds its position"
+    );
+    assert_eq!(learned(ck), 400, "the first 300 lines not learned twice");
 }
 
 #[test]
