@@ -27,7 +27,9 @@ use crate::transport::{DeadLetterSink, LEGACY_POSITION, LineEvent, LineSource, P
 pub enum DaemonError {
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
-    #[error("{0}")]
+    /// Transparent: the error's own message, once (`{0}` with `#[from]`
+    /// printed it twice in `main`'s cause chain).
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error("checkpoint {path} cannot be restored: {detail}")]
     Restore { path: PathBuf, detail: String },

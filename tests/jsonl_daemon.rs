@@ -218,6 +218,25 @@ fn a_checkpoint_with_the_old_single_position_resumes_and_is_rekeyed() {
 }
 
 #[test]
+fn a_missing_input_is_one_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("no-such.jsonl");
+    let out = classifyd()
+        .arg("run")
+        .arg("--input")
+        .arg(&missing)
+        .arg("--checkpoint-dir")
+        .arg(tmp.path().join("ck"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let what = format!("cannot open input {}", missing.display());
+    assert_eq!(err.matches(&what).count(), 1, "said once: {err}");
+    assert!(err.contains("No such file or directory"), "{err}");
+}
+
+#[test]
 fn sigterm_checkpoints_and_exits_zero() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("ck");
