@@ -1,6 +1,7 @@
 //! The `eval`, `predict` and `inspect` commands (the library side; the
 //! binary only parses flags and prints errors).
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -326,13 +327,22 @@ impl EvalResult {
 
 /// Loads the newest good checkpoint of `dir` into a pipeline.
 pub fn load_pipeline(dir: &std::path::Path) -> Result<Pipeline, CommandError> {
+    load_checkpoint(dir).map(|(p, ..)| p)
+}
+
+/// The newest good checkpoint in `dir`: its pipeline, its input positions
+/// and its path.
+fn load_checkpoint(dir: &std::path::Path) -> Result<(Pipeline, BTreeMap<String, u64>, PathBuf), CommandError> {
     let d = CheckpointDir::open(dir, checkpoint::DEFAULT_KEEP)?;
     let (ckpt, path) = d
         .load_latest()?
         .ok_or_else(|| CommandError::NoCheckpoint(dir.to_path_buf()))?;
-    let (p, _) = checkpoint::restore(ckpt, PipelineConfig::default())
-        .map_err(|detail| CheckpointError::Corrupt { path, detail })?;
-    Ok(p)
+    let (p, positions) =
+        checkpoint::restore(ckpt, PipelineConfig::default()).map_err(|detail| CheckpointError::Corrupt {
+            path: path.clone(),
+            detail,
+        })?;
+    Ok((p, positions, path))
 }
 
 /// `predict`: one prediction line per input line with text; bad lines are
@@ -372,6 +382,12 @@ pub fn predict(args: &PredictArgs) -> Result<(u64, u64), CommandError> {
 /// A model summary for `inspect`.
 #[derive(Debug, Serialize)]
 pub struct Inspection {
+    /// The checkpoint file read.
+    pub checkpoint: PathBuf,
+    /// Where it stands in its inputs: the next line of each JSON-lines
+    /// input (`jsonl:` and its first line's hash) and the next offset of
+    /// each Kafka partition (`topic/partition`).
+    pub positions: BTreeMap<String, u64>,
     pub model: Hyper,
     pub features: FeatureConfig,
     pub task: Option<Task>,
@@ -385,7 +401,7 @@ pub struct Inspection {
 }
 
 pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
-    let pipeline = load_pipeline(&args.checkpoint_dir)?;
+    let (pipeline, positions, checkpoint) = load_checkpoint(&args.checkpoint_dir)?;
     let m = pipeline.model();
     let k = m.labels().len();
     let non_zero = match m.state() {
@@ -405,6 +421,8 @@ pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
         })
         .collect();
     Ok(Inspection {
+        checkpoint,
+        positions,
         model: m.hyper().clone(),
         features: *m.features(),
         task: m.task(),
@@ -419,6 +437,17 @@ pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
 
 impl Inspection {
     pub fn render(&self, out: &mut impl Write) -> io::Result<()> {
+        writeln!(out, "checkpoint {}", self.checkpoint.display())?;
+        writeln!(
+            out,
+            "positions (next line of each JSON-lines input, next offset of each Kafka partition):"
+        )?;
+        if self.positions.is_empty() {
+            writeln!(out, "  none (no input read yet)")?;
+        }
+        for (key, next) in &self.positions {
+            writeln!(out, "  {key}  {next}")?;
+        }
         writeln!(
             out,
             "model {} ({:?}), version {} (examples learned), {} labels",

@@ -402,6 +402,17 @@ fn predict_and_inspect_read_the_checkpoint() {
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["version"], 1000);
+    // Where the checkpoint stands: the input's own position, and which file it is.
+    let input = fs::read_to_string(data("sms_head1000.jsonl")).unwrap();
+    let key = position_key(input.lines().next().unwrap().as_bytes());
+    assert_eq!(v["positions"], serde_json::json!({ key.as_str(): 1000 }));
+    assert!(v["checkpoint"].as_str().unwrap().ends_with(".ckpt"));
+    let text = classifyd()
+        .args(["inspect", "--checkpoint-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains(&format!("  {key}  1000\n")));
     let top = v["top_features"].as_array().unwrap();
     assert_eq!(top.len(), 2);
     // Some of the strongest features have readable names from the sketch.
