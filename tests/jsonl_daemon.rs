@@ -12,7 +12,7 @@ mod common;
 
 use classifyd::checkpoint::pb;
 use classifyd::transport::{POSITION_PREFIX, position_key};
-use common::{BIN, data, free_port, http_get, newest_checkpoint, spawn_metrics_daemon, wait_for};
+use common::{BIN, data, free_port, http_get, newest_checkpoint, sms_lines, spawn_metrics_daemon, wait_for};
 
 /// Small, fast model flags shared by every run of a test.
 fn model_flags() -> Vec<&'static str> {
@@ -131,11 +131,7 @@ fn predicts_unlabeled_lines_and_dead_letters_bad_ones() {
 fn each_input_resumes_at_its_own_position() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("ck");
-    let lines: Vec<String> = fs::read_to_string(data("sms_head1000.jsonl"))
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
+    let lines = sms_lines();
     let write = |name: &str, ls: &[String]| {
         let p = tmp.path().join(name);
         fs::write(&p, ls.join("\n") + "\n").unwrap();
@@ -188,11 +184,7 @@ fn each_input_resumes_at_its_own_position() {
 fn a_checkpoint_with_the_old_single_position_resumes_and_is_rekeyed() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("ck");
-    let lines: Vec<String> = fs::read_to_string(data("sms_head1000.jsonl"))
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
+    let lines = sms_lines();
     let input = tmp.path().join("in.jsonl");
     fs::write(&input, lines[..300].join("\n") + "\n").unwrap();
     run_file(&input, &dir, &[]);
@@ -241,11 +233,7 @@ fn sigterm_checkpoints_and_exits_zero() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("ck");
     let mut child = spawn_stdin(&dir, &["--checkpoint-interval-secs", "3600"]);
-    let lines: Vec<String> = fs::read_to_string(data("sms_head1000.jsonl"))
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
+    let lines = sms_lines();
     {
         let stdin = child.stdin.as_mut().unwrap();
         for l in &lines[..300] {
@@ -277,7 +265,7 @@ fn sigterm_checkpoints_and_exits_zero() {
 fn kill_9_and_resume_ends_with_the_uninterrupted_model() {
     let tmp = tempfile::tempdir().unwrap();
     let input = data("sms_head1000.jsonl");
-    let lines: Vec<String> = fs::read_to_string(&input).unwrap().lines().map(String::from).collect();
+    let lines = sms_lines();
     let flags = ["--checkpoint-every-updates", "50", "--checkpoint-interval-secs", "3600"];
 
     let straight = tmp.path().join("straight");
@@ -344,11 +332,7 @@ fn eval_with_a_split_reports_test_metrics() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("split.jsonl");
     let mut f = fs::File::create(&path).unwrap();
-    let lines: Vec<String> = fs::read_to_string(data("sms_head1000.jsonl"))
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
+    let lines = sms_lines();
     for (i, l) in lines.iter().enumerate() {
         let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
         v["split"] = if i < 800 { "train" } else { "test" }.into();
@@ -403,8 +387,7 @@ fn predict_and_inspect_read_the_checkpoint() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["version"], 1000);
     // Where the checkpoint stands: the input's own position, and which file it is.
-    let input = fs::read_to_string(data("sms_head1000.jsonl")).unwrap();
-    let key = position_key(input.lines().next().unwrap().as_bytes());
+    let key = position_key(sms_lines()[0].as_bytes());
     assert_eq!(v["positions"], serde_json::json!({ key.as_str(): 1000 }));
     assert!(v["checkpoint"].as_str().unwrap().ends_with(".ckpt"));
     let text = classifyd()

@@ -10,31 +10,6 @@ use std::time::Duration;
 
 use common::*;
 
-fn sms_lines() -> Vec<String> {
-    fs::read_to_string(data("sms_head1000.jsonl"))
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect()
-}
-
-/// The SMS slice with every 10th label removed (a prediction request).
-fn with_requests(lines: &[String]) -> Vec<String> {
-    lines
-        .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            if i % 10 == 9 {
-                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-                v.as_object_mut().unwrap().remove("label");
-                v.to_string()
-            } else {
-                l.clone()
-            }
-        })
-        .collect()
-}
-
 #[test]
 fn end_to_end_predictions_and_progressive_accuracy_match_eval() {
     let topics = Topics::create(1);

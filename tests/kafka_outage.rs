@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::fs;
 use std::time::Duration;
 
 use common::*;
@@ -22,18 +21,7 @@ fn broker_pid() -> i32 {
 fn broker_paused_for_30_seconds_mid_stream() {
     let pid = broker_pid();
     let topics = Topics::create(1);
-    let lines: Vec<String> = fs::read_to_string(data("sms_head1000.jsonl"))
-        .unwrap()
-        .lines()
-        .enumerate()
-        .map(|(i, l)| {
-            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-            if i % 10 == 9 {
-                v.as_object_mut().unwrap().remove("label");
-            }
-            v.to_string()
-        })
-        .collect();
+    let lines = with_requests(&sms_lines());
     let msgs = lines_as_messages(&lines);
     let (first, second) = msgs.split_at(600);
     produce(&topics.input, Some(0), first);

@@ -29,6 +29,32 @@ pub fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
 }
 
+/// The lines of the 1,000-message SMS slice.
+pub fn sms_lines() -> Vec<String> {
+    fs::read_to_string(data("sms_head1000.jsonl"))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// The SMS slice with every 10th label removed (a prediction request).
+pub fn with_requests(lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            if i % 10 == 9 {
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v.as_object_mut().unwrap().remove("label");
+                v.to_string()
+            } else {
+                l.clone()
+            }
+        })
+        .collect()
+}
+
 /// A name no other test (or earlier run) uses.
 pub fn unique(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now()
