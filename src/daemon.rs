@@ -119,7 +119,6 @@ pub fn run_jsonl(
     let mut source = LineSource::open(&s.input, positions.clone())?;
     let mut predictions = PredictionSink::new(crate::transport::open_output(&s.output)?);
     let mut dead = DeadLetterSink::open(s.dead_letter.as_deref())?;
-    let resumed = resumed_from.is_some();
     let mut summary = RunSummary {
         resumed_from,
         ..Default::default()
@@ -197,7 +196,7 @@ pub fn run_jsonl(
                     positions.remove(LEGACY_POSITION);
                 } else if resume.skip > 0 {
                     tracing::info!(input = %name, key = %resume.key, line = resume.skip, "resuming the input after the lines the checkpoint holds");
-                } else if resumed {
+                } else if summary.resumed_from.is_some() {
                     tracing::info!(input = %name, key = %resume.key, "the checkpoint has not read this input: reading it from its first line");
                 }
                 summary.next_line = resume.skip;
