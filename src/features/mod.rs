@@ -657,26 +657,42 @@ fn count_into(table: &mut CountTable, buckets: &[u32], value: ValueMode, out: &m
         let slots = &mut table.slots[..cap];
         let stamp = table.stamp;
         let tag = stamp << STAMP_SHIFT;
+        // Whether a bucket is new or a repeat is a coin toss to the branch
+        // predictor (SpamAssassin: 38 % of buckets repeat), so both run the
+        // same stores, their values picked by a mask: the bucket is written
+        // at the end of `idx` (kept only when new), and one is added to its
+        // value, where it was first seen or, new, at the end (from zero).
+        idx.resize(n, 0);
+        val.resize(n, 0.0);
+        let mut len = 0usize;
         for &b in buckets {
             let key = tag | (b as u64) << POSITION_BITS;
             let mut pos = ((b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize;
-            loop {
-                let slot = &mut slots[pos & mask];
-                let e = *slot;
-                if e & !POSITION == key {
-                    val[(e & POSITION) as usize] += 1.0;
-                    break;
-                }
-                // Another document's stamp: an empty slot.
-                if e >> STAMP_SHIFT != stamp {
-                    *slot = key | idx.len() as u64;
-                    idx.push(b);
-                    val.push(1.0);
-                    break;
+            // Stop at the bucket's slot or an empty one (another
+            // document's stamp): at most half full, so one is found.
+            let (at, e) = loop {
+                let e = slots[pos & mask];
+                // Zero when the slot holds the bucket; under 2^52 (the
+                // stamps agree) when it holds another of this document's.
+                // One compare, almost always true, stops at either the
+                // bucket or an empty slot, rather than a first branch on
+                // whether the bucket was seen.
+                let d = (e & !POSITION) ^ key;
+                if d.wrapping_sub(1) >= (1 << STAMP_SHIFT) - 1 {
+                    break (pos & mask, e);
                 }
                 pos += 1;
-            }
+            };
+            // All ones when the bucket was seen, else zero.
+            let seen = u64::from(e & !POSITION == key).wrapping_neg();
+            let fresh = key | len as u64;
+            slots[at] = (e & seen) | (fresh & !seen);
+            idx[len] = b;
+            val[((e & POSITION & seen) | (len as u64 & !seen)) as usize] += 1.0;
+            len += usize::from(seen == 0);
         }
+        idx.truncate(len);
+        val.truncate(len);
     }
     let repeats = n - idx.len();
     match value {
