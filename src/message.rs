@@ -122,22 +122,46 @@ pub enum Message {
     Feedback { id: String, gold: Gold },
 }
 
-/// A label may be written as a string, an integer or a boolean.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Scalar {
-    Str(String),
-    Int(i64),
-    Bool(bool),
+/// An id or a label: a string, an integer or a boolean, kept as its text.
+/// Read by a visitor of its own rather than `#[serde(untagged)]`, which
+/// buffers every value before trying each variant (an allocation and a
+/// second pass for each id and label).
+struct Scalar(String);
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string, an integer or a boolean")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Scalar, E> {
+                Ok(Scalar(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Scalar, E> {
+                // As `#[serde(untagged)]` over i64 had it: past i64, no integer.
+                i64::try_from(v)
+                    .map(|v| Scalar(v.to_string()))
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 impl Scalar {
     fn into_string(self) -> String {
-        match self {
-            Scalar::Str(s) => s,
-            Scalar::Int(i) => i.to_string(),
-            Scalar::Bool(b) => b.to_string(),
-        }
+        self.0
     }
 }
 
@@ -257,6 +281,37 @@ mod tests {
                 gold: Gold::One("1".into())
             })
         );
+    }
+
+    /// Ids and labels may be strings, integers or booleans, kept as text;
+    /// anything else is the wrong type.
+    #[test]
+    fn scalars_become_text() {
+        let label = |json: &str| match parse(format!(r#"{{"text": "a", "label": {json}}}"#).as_bytes(), 1000) {
+            Ok(Message::Example {
+                gold: Some(Gold::One(l)),
+                ..
+            }) => Ok(l),
+            Ok(other) => panic!("not a labeled example: {other:?}"),
+            Err(bad) => Err(bad.reason),
+        };
+        assert_eq!(label(r#""spam""#), Ok("spam".into()));
+        assert_eq!(label(r#""sp\u00e4m\n""#), Err(BadReason::BadLabel));
+        assert_eq!(label(r#""sp\u00e4m""#), Ok("späm".into()));
+        assert_eq!(label("-3"), Ok("-3".into()));
+        assert_eq!(label("9223372036854775807"), Ok(i64::MAX.to_string()));
+        assert_eq!(label("true"), Ok("true".into()));
+        for wrong in ["1.5", "18446744073709551615", "[1]", r#"{"a": 1}"#] {
+            assert_eq!(label(wrong), Err(BadReason::WrongType), "{wrong}");
+        }
+        assert!(matches!(
+            parse(br#"{"text": "a", "id": 12}"#, 1000),
+            Ok(Message::Example { id: Some(id), gold: None, .. }) if id == "12"
+        ));
+        assert!(matches!(
+            parse(br#"{"text": "a", "id": null}"#, 1000),
+            Ok(Message::Example { id: None, .. })
+        ));
     }
 
     #[test]
