@@ -1,6 +1,7 @@
 //! Criterion benchmarks of the hot path, through the public API, on real
-//! messages: tokenize+hash, predict and learn for each learner; and
-//! whole-file `eval` throughput on each shared stream.
+//! messages: each front stage alone (JSON parsing, tokenizing, hashing,
+//! counting repeats), tokenize+hash+count together, predict and learn for
+//! each learner; and whole-file `eval` throughput on each shared stream.
 //!
 //! Data: the SpamAssassin stream under $CLASSIFYD_DATA_DIR (default
 //! ../shared/data), else the committed SMS slice in tests/data; `eval/*`
@@ -11,7 +12,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use classifyd::config::{Cli, Command};
-use classifyd::features::{FeatureConfig, Featurizer, SparseVec};
+use classifyd::features::{FeatureConfig, Featurizer, SparseVec, tokenize};
 use classifyd::model::{Hyper, Learner, Model, Scored, Task};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
@@ -23,8 +24,8 @@ fn data_dir() -> PathBuf {
     PathBuf::from(std::env::var("CLASSIFYD_DATA_DIR").unwrap_or_else(|_| "../shared/data".into()))
 }
 
-/// Up to `n` (text, label) pairs from a stream.
-fn messages(n: usize) -> (String, Vec<(String, String)>) {
+/// The stream the message benchmarks read: its name and its lines.
+fn stream() -> (String, String) {
     let big = data_dir().join("spamassassin/stream.jsonl");
     let (name, path) = if big.exists() {
         ("spamassassin".to_string(), big)
@@ -34,7 +35,12 @@ fn messages(n: usize) -> (String, Vec<(String, String)>) {
             PathBuf::from("tests/data/sms_head1000.jsonl"),
         )
     };
-    let text = std::fs::read_to_string(&path).expect("benchmark data");
+    (name, std::fs::read_to_string(&path).expect("benchmark data"))
+}
+
+/// Up to `n` (text, label) pairs from a stream.
+fn messages(n: usize) -> (String, Vec<(String, String)>) {
+    let (name, text) = stream();
     let msgs = text
         .lines()
         .take(n)
@@ -77,6 +83,71 @@ fn featurize(c: &mut Criterion) {
             })
         });
     }
+    g.finish();
+}
+
+/// The front stages one at a time, with VW's features (words and word
+/// bigrams, 2^20 buckets), in message-text bytes per second (JSON line
+/// bytes for parsing): where `eval`'s reader thread spends its time.
+fn stages(c: &mut Criterion) {
+    let (data, text) = stream();
+    let lines: Vec<&str> = text.lines().take(1000).collect();
+    let (_, msgs) = messages(1000);
+    let bytes: usize = msgs.iter().map(|m| m.0.len()).sum();
+    let cfg = configs()[0].1;
+    let mut g = c.benchmark_group(format!("stages/{data}"));
+    g.throughput(Throughput::Bytes(lines.iter().map(|l| l.len() as u64).sum()));
+    g.bench_function("parse", |b| {
+        b.iter(|| {
+            lines
+                .iter()
+                .filter(|l| classifyd::message::parse(l.as_bytes(), 1 << 20).is_ok())
+                .count()
+        })
+    });
+    g.throughput(Throughput::Bytes(bytes as u64));
+    let mut scratch = String::new();
+    g.bench_function("tokenize", |b| {
+        b.iter(|| {
+            let mut n = 0;
+            for (t, _) in &msgs {
+                tokenize(t, &mut scratch, |tok| n += tok.len());
+            }
+            n
+        })
+    });
+    let mut f = Featurizer::new(cfg);
+    let mut buckets = Vec::new();
+    g.bench_function("tokenize+hash", |b| {
+        b.iter(|| {
+            let mut n = 0;
+            for (t, _) in &msgs {
+                buckets.clear();
+                f.hash_buckets(t, &mut buckets);
+                n += buckets.len();
+            }
+            n
+        })
+    });
+    let hashed: Vec<Vec<u32>> = msgs
+        .iter()
+        .map(|(t, _)| {
+            let mut b = Vec::new();
+            f.hash_buckets(t, &mut b);
+            b
+        })
+        .collect();
+    let mut x = SparseVec::default();
+    g.bench_function("count", |b| {
+        b.iter(|| {
+            let mut n = 0;
+            for h in &hashed {
+                f.count_buckets(h, &mut x);
+                n += x.len();
+            }
+            n
+        })
+    });
     g.finish();
 }
 
@@ -169,6 +240,6 @@ fn eval_files(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(3));
-    targets = featurize, learners, eval_files
+    targets = stages, featurize, learners, eval_files
 }
 criterion_main!(benches);

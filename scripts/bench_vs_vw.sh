@@ -4,7 +4,8 @@
 #
 #   scripts/bench_vs_vw.sh [DATA_DIR] [RUNS]
 #
-# DATA_DIR defaults to ../shared/data. VW runs through ../shared/tools/peers
+# DATA_DIR defaults to ../shared/data; BENCH_BIN=PATH times that binary
+# instead of building this checkout. VW runs through ../shared/tools/peers
 # (its harness times VW's own driver on a pre-formatted file); the venv is
 # made in .venv-peers on first use. classifyd runs twice per file: with VW's
 # features (lowercased word unigrams + bigrams, 2^20 buckets, no character
@@ -21,8 +22,9 @@ if [[ ! -x .venv-peers/bin/python ]]; then
   python3 -m venv .venv-peers
   .venv-peers/bin/pip install -q -r "$peers/requirements.txt"
 fi
-cargo build --release -q
-bin=target/release/classifyd
+# BENCH_BIN runs another build (e.g. an older commit's, for an A/B in one session).
+bin=${BENCH_BIN:-target/release/classifyd}
+[[ -n ${BENCH_BIN:-} ]] || cargo build --release -q
 report=$(mktemp)
 trap 'rm -f "$report"' EXIT
 seconds() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["seconds"], r["cpu_seconds"])' "$1"; }

@@ -744,7 +744,7 @@ pub struct DocFreq {
 /// their latencies overlap. Into L2 (`T1`), not L1: with the IDF counts
 /// fetched 32 features ahead rather than 16 into L1, `classifyd run` over
 /// SMS x 8 took 6-24 % less CPU and `eval` of SpamAssassin with the
-/// defaults 4-12 % less (three rounds of 7-9 alternated runs; README, Speed).
+/// defaults 4-12 % less (three rounds of 7-9 alternated runs; docs/speed-history.md).
 #[inline(always)]
 pub(crate) fn prefetch<T>(v: &[T], i: usize) {
     #[cfg(target_arch = "x86_64")]
