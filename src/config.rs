@@ -68,7 +68,8 @@ pub struct DemoArgs {
     /// Start over at the end of the file (fresh ids) until stopped.
     #[arg(long = "loop", env = "CLASSIFYD_DEMO_LOOP")]
     pub repeat: bool,
-    /// librdkafka property key=value (repeatable).
+    /// librdkafka property key=value (repeatable); also from CLASSIFYD_KAFKA_<NAME>
+    /// variables (sasl.password: CLASSIFYD_KAFKA_SASL_PASSWORD) and the config file's [kafka] table.
     #[arg(short = 'X', value_name = "KEY=VALUE")]
     pub kafka_property: Vec<String>,
 }
@@ -263,7 +264,8 @@ pub struct RunArgs {
     pub dead_letter_topic: String,
     #[arg(long, env = "CLASSIFYD_GROUP_ID", default_value = "classifyd")]
     pub group_id: String,
-    /// librdkafka property key=value (repeatable).
+    /// librdkafka property key=value (repeatable); also from CLASSIFYD_KAFKA_<NAME>
+    /// variables (sasl.password: CLASSIFYD_KAFKA_SASL_PASSWORD) and the config file's [kafka] table.
     #[arg(short = 'X', value_name = "KEY=VALUE")]
     pub kafka_property: Vec<String>,
     /// JSON-lines input when no brokers: a file, or - for stdin.
@@ -347,8 +349,9 @@ pub struct InspectArgs {
 }
 
 /// Sets `CLASSIFYD_*` variables from a TOML config file, for each key not
-/// already set in the environment (so flags > env > file). Unknown keys and
-/// values that are tables are errors.
+/// already set in the environment (so flags > env > file). A `[kafka]`
+/// table holds librdkafka properties (`CLASSIFYD_KAFKA_*`, see
+/// [`crate::kafka::properties`]). Unknown keys and other tables are errors.
 pub fn apply_config_file(path: &Path) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
     let table: toml::Table = text
@@ -356,24 +359,41 @@ pub fn apply_config_file(path: &Path) -> Result<(), String> {
         .map_err(|e| format!("config file {}: {e}", path.display()))?;
     let known = known_env_vars();
     let mut to_set = Vec::new();
+    let scalar = |key: &str, value: toml::Value| match value {
+        toml::Value::String(s) => Ok(s),
+        toml::Value::Integer(i) => Ok(i.to_string()),
+        toml::Value::Float(f) => Ok(f.to_string()),
+        toml::Value::Boolean(b) => Ok(b.to_string()),
+        other => Err(format!(
+            "config file {}: key {key:?} must be a scalar, got {}",
+            path.display(),
+            other.type_str()
+        )),
+    };
     for (key, value) in table {
+        // librdkafka properties, as `-X` takes them: `[kafka]` then
+        // `"sasl.password" = "..."`.
+        if key == "kafka" {
+            let toml::Value::Table(properties) = value else {
+                return Err(format!(
+                    "config file {}: \"kafka\" must be a table of librdkafka properties",
+                    path.display()
+                ));
+            };
+            for (property, value) in properties {
+                let var = crate::kafka::env_of_property(&property);
+                let value = scalar(&format!("kafka.{property}"), value)?;
+                if std::env::var_os(&var).is_none() {
+                    to_set.push((var, value));
+                }
+            }
+            continue;
+        }
         let var = format!("CLASSIFYD_{}", key.replace('-', "_").to_ascii_uppercase());
         if !known.contains(&var) {
             return Err(format!("config file {}: unknown key {key:?}", path.display()));
         }
-        let value = match value {
-            toml::Value::String(s) => s,
-            toml::Value::Integer(i) => i.to_string(),
-            toml::Value::Float(f) => f.to_string(),
-            toml::Value::Boolean(b) => b.to_string(),
-            other => {
-                return Err(format!(
-                    "config file {}: key {key:?} must be a scalar, got {}",
-                    path.display(),
-                    other.type_str()
-                ));
-            }
-        };
+        let value = scalar(&key, value)?;
         if std::env::var_os(&var).is_none() {
             to_set.push((var, value));
         }

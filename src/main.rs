@@ -65,7 +65,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     output_topic: a.output_topic,
                     dead_letter_topic: a.dead_letter_topic,
                     group_id: a.group_id,
-                    properties: kafka::parse_properties(&a.kafka_property).map_err(anyhow::Error::msg)?,
+                    properties: kafka::properties(&a.kafka_property, std::env::vars_os())
+                        .map_err(anyhow::Error::msg)?,
                     checkpoint_dir,
                     checkpoint_interval: Duration::from_secs(a.checkpoint_interval_secs.max(1)),
                     checkpoint_every_updates: a.checkpoint_every_updates,
@@ -125,7 +126,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 holdback_every: a.holdback_every,
                 feedback_delay: a.feedback_delay,
                 repeat: a.repeat,
-                properties: kafka::parse_properties(&a.kafka_property).map_err(anyhow::Error::msg)?,
+                properties: kafka::properties(&a.kafka_property, std::env::vars_os()).map_err(anyhow::Error::msg)?,
             };
             let (sent, labels) = classifyd::demo::run(&s, &shutdown).map_err(anyhow::Error::msg)?;
             tracing::info!(sent, labels, "demo producer finished");

@@ -144,6 +144,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "counter",
         "Outputs the producer could not deliver (Kafka)",
     ),
+    (
+        "classifyd_consumer_errors_total",
+        "counter",
+        "Errors the consumer met and retried, e.g. while the broker is away (Kafka)",
+    ),
     ("classifyd_checkpoints_total", "counter", "Checkpoints written"),
     (
         "classifyd_checkpoint_failures_total",
