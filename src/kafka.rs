@@ -441,14 +441,20 @@ const TICK: Duration = Duration::from_millis(100);
 /// `classifyd_consumer_errors_total`.
 #[derive(Debug, Default)]
 struct ErrorSpell {
+    /// The spell going on, if errors have come within [`ErrorSpell::QUIET`].
     spell: Option<Spell>,
 }
 
+/// A run of consumer errors with no quiet gap of [`ErrorSpell::QUIET`].
 #[derive(Debug, Clone, Copy)]
 struct Spell {
+    /// Its first error: how long it has lasted is counted from here.
     began: Instant,
+    /// Its latest error: the spell ends [`ErrorSpell::QUIET`] after it.
     last_error: Instant,
+    /// When it was last logged: the next line is due [`ErrorSpell::REPEAT`] later.
     logged: Instant,
+    /// Errors so far, the first included.
     errors: u64,
 }
 
