@@ -112,16 +112,27 @@ impl LineSource {
                 .map_or(input.to_string(), |n| n.to_string_lossy().into_owned());
             (Box::new(f), name)
         };
-        Ok(Self::from_reader(reader, positions, name))
+        let label = if input == "-" {
+            "stdin".to_string()
+        } else {
+            input.to_string()
+        };
+        Ok(Self::spawn(reader, positions, name, label))
     }
 
     /// Reads lines from any reader (tests use in-memory ones).
     pub fn from_reader(reader: Box<dyn Read + Send>, positions: BTreeMap<String, u64>, name: String) -> Self {
+        let label = name.clone();
+        Self::spawn(reader, positions, name, label)
+    }
+
+    /// Starts the reader thread; `label` names the input in read errors.
+    fn spawn(reader: Box<dyn Read + Send>, positions: BTreeMap<String, u64>, name: String, label: String) -> Self {
         // Up to 64 chunks read ahead.
         let (tx, rx) = mpsc::sync_channel(64);
         std::thread::Builder::new()
             .name("jsonl-reader".into())
-            .spawn(move || read_lines(BufReader::with_capacity(1 << 16, reader), &positions, &tx))
+            .spawn(move || read_lines(BufReader::with_capacity(1 << 16, reader), &positions, &label, &tx))
             // Spawning fails only when the OS is out of threads: nothing sensible to do.
             .expect("cannot spawn the input reader thread");
         LineSource {
@@ -150,11 +161,12 @@ impl LineSource {
 
 /// The reader thread: on the first line, sends where the input resumes
 /// (found in `positions`), then `r`'s lines from there on, in chunks, then
-/// `End` or the error that stopped it; returns early when the receiver has
-/// gone.
+/// `End` or the error that stopped it (naming the input by `label`);
+/// returns early when the receiver has gone.
 fn read_lines(
     mut r: BufReader<Box<dyn Read + Send>>,
     positions: &BTreeMap<String, u64>,
+    label: &str,
     tx: &mpsc::SyncSender<Vec<LineEvent>>,
 ) {
     let mut number = 0u64;
@@ -193,7 +205,10 @@ fn read_lines(
                 None
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => Some(LineEvent::Error(e)),
+            Err(e) => Some(LineEvent::Error(io::Error::new(
+                e.kind(),
+                format!("cannot read input {label}: {e}"),
+            ))),
         };
         let done = last.is_some();
         chunk.extend(last);

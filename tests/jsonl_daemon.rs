@@ -226,6 +226,20 @@ fn a_missing_input_is_one_clear_error() {
     let what = format!("cannot open input {}", missing.display());
     assert_eq!(err.matches(&what).count(), 1, "said once: {err}");
     assert!(err.contains("No such file or directory"), "{err}");
+
+    // An input that opens but cannot be read (a directory) is named too.
+    let out = classifyd()
+        .arg("run")
+        .arg("--input")
+        .arg(tmp.path())
+        .arg("--checkpoint-dir")
+        .arg(tmp.path().join("ck"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let what = format!("cannot read input {}", tmp.path().display());
+    assert_eq!(err.matches(&what).count(), 1, "said once: {err}");
 }
 
 #[test]
