@@ -80,6 +80,16 @@ impl CheckpointDir {
     /// Opens (creating) `dir`.
     pub fn open(dir: impl Into<PathBuf>, keep: usize) -> Result<Self, CheckpointError> {
         let dir = dir.into();
+        if dir.exists() && !dir.is_dir() {
+            // create_dir_all would say only "File exists".
+            return Err(CheckpointError::Io {
+                error: io::Error::new(
+                    io::ErrorKind::NotADirectory,
+                    "not a directory (--checkpoint-dir names a directory)",
+                ),
+                path: dir,
+            });
+        }
         fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         let next_sequence = list(&dir)?.first().map_or(1, |(s, _)| s + 1);
         Ok(CheckpointDir {
@@ -720,6 +730,20 @@ mod tests {
             p.handle(l.as_bytes(), &|| format!("line-{i}"), i as u64);
         }
         p
+    }
+
+    #[test]
+    fn a_checkpoint_dir_that_is_a_file_is_said_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("model");
+        fs::write(&file, b"x").unwrap();
+        let Err(err) = CheckpointDir::open(&file, 3) else {
+            panic!("a file was taken for a checkpoint dir")
+        };
+        let err = err.to_string();
+        assert!(err.contains("not a directory") && err.contains("model"), "{err}");
+        // A directory that does not exist yet is made.
+        assert!(CheckpointDir::open(dir.path().join("new/dir"), 3).is_ok());
     }
 
     #[test]
