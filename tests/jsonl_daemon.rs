@@ -212,32 +212,26 @@ fn a_checkpoint_with_the_old_single_position_resumes_and_is_rekeyed() {
 #[test]
 fn a_missing_input_is_one_clear_error() {
     let tmp = tempfile::tempdir().unwrap();
+    // What `run` says of `input`, which it must refuse.
+    let refused = |input: &Path| {
+        let out = classifyd()
+            .arg("run")
+            .arg("--input")
+            .arg(input)
+            .arg("--checkpoint-dir")
+            .arg(tmp.path().join("ck"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
     let missing = tmp.path().join("no-such.jsonl");
-    let out = classifyd()
-        .arg("run")
-        .arg("--input")
-        .arg(&missing)
-        .arg("--checkpoint-dir")
-        .arg(tmp.path().join("ck"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused(&missing);
     let what = format!("cannot open input {}", missing.display());
     assert_eq!(err.matches(&what).count(), 1, "said once: {err}");
     assert!(err.contains("No such file or directory"), "{err}");
-
     // An input that opens but cannot be read (a directory) is named too.
-    let out = classifyd()
-        .arg("run")
-        .arg("--input")
-        .arg(tmp.path())
-        .arg("--checkpoint-dir")
-        .arg(tmp.path().join("ck"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused(tmp.path());
     let what = format!("cannot read input {}", tmp.path().display());
     assert_eq!(err.matches(&what).count(), 1, "said once: {err}");
 }
