@@ -22,6 +22,7 @@ use crate::message::BadReason;
 use crate::model::weights::WeightsParts;
 use crate::model::{Hyper, HyperChoice, Labels, Model, NaiveBayes, NameSketch, State, Task, Weights};
 use crate::pipeline::{CacheEntry, Counters, FeedbackCache, Pipeline, PipelineConfig};
+use crate::transport::MARK_PREFIX;
 
 /// The generated protobuf types.
 pub mod pb {
@@ -259,7 +260,17 @@ pub fn capture(p: &Pipeline, positions: &BTreeMap<String, u64>) -> pb::Checkpoin
                 .collect(),
             counters: Some(counters_to_pb(&p.counters, &p.cache)),
         }),
-        positions: positions.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        // Marks ride in the positions map under `mark:KEY` (see
+        // `transport::MARK_PREFIX`) and in a field of their own on disk.
+        positions: positions
+            .iter()
+            .filter(|(k, _)| !k.starts_with(MARK_PREFIX))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect(),
+        position_marks: positions
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(MARK_PREFIX)?.to_string(), *v)))
+            .collect(),
         sequence: 0,
     }
 }
@@ -493,7 +504,11 @@ pub fn restore(c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, BTre
         }
     }
     let pipeline = Pipeline::from_parts(model, cfg, progressive, test, published, cache, counters);
-    Ok((pipeline, c.positions.into_iter().collect()))
+    let marks = c
+        .position_marks
+        .into_iter()
+        .map(|(k, v)| (format!("{MARK_PREFIX}{k}"), v));
+    Ok((pipeline, c.positions.into_iter().chain(marks).collect()))
 }
 
 fn features_from_pb(f: &pb::FeatureConfig) -> Result<FeatureConfig, String> {
@@ -756,10 +771,17 @@ mod tests {
             Learner::NaiveBayes,
         ] {
             let p = trained(learner);
-            let positions = BTreeMap::from([("jsonl".to_string(), 5)]);
+            let positions = BTreeMap::from([
+                ("jsonl:00ab".to_string(), 5),
+                (format!("{MARK_PREFIX}jsonl:00ab"), u64::MAX - 3),
+                ("topic/0".to_string(), 9),
+            ]);
             let mut d = CheckpointDir::open(dir.path().join(learner.as_str()), 2).unwrap();
             d.save(&mut capture(&p, &positions)).unwrap();
             let (ckpt, _) = d.load_latest().unwrap().unwrap();
+            // On disk the marks have a field of their own.
+            assert_eq!(ckpt.positions.len(), 2);
+            assert_eq!(ckpt.position_marks["jsonl:00ab"], u64::MAX - 3);
             let (q, pos) = restore(ckpt, PipelineConfig::default()).unwrap();
             assert_eq!(pos, positions);
             assert_eq!(q.model().state(), p.model().state(), "{learner}");

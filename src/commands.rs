@@ -401,7 +401,9 @@ pub struct Inspection {
 }
 
 pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
-    let (pipeline, positions, checkpoint) = load_checkpoint(&args.checkpoint_dir)?;
+    let (pipeline, mut positions, checkpoint) = load_checkpoint(&args.checkpoint_dir)?;
+    // The marks beside the JSON-lines positions are for the reader's check, not for people.
+    positions.retain(|k, _| !k.starts_with(crate::transport::MARK_PREFIX));
     let m = pipeline.model();
     let k = m.labels().len();
     let non_zero = match m.state() {

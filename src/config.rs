@@ -271,6 +271,10 @@ pub struct RunArgs {
     /// JSON-lines input when no brokers: a file, or - for stdin.
     #[arg(long, env = "CLASSIFYD_INPUT", default_value = "-")]
     pub input: String,
+    /// Name the JSON-lines input's position is kept under, instead of its
+    /// first line (for inputs that begin with the same line).
+    #[arg(long, env = "CLASSIFYD_INPUT_NAME")]
+    pub input_name: Option<String>,
     /// Predictions when no brokers: a file (appended), or - for stdout.
     #[arg(long, env = "CLASSIFYD_OUTPUT", default_value = "-")]
     pub output: String,

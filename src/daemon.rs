@@ -20,7 +20,9 @@ use crate::metrics::Telemetry;
 use crate::model::{HyperChoice, Model};
 use crate::pipeline::{Outcome, Pipeline, PipelineConfig};
 use crate::shutdown::Shutdown;
-use crate::transport::{DeadLetterSink, LEGACY_POSITION, LineEvent, LineSource, PredictionSink};
+use crate::transport::{
+    DeadLetterSink, LEGACY_POSITION, LineEvent, LineSource, MARK_PREFIX, PredictionSink, line_mark,
+};
 
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +41,8 @@ pub enum DaemonError {
 #[derive(Clone, Debug)]
 pub struct JsonlSettings {
     pub input: String,
+    /// `--input-name`: keys the input's position instead of its first line.
+    pub input_name: Option<String>,
     pub output: String,
     pub dead_letter: Option<PathBuf>,
     pub checkpoint_dir: Option<PathBuf>,
@@ -116,7 +120,7 @@ pub fn run_jsonl(
     };
     let (mut pipeline, mut positions, resumed_from) =
         load_or_new(dir.as_ref(), &s.features, &s.hyper, s.pipeline.clone())?;
-    let mut source = LineSource::open(&s.input, positions.clone())?;
+    let mut source = LineSource::open(&s.input, positions.clone(), s.input_name.clone())?;
     let mut predictions = PredictionSink::new(crate::transport::open_output(&s.output)?);
     let mut dead = DeadLetterSink::open(s.dead_letter.as_deref())?;
     let mut summary = RunSummary {
@@ -126,6 +130,9 @@ pub fn run_jsonl(
     // This input's position key, known once its first line is read; until
     // then the checkpoints keep the positions they were given.
     let mut input_key: Option<String> = None;
+    // The mark of the last line handled (see `transport::MARK_PREFIX`),
+    // recorded with the position; none until a line is.
+    let mut last_mark: Option<u64> = None;
     let mut last_checkpoint = Instant::now();
     let mut updates_at_checkpoint = pipeline.model().version();
     let name = source.name.clone();
@@ -137,7 +144,7 @@ pub fn run_jsonl(
 
     let mut checkpoint = |pipeline: &Pipeline,
                           positions: &mut BTreeMap<String, u64>,
-                          position: Option<(&str, u64)>,
+                          position: Option<(&str, u64, Option<u64>)>,
                           predictions: &mut PredictionSink,
                           dead: &mut DeadLetterSink|
      -> Result<(), DaemonError> {
@@ -145,8 +152,11 @@ pub fn run_jsonl(
         predictions.flush()?;
         dead.flush()?;
         if let Some(dir) = dir.as_mut() {
-            if let Some((key, next_line)) = position {
+            if let Some((key, next_line, mark)) = position {
                 positions.insert(key.to_string(), next_line);
+                if let Some(mark) = mark {
+                    positions.insert(format!("{MARK_PREFIX}{key}"), mark);
+                }
             }
             let saved = dir
                 .save(&mut checkpoint::capture(pipeline, positions))
@@ -173,7 +183,7 @@ pub fn run_jsonl(
             checkpoint(
                 &pipeline,
                 &mut positions,
-                input_key.as_deref().map(|k| (k, summary.next_line)),
+                input_key.as_deref().map(|k| (k, summary.next_line, last_mark)),
                 &mut predictions,
                 &mut dead,
             )?;
@@ -216,13 +226,14 @@ pub fn run_jsonl(
                 }
                 summary.lines += 1;
                 summary.next_line = number + 1;
+                last_mark = Some(line_mark(&bytes));
             }
         }
     }
     checkpoint(
         &pipeline,
         &mut positions,
-        input_key.as_deref().map(|k| (k, summary.next_line)),
+        input_key.as_deref().map(|k| (k, summary.next_line, last_mark)),
         &mut predictions,
         &mut dead,
     )?;

@@ -86,6 +86,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let settings = daemon::JsonlSettings {
                 input: a.input,
+                input_name: a.input_name,
                 output: a.output,
                 dead_letter: a.dead_letter,
                 checkpoint_dir: a.checkpoint_dir,

@@ -22,6 +22,19 @@ pub const POSITION_PREFIX: &str = "jsonl:";
 /// apart: it held the next line of whatever input the daemon was given.
 pub const LEGACY_POSITION: &str = "jsonl";
 
+/// Beside each JSON-lines position `K` in the positions map, `mark:K`
+/// holds the xxh3-64 of the last line that position covers (the line
+/// before it). An input that begins like another (the same first line, so
+/// the same key) but is not it shows a different line there, and is
+/// refused rather than resumed past lines the model never saw. Checkpoints
+/// keep the marks in a field of their own (`position_marks`).
+pub const MARK_PREFIX: &str = "mark:";
+
+/// The xxh3-64 of a line (without its line end), as marks hold it.
+pub fn line_mark(line: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(line)
+}
+
 /// The checkpoint key of the input whose first line is `first_line`
 /// (without its line end): `jsonl:` and the line's xxh3-64 in hex.
 ///
@@ -35,8 +48,13 @@ pub fn position_key(first_line: &[u8]) -> String {
     format!("{POSITION_PREFIX}{:016x}", xxhash_rust::xxh3::xxh3_64(first_line))
 }
 
-/// Where an input starts, found from its first line among a checkpoint's
-/// positions.
+/// The key of an input named by `--input-name` rather than by its first line.
+pub fn named_key(name: &str) -> String {
+    format!("{POSITION_PREFIX}name:{name}")
+}
+
+/// Where an input starts, found from its first line (or the name it was
+/// given) among a checkpoint's positions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resume {
     /// The input's position key.
@@ -45,21 +63,34 @@ pub struct Resume {
     pub skip: u64,
     /// The position came from an older checkpoint's [`LEGACY_POSITION`].
     pub legacy: bool,
+    /// The mark of line `skip - 1` that the checkpoint holds, if any
+    /// (checkpoints from before marks hold none).
+    pub mark: Option<u64>,
 }
 
 impl Resume {
-    /// The input with first line `first_line`: its own position if the
-    /// checkpoint has one, else the legacy key's (a checkpoint from before
-    /// inputs were told apart is assumed to be of this input, as it was
-    /// then), else its first line.
-    pub fn find(positions: &BTreeMap<String, u64>, first_line: &[u8]) -> Self {
-        let key = position_key(first_line);
+    /// The input with first line `first_line`, or named `name`: its own
+    /// position if the checkpoint has one, else the legacy key's (a
+    /// checkpoint from before inputs were told apart is assumed to be of
+    /// this input, as it was then), else its first line.
+    pub fn find(positions: &BTreeMap<String, u64>, first_line: &[u8], name: Option<&str>) -> Self {
+        let key = name.map_or_else(|| position_key(first_line), named_key);
         let (skip, legacy) = match (positions.get(&key), positions.get(LEGACY_POSITION)) {
             (Some(&n), _) => (n, false),
             (None, Some(&n)) => (n, true),
             (None, None) => (0, false),
         };
-        Resume { key, skip, legacy }
+        let mark = if legacy {
+            None
+        } else {
+            positions.get(&format!("{MARK_PREFIX}{key}")).copied()
+        };
+        Resume {
+            key,
+            skip,
+            legacy,
+            mark,
+        }
     }
 }
 
@@ -101,7 +132,9 @@ impl LineSource {
     /// Opens `input` (a path, or "-" for stdin) and skips the lines that
     /// `positions` (a checkpoint's) hold of it, once its first line shows
     /// which input it is.
-    pub fn open(input: &str, positions: BTreeMap<String, u64>) -> io::Result<Self> {
+    /// `input_name`, if given, keys the input's position instead of its
+    /// first line (`--input-name`).
+    pub fn open(input: &str, positions: BTreeMap<String, u64>, input_name: Option<String>) -> io::Result<Self> {
         let (reader, name): (Box<dyn Read + Send>, String) = if input == "-" {
             (Box::new(io::stdin()), "stdin".to_string())
         } else {
@@ -117,22 +150,36 @@ impl LineSource {
         } else {
             input.to_string()
         };
-        Ok(Self::spawn(reader, positions, name, label))
+        let reading = Reading {
+            positions,
+            label,
+            input_name,
+        };
+        Ok(Self::spawn(reader, reading, name))
     }
 
-    /// Reads lines from any reader (tests use in-memory ones).
-    pub fn from_reader(reader: Box<dyn Read + Send>, positions: BTreeMap<String, u64>, name: String) -> Self {
-        let label = name.clone();
-        Self::spawn(reader, positions, name, label)
+    /// Reads lines from any reader (tests use in-memory ones); `input_name`
+    /// as for [`LineSource::open`].
+    pub fn from_reader(
+        reader: Box<dyn Read + Send>,
+        positions: BTreeMap<String, u64>,
+        name: String,
+        input_name: Option<String>,
+    ) -> Self {
+        let reading = Reading {
+            positions,
+            label: name.clone(),
+            input_name,
+        };
+        Self::spawn(reader, reading, name)
     }
 
-    /// Starts the reader thread; `label` names the input in read errors.
-    fn spawn(reader: Box<dyn Read + Send>, positions: BTreeMap<String, u64>, name: String, label: String) -> Self {
+    fn spawn(reader: Box<dyn Read + Send>, reading: Reading, name: String) -> Self {
         // Up to 64 chunks read ahead.
         let (tx, rx) = mpsc::sync_channel(64);
         std::thread::Builder::new()
             .name("jsonl-reader".into())
-            .spawn(move || read_lines(BufReader::with_capacity(1 << 16, reader), &positions, &label, &tx))
+            .spawn(move || read_lines(BufReader::with_capacity(1 << 16, reader), &reading, &tx))
             // Spawning fails only when the OS is out of threads: nothing sensible to do.
             .expect("cannot spawn the input reader thread");
         LineSource {
@@ -159,24 +206,43 @@ impl LineSource {
     }
 }
 
+/// What the reader thread needs besides its input.
+struct Reading {
+    /// The checkpoint's positions (and marks), to find where the input resumes.
+    positions: BTreeMap<String, u64>,
+    /// The input as the user gave it, for errors.
+    label: String,
+    /// `--input-name`: keys the input instead of its first line.
+    input_name: Option<String>,
+}
+
 /// The reader thread: on the first line, sends where the input resumes
-/// (found in `positions`), then `r`'s lines from there on, in chunks, then
-/// `End` or the error that stopped it (naming the input by `label`);
-/// returns early when the receiver has gone.
-fn read_lines(
-    mut r: BufReader<Box<dyn Read + Send>>,
-    positions: &BTreeMap<String, u64>,
-    label: &str,
-    tx: &mpsc::SyncSender<Vec<LineEvent>>,
-) {
+/// (found in the positions), then `r`'s lines from there on, in chunks,
+/// then `End` or the error that stopped it (naming the input); returns
+/// early when the receiver has gone. An input whose last skipped line is
+/// not the one its mark says the checkpoint learned is refused with an
+/// error: it is another input with the same first line (or name).
+fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &Reading, tx: &mpsc::SyncSender<Vec<LineEvent>>) {
+    let label = &reading.label;
     let mut number = 0u64;
     let mut skip = 0u64;
+    let mut mark = None;
     let mut chunk = Vec::with_capacity(CHUNK_LINES);
     loop {
         let mut buf = Vec::new();
         let last = match r.read_until(b'\n', &mut buf) {
+            Ok(0) if number < skip && mark.is_some() => Some(LineEvent::Error(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "input {label} has {number} lines, but the checkpoint has read {skip} of the input that \
+                     begins like it (the same first line, so the same position key): it is another input, or \
+                     that one cut short. Nothing of it was learned. To learn it beside that input, give it a \
+                     name of its own with --input-name (or give its lines ids)"
+                ),
+            ))),
             Ok(0) => {
                 if number < skip {
+                    // A checkpoint from before marks: the line to check against is not known.
                     tracing::warn!(
                         lines = number,
                         checkpoint_position = skip,
@@ -194,15 +260,28 @@ fn read_lines(
                     }
                 }
                 if number == 0 {
-                    let resume = Resume::find(positions, &buf);
-                    skip = resume.skip;
+                    let resume = Resume::find(&reading.positions, &buf, reading.input_name.as_deref());
+                    (skip, mark) = (resume.skip, resume.mark);
                     chunk.push(LineEvent::Start(resume));
                 }
-                if number >= skip {
-                    chunk.push(LineEvent::Line { number, bytes: buf });
+                if number + 1 == skip && mark.is_some_and(|m| m != line_mark(&buf)) {
+                    Some(LineEvent::Error(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "input {label} is not the input the checkpoint has read {skip} lines of: it begins \
+                             the same (so it has that input's position key), but its line {skip} is not the \
+                             line the checkpoint learned there. Nothing of it was skipped or learned. To \
+                             learn it beside that input, give it a name of its own with --input-name (or \
+                             give its lines ids)"
+                        ),
+                    )))
+                } else {
+                    if number >= skip {
+                        chunk.push(LineEvent::Line { number, bytes: buf });
+                    }
+                    number += 1;
+                    None
                 }
-                number += 1;
-                None
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => Some(LineEvent::Error(io::Error::new(
@@ -347,7 +426,7 @@ mod tests {
 
     fn source_of(text: &str, positions: &[(&str, u64)]) -> LineSource {
         let positions = positions.iter().map(|&(k, v)| (k.to_string(), v)).collect();
-        LineSource::from_reader(Box::new(io::Cursor::new(text.to_string())), positions, "t".into())
+        LineSource::from_reader(Box::new(io::Cursor::new(text.to_string())), positions, "t".into(), None)
     }
 
     #[test]
@@ -361,7 +440,8 @@ mod tests {
             Some(Resume {
                 key,
                 skip: 10,
-                legacy: false
+                legacy: false,
+                mark: None
             })
         );
         assert_eq!(got.len(), 990);
@@ -390,7 +470,8 @@ mod tests {
             Some(Resume {
                 key: kb.clone(),
                 skip: 0,
-                legacy: false
+                legacy: false,
+                mark: None
             })
         );
         assert_eq!(got.len(), 3);
@@ -408,7 +489,8 @@ mod tests {
             Some(Resume {
                 key: ka.clone(),
                 skip: 2,
-                legacy: true
+                legacy: true,
+                mark: None
             })
         );
         assert_eq!(got.len(), 2);
@@ -423,10 +505,62 @@ mod tests {
         assert_eq!(lines_of(&mut source_of("", &[(&ka, 3)])), (None, vec![]));
     }
 
+    /// What `source` sends until its end or its error: the lines, and the error.
+    fn lines_or_error(source: &mut LineSource) -> (Vec<u64>, Option<String>) {
+        let mut lines = Vec::new();
+        loop {
+            match source.next(Duration::from_secs(10)) {
+                Some(LineEvent::Start(_)) => {}
+                Some(LineEvent::Line { number, .. }) => lines.push(number),
+                Some(LineEvent::End) => return (lines, None),
+                Some(LineEvent::Error(e)) => return (lines, Some(e.to_string())),
+                None => panic!("the source went quiet"),
+            }
+        }
+    }
+
+    /// The mark beside a position tells an input from another that begins
+    /// with the same line: the same input (grown, too) resumes, another is
+    /// refused before any of its lines is sent; a name keys an input apart.
+    #[test]
+    fn an_input_that_only_begins_like_the_checkpointed_one_is_refused() {
+        let day1 = "same first\nb\nc\n";
+        let grown = "same first\nb\nc\nd\n";
+        let day2 = "same first\nx\ny\nz\n";
+        let key = position_key(b"same first");
+        let mark_key = format!("{MARK_PREFIX}{key}");
+        let read_3 = [(key.as_str(), 3), (mark_key.as_str(), line_mark(b"c"))];
+        let source = |text: &str, positions: &[(&str, u64)], name: Option<&str>| {
+            let positions = positions.iter().map(|&(k, v)| (k.to_string(), v)).collect();
+            let reader = Box::new(io::Cursor::new(text.to_string()));
+            LineSource::from_reader(reader, positions, "t".into(), name.map(String::from))
+        };
+        assert_eq!(lines_or_error(&mut source(day1, &read_3, None)), (vec![], None));
+        assert_eq!(lines_or_error(&mut source(grown, &read_3, None)), (vec![3], None));
+        let (lines, err) = lines_or_error(&mut source(day2, &read_3, None));
+        assert!(lines.is_empty(), "{lines:?}");
+        let err = err.expect("another input with the same first line is refused");
+        assert!(err.contains("--input-name") && err.contains("line 3"), "{err}");
+        // Named, it has a key of its own: read from its first line.
+        let (lines, err) = lines_or_error(&mut source(day2, &read_3, Some("day2")));
+        assert_eq!((lines, err), (vec![0, 1, 2, 3], None));
+        let (day2_key, day2_mark) = (named_key("day2"), format!("{MARK_PREFIX}{}", named_key("day2")));
+        let positions = [(day2_key.as_str(), 2), (day2_mark.as_str(), line_mark(b"x"))];
+        assert_eq!(
+            lines_or_error(&mut source(day2, &positions, Some("day2"))),
+            (vec![2, 3], None)
+        );
+        // An input shorter than the position, with a mark to check, is refused too.
+        let (lines, err) = lines_or_error(&mut source("same first\nb\n", &read_3, None));
+        assert!(lines.is_empty() && err.is_some_and(|e| e.contains("has 2 lines")));
+        // Without a mark (a checkpoint from before marks), no check, as before.
+        assert_eq!(lines_or_error(&mut source(day2, &read_3[..1], None)), (vec![3], None));
+    }
+
     #[test]
     fn a_lone_line_is_passed_on_without_waiting_for_more() {
         let (reader, mut writer) = io::pipe().unwrap();
-        let mut source = LineSource::from_reader(Box::new(reader), BTreeMap::new(), "pipe".into());
+        let mut source = LineSource::from_reader(Box::new(reader), BTreeMap::new(), "pipe".into(), None);
         writer.write_all(b"{\"text\": \"first\"}\n").unwrap();
         // The writer stays open: a reader holding lines back to fill a chunk
         // would time out here.

@@ -177,6 +177,54 @@ fn each_input_resumes_at_its_own_position() {
     assert_eq!(learned(ck), 650);
 }
 
+/// Another input that begins with the same line as one the checkpoint has
+/// read is refused (its lines are neither skipped nor learned), and is
+/// read from its first line once `--input-name` keys it apart.
+#[test]
+fn an_input_that_only_begins_like_another_is_refused_until_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ck");
+    let lines = sms_lines();
+    let day1 = tmp.path().join("day1.jsonl");
+    let day2 = tmp.path().join("day2.jsonl");
+    fs::write(&day1, lines[..300].join("\n") + "\n").unwrap();
+    let day2_lines = [&lines[..1], &lines[300..700]].concat();
+    fs::write(&day2, day2_lines.join("\n") + "\n").unwrap();
+    run_file(&day1, &dir, &[]);
+
+    let out = classifyd()
+        .arg("run")
+        .arg("--input")
+        .arg(&day2)
+        .arg("--checkpoint-dir")
+        .arg(&dir)
+        .args(model_flags())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "day 2 was taken for day 1");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is not the input the checkpoint has read 300 lines of"),
+        "{err}"
+    );
+    assert!(err.contains("--input-name"), "{err}");
+    assert_eq!(
+        learned(newest_checkpoint(&dir).unwrap()),
+        300,
+        "nothing of day 2 learned"
+    );
+
+    run_file(&day2, &dir, &["--input-name", "day2"]);
+    let ck = newest_checkpoint(&dir).unwrap();
+    assert_eq!(ck.positions.get(&classifyd::transport::named_key("day2")), Some(&401));
+    assert_eq!(ck.positions.get(&position_key(lines[0].as_bytes())), Some(&300));
+    assert_eq!(learned(ck), 701, "day 2 learned whole, once");
+    // Day 1 again, grown by a line: it still resumes, past its own 300 lines.
+    fs::write(&day1, lines[..301].join("\n") + "\n").unwrap();
+    run_file(&day1, &dir, &[]);
+    assert_eq!(learned(newest_checkpoint(&dir).unwrap()), 702);
+}
+
 /// A checkpoint written before positions were kept per input (one "jsonl"
 /// key) resumes the input it is given at that line, as it did then, and
 /// its next checkpoint keeps the position under the input's own key.
@@ -192,6 +240,7 @@ fn a_checkpoint_with_the_old_single_position_resumes_and_is_rekeyed() {
     let mut ckdir = classifyd::checkpoint::CheckpointDir::open(&dir, 3).unwrap();
     let (mut old, _) = ckdir.load_latest().unwrap().unwrap();
     old.positions = [(classifyd::transport::LEGACY_POSITION.to_string(), 300)].into();
+    old.position_marks.clear();
     ckdir.save(&mut old).unwrap();
 
     fs::write(&input, lines[..400].join("\n") + "\n").unwrap();
