@@ -130,9 +130,10 @@ pub fn run_jsonl(
     // This input's position key, known once its first line is read; until
     // then the checkpoints keep the positions they were given.
     let mut input_key: Option<String> = None;
-    // The mark of the last line handled (see `transport::MARK_PREFIX`),
-    // recorded with the position; none until a line is.
-    let mut last_mark: Option<u64> = None;
+    // The last line handled, whose mark (see `transport::MARK_PREFIX`) a
+    // checkpoint records with the position: kept, not hashed, per line;
+    // none until a line is.
+    let mut last_line: Option<Vec<u8>> = None;
     let mut last_checkpoint = Instant::now();
     let mut updates_at_checkpoint = pipeline.model().version();
     let name = source.name.clone();
@@ -183,7 +184,9 @@ pub fn run_jsonl(
             checkpoint(
                 &pipeline,
                 &mut positions,
-                input_key.as_deref().map(|k| (k, summary.next_line, last_mark)),
+                input_key
+                    .as_deref()
+                    .map(|k| (k, summary.next_line, last_line.as_deref().map(line_mark))),
                 &mut predictions,
                 &mut dead,
             )?;
@@ -226,14 +229,16 @@ pub fn run_jsonl(
                 }
                 summary.lines += 1;
                 summary.next_line = number + 1;
-                last_mark = Some(line_mark(&bytes));
+                last_line = Some(bytes);
             }
         }
     }
     checkpoint(
         &pipeline,
         &mut positions,
-        input_key.as_deref().map(|k| (k, summary.next_line, last_mark)),
+        input_key
+            .as_deref()
+            .map(|k| (k, summary.next_line, last_line.as_deref().map(line_mark))),
         &mut predictions,
         &mut dead,
     )?;
