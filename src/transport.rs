@@ -216,6 +216,26 @@ struct Reading {
     input_name: Option<String>,
 }
 
+/// The error for an input that has the position key of one the checkpoint
+/// has read `skip` lines of, but is not it (`why`).
+fn another_input(reading: &Reading, skip: u64, why: &str) -> LineEvent {
+    let (under, remedy) = match &reading.input_name {
+        Some(name) => (format!("the name {name:?}"), "give it another --input-name"),
+        None => (
+            "the same first line".to_string(),
+            "give it a name of its own with --input-name (or give its lines ids)",
+        ),
+    };
+    LineEvent::Error(io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "input {} is not the input the checkpoint has read {skip} lines of under {under}: {why}. Nothing of \
+             it was skipped or learned. To learn it beside that input, {remedy}",
+            reading.label
+        ),
+    ))
+}
+
 /// The reader thread: on the first line, sends where the input resumes
 /// (found in the positions), then `r`'s lines from there on, in chunks,
 /// then `End` or the error that stopped it (naming the input); returns
@@ -231,15 +251,11 @@ fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &Reading, tx: &mp
     loop {
         let mut buf = Vec::new();
         let last = match r.read_until(b'\n', &mut buf) {
-            Ok(0) if number < skip && mark.is_some() => Some(LineEvent::Error(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "input {label} has {number} lines, but the checkpoint has read {skip} of the input that \
-                     begins like it (the same first line, so the same position key): it is another input, or \
-                     that one cut short. Nothing of it was learned. To learn it beside that input, give it a \
-                     name of its own with --input-name (or give its lines ids)"
-                ),
-            ))),
+            Ok(0) if number < skip && mark.is_some() => Some(another_input(
+                reading,
+                skip,
+                &format!("it has only {number} lines (unless that input was cut short)"),
+            )),
             Ok(0) => {
                 if number < skip {
                     // A checkpoint from before marks: the line to check against is not known.
@@ -265,16 +281,11 @@ fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &Reading, tx: &mp
                     chunk.push(LineEvent::Start(resume));
                 }
                 if number + 1 == skip && mark.is_some_and(|m| m != line_mark(&buf)) {
-                    Some(LineEvent::Error(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!(
-                            "input {label} is not the input the checkpoint has read {skip} lines of: it begins \
-                             the same (so it has that input's position key), but its line {skip} is not the \
-                             line the checkpoint learned there. Nothing of it was skipped or learned. To \
-                             learn it beside that input, give it a name of its own with --input-name (or \
-                             give its lines ids)"
-                        ),
-                    )))
+                    Some(another_input(
+                        reading,
+                        skip,
+                        &format!("its line {skip} differs from the one learned there"),
+                    ))
                 } else {
                     if number >= skip {
                         chunk.push(LineEvent::Line { number, bytes: buf });
@@ -552,7 +563,7 @@ mod tests {
         );
         // An input shorter than the position, with a mark to check, is refused too.
         let (lines, err) = lines_or_error(&mut source("same first\nb\n", &read_3, None));
-        assert!(lines.is_empty() && err.is_some_and(|e| e.contains("has 2 lines")));
+        assert!(lines.is_empty() && err.is_some_and(|e| e.contains("only 2 lines")));
         // Without a mark (a checkpoint from before marks), no check, as before.
         assert_eq!(lines_or_error(&mut source(day2, &read_3[..1], None)), (vec![3], None));
     }
