@@ -22,7 +22,7 @@ use crate::message::BadReason;
 use crate::model::weights::WeightsParts;
 use crate::model::{Hyper, HyperChoice, Labels, Model, NaiveBayes, NameSketch, State, Task, Weights};
 use crate::pipeline::{CacheEntry, Counters, FeedbackCache, Pipeline, PipelineConfig};
-use crate::transport::MARK_PREFIX;
+use crate::transport::{MARK_PREFIX, mark_key};
 
 /// The generated protobuf types.
 pub mod pb {
@@ -504,10 +504,7 @@ pub fn restore(c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, BTre
         }
     }
     let pipeline = Pipeline::from_parts(model, cfg, progressive, test, published, cache, counters);
-    let marks = c
-        .position_marks
-        .into_iter()
-        .map(|(k, v)| (format!("{MARK_PREFIX}{k}"), v));
+    let marks = c.position_marks.into_iter().map(|(k, v)| (mark_key(&k), v));
     Ok((pipeline, c.positions.into_iter().chain(marks).collect()))
 }
 
@@ -773,7 +770,7 @@ mod tests {
             let p = trained(learner);
             let positions = BTreeMap::from([
                 ("jsonl:00ab".to_string(), 5),
-                (format!("{MARK_PREFIX}jsonl:00ab"), u64::MAX - 3),
+                (mark_key("jsonl:00ab"), u64::MAX - 3),
                 ("topic/0".to_string(), 9),
             ]);
             let mut d = CheckpointDir::open(dir.path().join(learner.as_str()), 2).unwrap();

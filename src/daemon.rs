@@ -20,9 +20,7 @@ use crate::metrics::Telemetry;
 use crate::model::{HyperChoice, Model};
 use crate::pipeline::{Outcome, Pipeline, PipelineConfig};
 use crate::shutdown::Shutdown;
-use crate::transport::{
-    DeadLetterSink, LEGACY_POSITION, LineEvent, LineSource, MARK_PREFIX, PredictionSink, line_mark,
-};
+use crate::transport::{DeadLetterSink, LEGACY_POSITION, LineEvent, LineSource, PredictionSink, record_position};
 
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -145,7 +143,7 @@ pub fn run_jsonl(
 
     let mut checkpoint = |pipeline: &Pipeline,
                           positions: &mut BTreeMap<String, u64>,
-                          position: Option<(&str, u64, Option<u64>)>,
+                          position: Option<(&str, u64, Option<&[u8]>)>,
                           predictions: &mut PredictionSink,
                           dead: &mut DeadLetterSink|
      -> Result<(), DaemonError> {
@@ -153,11 +151,8 @@ pub fn run_jsonl(
         predictions.flush()?;
         dead.flush()?;
         if let Some(dir) = dir.as_mut() {
-            if let Some((key, next_line, mark)) = position {
-                positions.insert(key.to_string(), next_line);
-                if let Some(mark) = mark {
-                    positions.insert(format!("{MARK_PREFIX}{key}"), mark);
-                }
+            if let Some((key, next_line, last_line)) = position {
+                record_position(positions, key, next_line, last_line);
             }
             let saved = dir
                 .save(&mut checkpoint::capture(pipeline, positions))
@@ -186,7 +181,7 @@ pub fn run_jsonl(
                 &mut positions,
                 input_key
                     .as_deref()
-                    .map(|k| (k, summary.next_line, last_line.as_deref().map(line_mark))),
+                    .map(|k| (k, summary.next_line, last_line.as_deref())),
                 &mut predictions,
                 &mut dead,
             )?;
@@ -238,7 +233,7 @@ pub fn run_jsonl(
         &mut positions,
         input_key
             .as_deref()
-            .map(|k| (k, summary.next_line, last_line.as_deref().map(line_mark))),
+            .map(|k| (k, summary.next_line, last_line.as_deref())),
         &mut predictions,
         &mut dead,
     )?;

@@ -35,6 +35,21 @@ pub fn line_mark(line: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(line)
 }
 
+/// Where the mark beside position `key` is kept in the positions map.
+pub fn mark_key(key: &str) -> String {
+    format!("{MARK_PREFIX}{key}")
+}
+
+/// Records that input `key` is done up to `next_line`, and the mark of the
+/// line before it when this run handled one (`last_line`; else the mark
+/// already there still describes that line).
+pub fn record_position(positions: &mut BTreeMap<String, u64>, key: &str, next_line: u64, last_line: Option<&[u8]>) {
+    positions.insert(key.to_string(), next_line);
+    if let Some(line) = last_line {
+        positions.insert(mark_key(key), line_mark(line));
+    }
+}
+
 /// The checkpoint key of the input whose first line is `first_line`
 /// (without its line end): `jsonl:` and the line's xxh3-64 in hex.
 ///
@@ -83,7 +98,7 @@ impl Resume {
         let mark = if legacy {
             None
         } else {
-            positions.get(&format!("{MARK_PREFIX}{key}")).copied()
+            positions.get(&mark_key(&key)).copied()
         };
         Resume {
             key,
@@ -418,9 +433,12 @@ pub fn dead_letter_record(position: &str, bad: &Bad, raw: &[u8]) -> serde_json::
 mod tests {
     use super::*;
 
-    /// The lines `source` sends until its end, after the one `Start` it
-    /// must send first (returned too).
-    fn lines_of(source: &mut LineSource) -> (Option<Resume>, Vec<(u64, Vec<u8>)>) {
+    /// Line numbers and bytes, as a source sends them.
+    type Lines = Vec<(u64, Vec<u8>)>;
+
+    /// What `source` sends until its end or its error: the one `Start`,
+    /// which must come before any line, the lines, and the error.
+    fn events(source: &mut LineSource) -> (Option<Resume>, Lines, Option<String>) {
         let (mut start, mut out) = (None, Vec::new());
         loop {
             match source.next(Duration::from_secs(10)) {
@@ -429,15 +447,36 @@ mod tests {
                     start = Some(r);
                 }
                 Some(LineEvent::Line { number, bytes }) => out.push((number, bytes)),
-                Some(LineEvent::End) => return (start, out),
-                other => panic!("unexpected {other:?}"),
+                Some(LineEvent::End) => return (start, out, None),
+                Some(LineEvent::Error(e)) => return (start, out, Some(e.to_string())),
+                None => panic!("the source went quiet"),
             }
         }
     }
 
-    fn source_of(text: &str, positions: &[(&str, u64)]) -> LineSource {
+    /// The lines `source` sends until its end, which must come without an
+    /// error, and its `Start`.
+    fn lines_of(source: &mut LineSource) -> (Option<Resume>, Lines) {
+        let (start, lines, error) = events(source);
+        assert_eq!(error, None);
+        (start, lines)
+    }
+
+    /// The numbers of the lines `source` sends, and its error if any.
+    fn lines_or_error(source: &mut LineSource) -> (Vec<u64>, Option<String>) {
+        let (_, lines, error) = events(source);
+        (lines.into_iter().map(|(n, _)| n).collect(), error)
+    }
+
+    /// A source over `text` with a checkpoint's `positions`, named `name` (`--input-name`).
+    fn named_source(text: &str, positions: &[(&str, u64)], name: Option<&str>) -> LineSource {
         let positions = positions.iter().map(|&(k, v)| (k.to_string(), v)).collect();
-        LineSource::from_reader(Box::new(io::Cursor::new(text.to_string())), positions, "t".into(), None)
+        let reader = Box::new(io::Cursor::new(text.to_string()));
+        LineSource::from_reader(reader, positions, "t".into(), name.map(String::from))
+    }
+
+    fn source_of(text: &str, positions: &[(&str, u64)]) -> LineSource {
+        named_source(text, positions, None)
     }
 
     #[test]
@@ -517,19 +556,6 @@ mod tests {
     }
 
     /// What `source` sends until its end or its error: the lines, and the error.
-    fn lines_or_error(source: &mut LineSource) -> (Vec<u64>, Option<String>) {
-        let mut lines = Vec::new();
-        loop {
-            match source.next(Duration::from_secs(10)) {
-                Some(LineEvent::Start(_)) => {}
-                Some(LineEvent::Line { number, .. }) => lines.push(number),
-                Some(LineEvent::End) => return (lines, None),
-                Some(LineEvent::Error(e)) => return (lines, Some(e.to_string())),
-                None => panic!("the source went quiet"),
-            }
-        }
-    }
-
     /// The mark beside a position tells an input from another that begins
     /// with the same line: the same input (grown, too) resumes, another is
     /// refused before any of its lines is sent; a name keys an input apart.
@@ -539,33 +565,31 @@ mod tests {
         let grown = "same first\nb\nc\nd\n";
         let day2 = "same first\nx\ny\nz\n";
         let key = position_key(b"same first");
-        let mark_key = format!("{MARK_PREFIX}{key}");
-        let read_3 = [(key.as_str(), 3), (mark_key.as_str(), line_mark(b"c"))];
-        let source = |text: &str, positions: &[(&str, u64)], name: Option<&str>| {
-            let positions = positions.iter().map(|&(k, v)| (k.to_string(), v)).collect();
-            let reader = Box::new(io::Cursor::new(text.to_string()));
-            LineSource::from_reader(reader, positions, "t".into(), name.map(String::from))
-        };
-        assert_eq!(lines_or_error(&mut source(day1, &read_3, None)), (vec![], None));
-        assert_eq!(lines_or_error(&mut source(grown, &read_3, None)), (vec![3], None));
-        let (lines, err) = lines_or_error(&mut source(day2, &read_3, None));
+        let mark = mark_key(&key);
+        let read_3 = [(key.as_str(), 3), (mark.as_str(), line_mark(b"c"))];
+        assert_eq!(lines_or_error(&mut named_source(day1, &read_3, None)), (vec![], None));
+        assert_eq!(lines_or_error(&mut named_source(grown, &read_3, None)), (vec![3], None));
+        let (lines, err) = lines_or_error(&mut named_source(day2, &read_3, None));
         assert!(lines.is_empty(), "{lines:?}");
         let err = err.expect("another input with the same first line is refused");
         assert!(err.contains("--input-name") && err.contains("line 3"), "{err}");
         // Named, it has a key of its own: read from its first line.
-        let (lines, err) = lines_or_error(&mut source(day2, &read_3, Some("day2")));
+        let (lines, err) = lines_or_error(&mut named_source(day2, &read_3, Some("day2")));
         assert_eq!((lines, err), (vec![0, 1, 2, 3], None));
-        let (day2_key, day2_mark) = (named_key("day2"), format!("{MARK_PREFIX}{}", named_key("day2")));
+        let (day2_key, day2_mark) = (named_key("day2"), mark_key(&named_key("day2")));
         let positions = [(day2_key.as_str(), 2), (day2_mark.as_str(), line_mark(b"x"))];
         assert_eq!(
-            lines_or_error(&mut source(day2, &positions, Some("day2"))),
+            lines_or_error(&mut named_source(day2, &positions, Some("day2"))),
             (vec![2, 3], None)
         );
         // An input shorter than the position, with a mark to check, is refused too.
-        let (lines, err) = lines_or_error(&mut source("same first\nb\n", &read_3, None));
+        let (lines, err) = lines_or_error(&mut named_source("same first\nb\n", &read_3, None));
         assert!(lines.is_empty() && err.is_some_and(|e| e.contains("only 2 lines")));
         // Without a mark (a checkpoint from before marks), no check, as before.
-        assert_eq!(lines_or_error(&mut source(day2, &read_3[..1], None)), (vec![3], None));
+        assert_eq!(
+            lines_or_error(&mut named_source(day2, &read_3[..1], None)),
+            (vec![3], None)
+        );
     }
 
     #[test]
