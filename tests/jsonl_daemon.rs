@@ -12,7 +12,9 @@ mod common;
 
 use classifyd::checkpoint::pb;
 use classifyd::transport::{POSITION_PREFIX, position_key};
-use common::{BIN, data, free_port, http_get, newest_checkpoint, sms_lines, spawn_metrics_daemon, wait_for};
+use common::{
+    BIN, data, free_port, http_get, newest_checkpoint, sms_lines, spawn_metrics_daemon, wait_for, write_lines,
+};
 
 /// Small, fast model flags shared by every run of a test.
 fn model_flags() -> Vec<&'static str> {
@@ -140,7 +142,7 @@ fn each_input_resumes_at_its_own_position() {
     let lines = sms_lines();
     let write = |name: &str, ls: &[String]| {
         let p = tmp.path().join(name);
-        fs::write(&p, ls.join("\n") + "\n").unwrap();
+        write_lines(&p, ls);
         p
     };
     let key = |l: &String| position_key(l.as_bytes());
@@ -159,7 +161,7 @@ fn each_input_resumes_at_its_own_position() {
 
     // Day 1's file grows: its new lines are read, its old ones are not.
     let grown = [&lines[..300], &lines[500..600]].concat();
-    fs::write(&day1, grown.join("\n") + "\n").unwrap();
+    write_lines(&day1, &grown);
     run_file(&day1, &dir, &[]);
     let ck = newest_checkpoint(&dir).unwrap();
     assert_eq!(ck.positions.get(&key(&lines[0])), Some(&400));
@@ -193,9 +195,9 @@ fn an_input_that_only_begins_like_another_is_refused_until_named() {
     let lines = sms_lines();
     let day1 = tmp.path().join("day1.jsonl");
     let day2 = tmp.path().join("day2.jsonl");
-    fs::write(&day1, lines[..300].join("\n") + "\n").unwrap();
+    write_lines(&day1, &lines[..300]);
     let day2_lines = [&lines[..1], &lines[300..700]].concat();
-    fs::write(&day2, day2_lines.join("\n") + "\n").unwrap();
+    write_lines(&day2, &day2_lines);
     run_file(&day1, &dir, &[]);
 
     let out = try_run_file(&day2, &dir, &[]);
@@ -218,7 +220,7 @@ fn an_input_that_only_begins_like_another_is_refused_until_named() {
     assert_eq!(ck.positions.get(&position_key(lines[0].as_bytes())), Some(&300));
     assert_eq!(learned(ck), 701, "day 2 learned whole, once");
     // Day 1 again, grown by a line: it still resumes, past its own 300 lines.
-    fs::write(&day1, lines[..301].join("\n") + "\n").unwrap();
+    write_lines(&day1, &lines[..301]);
     run_file(&day1, &dir, &[]);
     assert_eq!(learned(newest_checkpoint(&dir).unwrap()), 702);
 }
@@ -232,7 +234,7 @@ fn a_checkpoint_with_the_old_single_position_resumes_and_is_rekeyed() {
     let dir = tmp.path().join("ck");
     let lines = sms_lines();
     let input = tmp.path().join("in.jsonl");
-    fs::write(&input, lines[..300].join("\n") + "\n").unwrap();
+    write_lines(&input, &lines[..300]);
     run_file(&input, &dir, &[]);
     // Rewrite the checkpoint as the older build wrote it.
     let mut ckdir = classifyd::checkpoint::CheckpointDir::open(&dir, 3).unwrap();
@@ -241,7 +243,7 @@ fn a_checkpoint_with_the_old_single_position_resumes_and_is_rekeyed() {
     old.position_marks.clear();
     ckdir.save(&mut old).unwrap();
 
-    fs::write(&input, lines[..400].join("\n") + "\n").unwrap();
+    write_lines(&input, &lines[..400]);
     let out = run_file(&input, &dir, &[]);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("predates per-input positions"),
@@ -261,14 +263,7 @@ fn a_missing_input_is_one_clear_error() {
     let tmp = tempfile::tempdir().unwrap();
     // What `run` says of `input`, which it must refuse.
     let refused = |input: &Path| {
-        let out = classifyd()
-            .arg("run")
-            .arg("--input")
-            .arg(input)
-            .arg("--checkpoint-dir")
-            .arg(tmp.path().join("ck"))
-            .output()
-            .unwrap();
+        let out = try_run_file(input, &tmp.path().join("ck"), &[]);
         assert!(!out.status.success());
         String::from_utf8_lossy(&out.stderr).into_owned()
     };

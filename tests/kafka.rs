@@ -4,7 +4,6 @@
 mod common;
 
 use std::collections::{BTreeMap, HashSet};
-use std::fs;
 use std::process::Command;
 use std::time::Duration;
 
@@ -93,7 +92,7 @@ fn end_to_end_predictions_and_progressive_accuracy_match_eval() {
 
     // The progressive accuracy the daemon kept equals `eval` on the same sequence.
     let tmpf = tmp.path().join("seq.jsonl");
-    fs::write(&tmpf, lines.join("\n") + "\n").unwrap();
+    write_lines(&tmpf, &lines);
     let out = Command::new(BIN)
         .args(["eval", "--json", "--bits", "16", "--input"])
         .arg(&tmpf)

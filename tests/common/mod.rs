@@ -38,6 +38,11 @@ pub fn sms_lines() -> Vec<String> {
         .collect()
 }
 
+/// Writes `lines` to `path` as JSON lines (each ended by a newline).
+pub fn write_lines(path: &Path, lines: &[String]) {
+    fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
 /// The SMS slice with every 10th label removed (a prediction request).
 pub fn with_requests(lines: &[String]) -> Vec<String> {
     lines
@@ -293,7 +298,7 @@ pub fn free_port() -> u16 {
 /// the reference a Kafka run over the same sequence must reach.
 pub fn reference_checkpoint(lines: &[String], tmp: &Path) -> pb::Checkpoint {
     let file = tmp.join("seq.jsonl");
-    fs::write(&file, lines.join("\n") + "\n").unwrap();
+    write_lines(&file, lines);
     let reference = tmp.join("reference");
     let st = Command::new(BIN)
         .args(["run", "--bits", "16", "--output", "/dev/null", "--input"])
