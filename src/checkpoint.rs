@@ -81,17 +81,17 @@ impl CheckpointDir {
     /// Opens (creating) `dir`.
     pub fn open(dir: impl Into<PathBuf>, keep: usize) -> Result<Self, CheckpointError> {
         let dir = dir.into();
-        if dir.exists() && !dir.is_dir() {
-            // create_dir_all would say only "File exists".
-            return Err(CheckpointError::Io {
-                error: io::Error::new(
+        fs::create_dir_all(&dir).map_err(|error| {
+            // A file in the way: create_dir_all says only "File exists".
+            let error = match error.kind() {
+                io::ErrorKind::AlreadyExists => io::Error::new(
                     io::ErrorKind::NotADirectory,
                     "not a directory (--checkpoint-dir names a directory)",
                 ),
-                path: dir,
-            });
-        }
-        fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+                _ => error,
+            };
+            io_err(&dir)(error)
+        })?;
         let next_sequence = list(&dir)?.first().map_or(1, |(s, _)| s + 1);
         Ok(CheckpointDir {
             dir,
