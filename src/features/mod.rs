@@ -670,7 +670,7 @@ fn count_into(table: &mut CountTable, buckets: &[u32], value: ValueMode, out: &m
             let mut pos = ((b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize;
             // Stop at the bucket's slot or an empty one (another
             // document's stamp): at most half full, so one is found.
-            let (at, e) = loop {
+            let (at, e, d) = loop {
                 let e = slots[pos & mask];
                 // Zero when the slot holds the bucket; under 2^52 (the
                 // stamps agree) when it holds another of this document's.
@@ -679,12 +679,12 @@ fn count_into(table: &mut CountTable, buckets: &[u32], value: ValueMode, out: &m
                 // whether the bucket was seen.
                 let d = (e & !POSITION) ^ key;
                 if d.wrapping_sub(1) >= (1 << STAMP_SHIFT) - 1 {
-                    break (pos & mask, e);
+                    break (pos & mask, e, d);
                 }
                 pos += 1;
             };
             // All ones when the bucket was seen, else zero.
-            let seen = u64::from(e & !POSITION == key).wrapping_neg();
+            let seen = u64::from(d == 0).wrapping_neg();
             let fresh = key | len as u64;
             slots[at] = (e & seen) | (fresh & !seen);
             idx[len] = b;
