@@ -78,6 +78,7 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     let mut cfg = args.pipeline.settings().map_err(CommandError::Usage)?;
     cfg.defer_test = true;
     cfg.keep_train = args.passes > 1;
+    cfg.name_features = false;
     let path = args.input.display().to_string();
     let file = File::open(&args.input).map_err(io_at(&path))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);

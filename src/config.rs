@@ -243,8 +243,7 @@ impl PipelineArgs {
             cache_entries: self.feedback_cache_entries,
             cache_bytes: self.feedback_cache_bytes,
             cache_ttl_ms: self.feedback_ttl_secs.saturating_mul(1000),
-            defer_test: false,
-            keep_train: false,
+            ..PipelineConfig::default()
         })
     }
 }

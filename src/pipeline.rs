@@ -38,6 +38,10 @@ pub struct PipelineConfig {
     /// Return the features of learned examples marked `"split": "train"`
     /// (for `eval`'s extra passes).
     pub keep_train: bool,
+    /// Keep the model's feature-name sketch (what `inspect` shows) up to
+    /// date. `eval` turns it off: it keeps no model, and the sampled
+    /// documents would be featurized twice and their names allocated.
+    pub name_features: bool,
 }
 
 impl Default for PipelineConfig {
@@ -51,6 +55,7 @@ impl Default for PipelineConfig {
             cache_ttl_ms: 24 * 3600 * 1000,
             defer_test: false,
             keep_train: false,
+            name_features: true,
         }
     }
 }
@@ -575,7 +580,7 @@ impl Pipeline {
     /// names for the sketch when learning and it asks, a raw copy in
     /// `self.raw` when `keep_raw`, then IDF, normalisation and the bias.
     fn finish_features(&mut self, text: &str, learning: bool, keep_raw: bool) {
-        if learning && self.model.sketch_mut().wants_next() {
+        if learning && self.cfg.name_features && self.model.sketch_mut().wants_next() {
             // The same features again, with their names (one document in 64).
             let names = self.prep.featurizer.featurize_raw_named(text, &mut self.x);
             self.model.sketch.observe(names.iter());
@@ -866,6 +871,27 @@ mod tests {
         // A message taken already, or past the end, is blank.
         assert_eq!(batched.handle_prepared(&mut batch, 0, &id0, 0), Outcome::Skipped);
         assert_eq!(batched.handle_prepared(&mut batch, 9, &id0, 0), Outcome::Skipped);
+    }
+
+    /// The name sketch is kept only when asked for, and asking for it
+    /// changes nothing else: the same outcomes and the same predictions.
+    #[test]
+    fn names_are_sketched_only_when_asked_and_change_nothing_else() {
+        let lines: [&[u8]; 3] = [
+            br#"{"text": "win cash prize now", "label": "spam"}"#,
+            br#"{"text": "lunch at noon", "label": "ham"}"#,
+            br#"{"id": "q", "text": "win a free lunch"}"#,
+        ];
+        let mut named = pipeline(PipelineConfig::default());
+        let mut bare = pipeline(PipelineConfig {
+            name_features: false,
+            ..PipelineConfig::default()
+        });
+        for (n, l) in lines.iter().enumerate() {
+            assert_eq!(named.handle(l, &id0, n as u64), bare.handle(l, &id0, n as u64));
+        }
+        assert!(named.model().sketch().len() > 10, "{}", named.model().sketch().len());
+        assert_eq!(bare.model().sketch().len(), 0);
     }
 
     #[test]
