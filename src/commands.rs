@@ -451,21 +451,29 @@ impl Inspection {
         for (key, next) in &self.positions {
             writeln!(out, "  {key}  {next}")?;
         }
+        let task = match self.task {
+            Some(Task::SingleLabel) => "single-label",
+            Some(Task::MultiLabel) => "multi-label",
+            None => "no labels learned yet",
+        };
         writeln!(
             out,
-            "model {} ({:?}), version {} (examples learned), {} labels",
+            "model {} ({task}), version {} (examples learned), {} labels",
             self.model.learner,
-            self.task,
             self.version,
             self.labels.len()
         )?;
+        let chars = match self.features.char_ngrams {
+            Some((lo, hi)) => format!("{lo}-{hi} of the first {} bytes", self.features.char_prefix_bytes),
+            None => "off".into(),
+        };
         writeln!(
             out,
-            "features: {} bits, word n-grams up to {}, char n-grams {:?}, {} values, normalised {}",
+            "features: {} bits, word n-grams up to {}, char n-grams {chars}, {} values, idf {}, normalised {}",
             self.features.bits,
             self.features.word_ngrams,
-            self.features.char_ngrams,
             self.features.value,
+            self.features.idf,
             self.features.normalize
         )?;
         writeln!(

@@ -445,7 +445,12 @@ fn predict_and_inspect_read_the_checkpoint() {
         .arg(&dir)
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&text.stdout).contains(&format!("  {key}  1000\n")));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains(&format!("  {key}  1000\n")));
+    // Said in words, not in Rust's debug notation.
+    assert!(text.contains("model logistic (single-label), version 1000"), "{text}");
+    assert!(text.contains("char n-grams 3-4 of the first 3000 bytes"), "{text}");
+    assert!(!text.contains("Some("), "{text}");
     let top = v["top_features"].as_array().unwrap();
     assert_eq!(top.len(), 2);
     // Some of the strongest features have readable names from the sketch.
