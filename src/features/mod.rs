@@ -268,6 +268,16 @@ pub fn bias_bucket(cfg: &FeatureConfig) -> u32 {
     (xxh3_64_with_seed(b"<s>", cfg.seed ^ NS_BIAS) & mask(cfg)) as u32
 }
 
+/// Where the character n-grams' window of `text` ends: at most
+/// `char_prefix_bytes`, on a char boundary.
+fn char_prefix_end(text: &str, cfg: &FeatureConfig) -> usize {
+    let mut end = text.len().min(cfg.char_prefix_bytes);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    end
+}
+
 #[inline]
 fn mask(cfg: &FeatureConfig) -> u64 {
     (1u64 << cfg.bits) - 1
@@ -406,10 +416,31 @@ impl Featurizer {
         self.bias
     }
 
+    /// The document's buckets into `self.buckets` (cleared first), and
+    /// with `named` each one's feature name.
     fn extract(&mut self, text: &str, named: bool) {
+        let mut buckets = std::mem::take(&mut self.buckets);
+        buckets.clear();
+        let chars_from = self.extract_into(text, named, &mut buckets);
+        self.buckets = buckets;
+        if named {
+            if self.cfg.word_ngrams > 0 {
+                self.name_word_ngrams();
+            }
+            if let Some((lo, hi)) = self.cfg.char_ngrams {
+                let end = char_prefix_end(text, &self.cfg);
+                self.name_char_ngrams(chars_from, lo, hi, &text[..end]);
+            }
+        }
+    }
+
+    /// Appends the document's buckets, repeats and all, to `out` (words
+    /// and word n-grams, then character n-grams); with `named`, also keeps
+    /// the tokens' text for [`Featurizer::name_word_ngrams`]. Returns
+    /// where in `out` the character n-grams begin.
+    fn extract_into(&mut self, text: &str, named: bool, out: &mut Vec<u32>) -> usize {
         let cfg = &{ self.cfg };
         let m = mask(cfg);
-        self.buckets.clear();
         self.token_hashes.clear();
         let seed = cfg.seed;
         if cfg.word_ngrams > 0 {
@@ -427,26 +458,22 @@ impl Featurizer {
                 }
             });
             let n = self.token_hashes.len();
+            out.reserve(n * cfg.word_ngrams as usize);
             for i in 0..n {
                 let mut h = self.token_hashes[i];
-                self.buckets.push((h & m) as u32);
+                out.push((h & m) as u32);
                 for len in 2..=cfg.word_ngrams as usize {
                     if i + len > n {
                         break;
                     }
                     h = combine(h, self.token_hashes[i + len - 1]);
-                    self.buckets.push((h & m) as u32);
+                    out.push((h & m) as u32);
                 }
             }
-            if named {
-                self.name_word_ngrams();
-            }
         }
+        let chars_from = out.len();
         if let Some((lo, hi)) = cfg.char_ngrams {
-            let mut end = text.len().min(cfg.char_prefix_bytes);
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
+            let end = char_prefix_end(text, cfg);
             let window: &str = if cfg.char_lowercase {
                 self.lower.clear();
                 self.lower.push_str(&text[..end]);
@@ -456,10 +483,9 @@ impl Featurizer {
                 &text[..end]
             };
             let bytes = window.as_bytes();
-            let first = self.buckets.len();
             let short = ShortHash::new(seed ^ NS_CHAR);
             if window.is_ascii() {
-                let buckets = &mut self.buckets;
+                let buckets = &mut *out;
                 for n in lo as usize..=hi as usize {
                     let grams = bytes.windows(n);
                     buckets.reserve(grams.len());
@@ -481,14 +507,12 @@ impl Featurizer {
                         // Most grams of a mostly-ASCII text are 3 or 4 bytes
                         // long, and take the short formulas.
                         let piece = &bytes[self.char_offsets[start]..self.char_offsets[start + n]];
-                        self.buckets.push((short.hash(piece) & m) as u32);
+                        out.push((short.hash(piece) & m) as u32);
                     }
                 }
             }
-            if named {
-                self.name_char_ngrams(first, lo, hi, &text[..end]);
-            }
         }
+        chars_from
     }
 
     /// Pairs each word n-gram bucket with its text ("free entry"): the
@@ -540,15 +564,9 @@ impl Featurizer {
     /// to `out`: the hashing half of [`Featurizer::featurize_raw`] (the rest
     /// is [`Featurizer::count_buckets`]), so the two can run on different threads.
     pub fn hash_buckets(&mut self, text: &str, out: &mut Vec<u32>) {
-        self.extract(text, false);
-        if out.is_empty() {
-            // The daemons' one message at a time, and each batch's first:
-            // hand the buffer over (keeping `out`'s for the next document)
-            // rather than copy it.
-            std::mem::swap(&mut self.buckets, out);
-        } else {
-            out.extend_from_slice(&self.buckets);
-        }
+        // Straight into `out`: a batch's buckets are not copied there
+        // from a buffer of the featurizer's.
+        self.extract_into(text, false, out);
     }
 
     /// The raw vector of buckets from [`Featurizer::hash_buckets`]: repeats
