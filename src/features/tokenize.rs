@@ -477,10 +477,43 @@ fn push_lower(s: &str, out: &mut String) {
         out.push_str(s);
         out[start..].make_ascii_lowercase();
     } else {
+        let table = two_byte_lower();
         for c in s.chars() {
-            out.extend(c.to_lowercase());
+            let u = c as u32;
+            let single = match u {
+                0..0x800 => char::from_u32(table[u as usize] as u32),
+                // No case, and most of CJK text.
+                0x4E00..=0x9FFF => Some(c),
+                _ => None,
+            };
+            match single {
+                Some(l) => out.push(l),
+                None => out.extend(c.to_lowercase()),
+            }
         }
     }
+}
+
+/// `c.to_lowercase()` of every char under U+0800 whose lowercase is one
+/// char, itself under U+0800 (all but U+0130, 'İ'), else 0xD800, a
+/// surrogate, which no char is: the standard library searches its tables char by
+/// char (lowercasing was a quarter of an `eval` of Cyrillic text). Built
+/// on first use; `tests::push_lower_is_to_lowercase` checks every char.
+fn two_byte_lower() -> &'static [u16; 0x800] {
+    static TABLE: std::sync::OnceLock<[u16; 0x800]> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = [0xD800u16; 0x800];
+        for (u, slot) in t.iter_mut().enumerate() {
+            let Some(c) = char::from_u32(u as u32) else { continue };
+            let mut lower = c.to_lowercase();
+            if let (Some(l), None) = (lower.next(), lower.next())
+                && (l as u32) < 0x800
+            {
+                *slot = l as u16;
+            }
+        }
+        t
+    })
 }
 
 /// End of the whitespace-delimited chunk starting at `i`.
@@ -559,6 +592,16 @@ fn email_end(bytes: &[u8], i: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn push_lower_is_to_lowercase() {
+        let mut out = String::new();
+        for c in (0x80..=0x10FFFFu32).filter_map(char::from_u32) {
+            out.clear();
+            push_lower(c.encode_utf8(&mut [0; 4]), &mut out);
+            assert_eq!(out, c.to_lowercase().collect::<String>(), "U+{:04X}", c as u32);
+        }
+    }
 
     #[test]
     fn is_alnum_is_is_alphanumeric() {
