@@ -86,6 +86,25 @@ fn featurize(c: &mut Criterion) {
     g.finish();
 }
 
+/// `text` with its ASCII letters mapped to the 26 chars from `first` on
+/// (capitals to their uppercase, where the script has one).
+fn transliterate(text: &str, first: char) -> String {
+    text.chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' => {
+                let k = (c.to_ascii_lowercase() as u32) - ('a' as u32);
+                let m = char::from_u32(first as u32 + k).unwrap_or(c);
+                if c.is_ascii_uppercase() {
+                    m.to_uppercase().next().unwrap_or(m)
+                } else {
+                    m
+                }
+            }
+            _ => c,
+        })
+        .collect()
+}
+
 /// The front stages one at a time, with VW's features (words and word
 /// bigrams, 2^20 buckets), in message-text bytes per second (JSON line
 /// bytes for parsing): where `eval`'s reader thread spends its time.
@@ -116,6 +135,23 @@ fn stages(c: &mut Criterion) {
             n
         })
     });
+    // The same messages in other scripts (ASCII letters mapped one to one),
+    // where the tokenizer leaves its ASCII fast path: Cyrillic (two-byte
+    // UTF-8, lowercased by table) and CJK ideographs (three bytes, no case).
+    for (script, first) in [("cyrillic", 'а'), ("cjk", '\u{4E00}')] {
+        let mapped: Vec<String> = msgs.iter().map(|(t, _)| transliterate(t, first)).collect();
+        g.throughput(Throughput::Bytes(mapped.iter().map(|t| t.len() as u64).sum()));
+        g.bench_function(format!("tokenize/{script}"), |b| {
+            b.iter(|| {
+                let mut n = 0;
+                for t in &mapped {
+                    tokenize(t, &mut scratch, |tok| n += tok.len());
+                }
+                n
+            })
+        });
+    }
+    g.throughput(Throughput::Bytes(bytes as u64));
     let mut f = Featurizer::new(cfg);
     let mut buckets = Vec::new();
     g.bench_function("tokenize+hash", |b| {
