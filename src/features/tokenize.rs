@@ -372,12 +372,25 @@ fn word_end(text: &str, start: usize) -> (usize, bool) {
             }
             return (i, high);
         }
-        let c = char_at(text, i);
-        if !is_alnum(c) {
-            return (i, high);
+        // A run of non-ASCII chars, without the ASCII tests per char.
+        while i < n && bytes[i] >= 0x80 {
+            let (alnum, len) = match (bytes[i], bytes.get(i + 1)) {
+                // Two bytes (U+0080-U+07FF: Latin-1 to Arabic), decoded here.
+                (lead @ 0xC0..0xE0, Some(&cont)) => {
+                    let u = ((lead & 0x1F) as u32) << 6 | (cont & 0x3F) as u32;
+                    (two_byte_alnum()[(u >> 6) as usize] >> (u & 63) & 1 != 0, 2)
+                }
+                _ => {
+                    let c = char_at(text, i);
+                    (is_alnum(c), c.len_utf8())
+                }
+            };
+            if !alnum {
+                return (i, high);
+            }
+            high = true;
+            i += len;
         }
-        high = true;
-        i += c.len_utf8();
     }
 }
 
