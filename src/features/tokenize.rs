@@ -378,7 +378,7 @@ fn word_end(text: &str, start: usize) -> (usize, bool) {
                 // Two bytes (U+0080-U+07FF: Latin-1 to Arabic), decoded here.
                 (lead @ 0xC0..0xE0, Some(&cont)) => {
                     let u = ((lead & 0x1F) as u32) << 6 | (cont & 0x3F) as u32;
-                    (two_byte_alnum()[(u >> 6) as usize] >> (u & 63) & 1 != 0, 2)
+                    (is_alnum_below_800(u), 2)
                 }
                 _ => {
                     let c = char_at(text, i);
@@ -424,17 +424,23 @@ fn url_may_start(b: u8) -> bool {
 /// `c.is_alphanumeric()`, by a bit table for the two-byte UTF-8 range
 /// (Latin-1 and Latin Extended, Greek, Cyrillic, Armenian, Hebrew, Arabic,
 /// ...) and a range test for the CJK Unified Ideographs, where the standard
-/// library searches its tables char by char (`alphabetic::lookup_slow` was
-/// a ninth of tokenizing SpamAssassin, whose text is 0.4 % non-ASCII).
+/// library searches its tables char by char (its lookups took 9 % of
+/// tokenizing SpamAssassin, whose text is 0.4 % non-ASCII).
 /// `tests::is_alnum_is_is_alphanumeric` checks every char.
 #[inline]
 fn is_alnum(c: char) -> bool {
     let u = c as u32;
     if u < 0x800 {
-        return two_byte_alnum()[(u >> 6) as usize] >> (u & 63) & 1 != 0;
+        return is_alnum_below_800(u);
     }
     // Every code point of the block is an ideograph (Unicode 14 filled it).
     (0x4E00..=0x9FFF).contains(&u) || c.is_alphanumeric()
+}
+
+/// Whether the char `u` (under U+0800) is alphanumeric, from the table.
+#[inline]
+fn is_alnum_below_800(u: u32) -> bool {
+    two_byte_alnum()[(u >> 6) as usize] >> (u & 63) & 1 != 0
 }
 
 /// Bit `u % 64` of word `u / 64`: whether char `u` (under U+0800) is
