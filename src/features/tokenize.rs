@@ -445,6 +445,7 @@ fn is_alnum_below_800(u: u32) -> bool {
 
 /// Bit `u % 64` of word `u / 64`: whether char `u` (under U+0800) is
 /// alphanumeric. Built on first use, from the standard library's answer.
+#[inline]
 fn two_byte_alnum() -> &'static [u64; 32] {
     static TABLE: std::sync::OnceLock<[u64; 32]> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
