@@ -516,9 +516,9 @@ fn push_lower(s: &str, out: &mut String) {
 
 /// `c.to_lowercase()` of every char under U+0800 whose lowercase is one
 /// char, itself under U+0800 (all but U+0130, 'İ'), else 0xD800, a
-/// surrogate, which no char is: the standard library searches its tables char by
-/// char (lowercasing was a quarter of an `eval` of Cyrillic text). Built
-/// on first use; `tests::push_lower_is_to_lowercase` checks every char.
+/// surrogate, which no char is: the standard library searches its tables
+/// char by char (lowercasing was a quarter of an `eval` of Cyrillic text).
+/// Built on first use; `tests::push_lower_is_to_lowercase` checks every char.
 fn two_byte_lower() -> &'static [u16; 0x800] {
     static TABLE: std::sync::OnceLock<[u16; 0x800]> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
