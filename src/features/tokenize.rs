@@ -372,15 +372,13 @@ fn word_end(text: &str, start: usize) -> (usize, bool) {
             }
             return (i, high);
         }
-        // A run of non-ASCII chars, without the ASCII tests per char.
+        // A run of non-ASCII chars, without the ASCII tests per char; a
+        // two-byte one (most chars of alphabetic scripts) without making
+        // a `char` of it either.
         while i < n && bytes[i] >= 0x80 {
-            let (alnum, len) = match (bytes[i], bytes.get(i + 1)) {
-                // Two bytes (U+0080-U+07FF: Latin-1 to Arabic), decoded here.
-                (lead @ 0xC0..0xE0, Some(&cont)) => {
-                    let u = ((lead & 0x1F) as u32) << 6 | (cont & 0x3F) as u32;
-                    (is_alnum_below_800(u), 2)
-                }
-                _ => {
+            let (alnum, len) = match two_byte_at(bytes, i) {
+                Some(u) => (two_byte().is_alnum(u), 2),
+                None => {
                     let c = char_at(text, i);
                     (is_alnum(c), c.len_utf8())
                 }
@@ -421,50 +419,92 @@ fn url_may_start(b: u8) -> bool {
     matches!(b, b'h' | b'H' | b'w' | b'W')
 }
 
-/// `c.is_alphanumeric()`, by a bit table for the two-byte UTF-8 range
-/// (Latin-1 and Latin Extended, Greek, Cyrillic, Armenian, Hebrew, Arabic,
-/// ...) and a range test for the CJK Unified Ideographs, where the standard
-/// library searches its tables char by char (its lookups took 9 % of
-/// tokenizing SpamAssassin, whose text is 0.4 % non-ASCII).
+/// The CJK Unified Ideographs: every code point is a letter without case
+/// (Unicode 14 filled the block), and most of CJK text.
+const CJK_IDEOGRAPHS: std::ops::RangeInclusive<u32> = 0x4E00..=0x9FFF;
+
+/// `c.is_alphanumeric()`, from [`two_byte`]'s table for chars under U+0800
+/// and a range test for [`CJK_IDEOGRAPHS`], where the standard library
+/// searches its tables char by char (its lookups took 9 % of tokenizing
+/// SpamAssassin, whose text is 0.4 % non-ASCII).
 /// `tests::is_alnum_is_is_alphanumeric` checks every char.
 #[inline]
 fn is_alnum(c: char) -> bool {
     let u = c as u32;
     if u < 0x800 {
-        return is_alnum_below_800(u);
+        return two_byte().is_alnum(u);
     }
-    // Every code point of the block is an ideograph (Unicode 14 filled it).
-    (0x4E00..=0x9FFF).contains(&u) || c.is_alphanumeric()
+    CJK_IDEOGRAPHS.contains(&u) || c.is_alphanumeric()
 }
 
-/// Whether the char `u` (under U+0800) is alphanumeric, from the table.
-#[inline]
-fn is_alnum_below_800(u: u32) -> bool {
-    two_byte_alnum()[(u >> 6) as usize] >> (u & 63) & 1 != 0
+/// The chars under U+0800 (two bytes in UTF-8: Latin-1 and Latin Extended,
+/// Greek, Cyrillic, Armenian, Hebrew, Arabic, ...), looked up rather than
+/// searched for in the standard library's Unicode tables.
+struct TwoByte {
+    /// Bit `u % 64` of word `u / 64`: whether char `u` is alphanumeric.
+    alnum: [u64; 32],
+    /// `char::to_lowercase` of char `u` where that is one char, itself
+    /// under U+0800 (all but U+0130, 'İ'), else 0xD800, a surrogate, which
+    /// no char is (lowercasing was a quarter of an `eval` of Cyrillic text).
+    lower: [u16; 0x800],
 }
 
-/// Bit `u % 64` of word `u / 64`: whether char `u` (under U+0800) is
-/// alphanumeric. Built on first use, from the standard library's answer.
+impl TwoByte {
+    /// Whether char `u` (under U+0800) is alphanumeric.
+    #[inline]
+    fn is_alnum(&self, u: u32) -> bool {
+        self.alnum[(u >> 6) as usize] >> (u & 63) & 1 != 0
+    }
+}
+
+/// [`TwoByte`], built on first use from the standard library's answers;
+/// `tests::push_lower_is_to_lowercase` and `tests::is_alnum_is_is_alphanumeric`
+/// check every char against them.
 #[inline]
-fn two_byte_alnum() -> &'static [u64; 32] {
-    static TABLE: std::sync::OnceLock<[u64; 32]> = std::sync::OnceLock::new();
+fn two_byte() -> &'static TwoByte {
+    static TABLE: std::sync::OnceLock<TwoByte> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut t = [0u64; 32];
-        for u in 0..0x800u32 {
-            if char::from_u32(u).is_some_and(char::is_alphanumeric) {
-                t[(u >> 6) as usize] |= 1 << (u & 63);
+        let mut t = TwoByte {
+            alnum: [0; 32],
+            lower: [0xD800; 0x800],
+        };
+        for c in (0..0x800u32).filter_map(char::from_u32) {
+            let u = c as usize;
+            if c.is_alphanumeric() {
+                t.alnum[u >> 6] |= 1 << (u & 63);
+            }
+            let mut lower = c.to_lowercase();
+            if let (Some(l), None) = (lower.next(), lower.next())
+                && (l as u32) < 0x800
+            {
+                t.lower[u] = l as u16;
             }
         }
         t
     })
 }
 
+/// The code point of the two-byte char (U+0080-U+07FF) at byte `i`, a
+/// char boundary, if that is what starts there: most of the non-ASCII
+/// chars of alphabetic scripts, decoded here rather than by `chars()`.
+#[inline(always)]
+fn two_byte_at(bytes: &[u8], i: usize) -> Option<u32> {
+    match (bytes[i], bytes.get(i + 1)) {
+        (lead @ 0xC0..0xE0, Some(&cont)) => Some(((lead & 0x1F) as u32) << 6 | (cont & 0x3F) as u32),
+        _ => None,
+    }
+}
+
 /// The char starting at byte `i`, which must be a char boundary.
 #[inline]
 fn char_at(text: &str, i: usize) -> char {
-    let b = text.as_bytes()[i];
+    let bytes = text.as_bytes();
+    let b = bytes[i];
     if b < 0x80 {
         return b as char;
+    }
+    if let Some(c) = two_byte_at(bytes, i).and_then(char::from_u32) {
+        return c;
     }
     // `i` is always a char boundary: callers only advance by whole chars.
     text[i..].chars().next().unwrap_or('\u{FFFD}')
@@ -497,13 +537,12 @@ fn push_lower(s: &str, out: &mut String) {
         out.push_str(s);
         out[start..].make_ascii_lowercase();
     } else {
-        let table = two_byte_lower();
+        let table = &two_byte().lower;
         for c in s.chars() {
             let u = c as u32;
             let single = match u {
                 0..0x800 => char::from_u32(table[u as usize] as u32),
-                // No case, and most of CJK text.
-                0x4E00..=0x9FFF => Some(c),
+                _ if CJK_IDEOGRAPHS.contains(&u) => Some(c),
                 _ => None,
             };
             match single {
@@ -512,28 +551,6 @@ fn push_lower(s: &str, out: &mut String) {
             }
         }
     }
-}
-
-/// `c.to_lowercase()` of every char under U+0800 whose lowercase is one
-/// char, itself under U+0800 (all but U+0130, 'İ'), else 0xD800, a
-/// surrogate, which no char is: the standard library searches its tables
-/// char by char (lowercasing was a quarter of an `eval` of Cyrillic text).
-/// Built on first use; `tests::push_lower_is_to_lowercase` checks every char.
-fn two_byte_lower() -> &'static [u16; 0x800] {
-    static TABLE: std::sync::OnceLock<[u16; 0x800]> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| {
-        let mut t = [0xD800u16; 0x800];
-        for (u, slot) in t.iter_mut().enumerate() {
-            let Some(c) = char::from_u32(u as u32) else { continue };
-            let mut lower = c.to_lowercase();
-            if let (Some(l), None) = (lower.next(), lower.next())
-                && (l as u32) < 0x800
-            {
-                *slot = l as u16;
-            }
-        }
-        t
-    })
 }
 
 /// End of the whitespace-delimited chunk starting at `i`.
