@@ -424,9 +424,8 @@ impl Featurizer {
         let chars_from = self.extract_into(text, named, &mut buckets);
         self.buckets = buckets;
         if named {
-            if self.cfg.word_ngrams > 0 {
-                self.name_word_ngrams();
-            }
+            // Without word n-grams no token was kept, and this names none.
+            self.name_word_ngrams();
             if let Some((lo, hi)) = self.cfg.char_ngrams {
                 let end = char_prefix_end(text, &self.cfg);
                 self.name_char_ngrams(chars_from, lo, hi, &text[..end]);
