@@ -517,10 +517,12 @@ fn is_kept_symbol(c: char) -> bool {
     matches!(
         c,
         '!' | '?' | '$' | '£' | '€' | '¥' | '%' | '&' | '*' | '+' | '#' | '@' | '=' | '<' | '>'
-    ) || (!c.is_ascii() && !is_alnum(c) && !c.is_whitespace() && is_currency_or_symbol(c))
+    ) || (is_currency_or_symbol(c) && !is_alnum(c) && !c.is_whitespace())
 }
 
-/// Non-ASCII symbols that are not letters or marks: emoji, currency, arrows.
+/// Non-ASCII symbols: emoji, currency, arrows, by range alone (the few
+/// letters in these ranges, such as the circled 'ⓐ', are ruled out by
+/// [`is_kept_symbol`], which asks this first, as it is the cheaper test).
 #[inline]
 fn is_currency_or_symbol(c: char) -> bool {
     let u = c as u32;
@@ -637,6 +639,16 @@ mod tests {
             out.clear();
             push_lower(c.encode_utf8(&mut [0; 4]), &mut out);
             assert_eq!(out, c.to_lowercase().collect::<String>(), "U+{:04X}", c as u32);
+        }
+    }
+
+    #[test]
+    fn kept_symbols_are_symbols_not_letters() {
+        for c in ['!', '$', '£', '€', '→', '✓', '😀'] {
+            assert!(is_kept_symbol(c), "{c}");
+        }
+        for c in ['a', '.', '’', 'é', 'ж', '\u{2003}', 'ⓐ', 'Ⓐ'] {
+            assert!(!is_kept_symbol(c), "{c}");
         }
     }
 
