@@ -16,7 +16,7 @@ use crate::eval::Report;
 use crate::features::{FeatureConfig, SparseVec};
 use crate::model::{Hyper, Model, State, Task};
 use crate::pipeline::{Outcome, Pipeline, PipelineConfig, Prepared, Preparer};
-use crate::transport::{DeadLetterSink, PredictionSink, open_output};
+use crate::transport::sinks::{DeadLetterSink, PredictionSink, open_output};
 
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]
@@ -404,7 +404,7 @@ pub struct Inspection {
 pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
     let (pipeline, mut positions, checkpoint) = load_checkpoint(&args.checkpoint_dir)?;
     // The marks beside the JSON-lines positions are for the reader's check, not for people.
-    positions.retain(|k, _| !k.starts_with(crate::transport::MARK_PREFIX));
+    positions.retain(|k, _| !k.starts_with(crate::checkpoint::MARK_PREFIX));
     let m = pipeline.model();
     let k = m.labels().len();
     let non_zero = match m.state() {

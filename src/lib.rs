@@ -11,26 +11,26 @@
 //!   Bayes; one-vs-rest multi-label) and the lazily averaged weights.
 //! - [`eval`]: progressive (test-then-train) metrics.
 //! - [`pipeline`]: one message in, one outcome out; the late-label join cache.
-//! - [`checkpoint`]: protobuf checkpoints, atomic and checksummed.
-//! - [`transport`]: the JSON-lines source and sinks.
-//! - [`daemon`]: `classifyd run` on JSON lines.
-//! - [`kafka`]: `classifyd run --brokers`: the Kafka transport, exactly-once
-//!   learning through checkpointed offsets.
+//! - [`checkpoint`]: protobuf checkpoints, atomic and checksummed, with
+//!   the input positions they cover.
+//! - [`transport`]: `classifyd run` on JSON lines ([`transport::jsonl`]) and
+//!   on Kafka ([`transport::kafka`], exactly-once learning through
+//!   checkpointed offsets), and what both need to run.
 //! - [`commands`]: `eval`, `predict`, `inspect`.
 //! - [`plot`]: the learning-curve SVG of `eval --plot`.
 //! - [`metrics`]: the Prometheus endpoint, `/healthz` and `/readyz`.
 //! - [`shutdown`]: SIGTERM/SIGINT handling.
+//! - [`clock`]: the wall clock in the pipeline's unit.
 //! - [`demo`]: `classifyd demo-produce`, a labeled stream with late feedback.
 
 pub mod checkpoint;
+pub mod clock;
 pub mod commands;
 pub mod config;
-pub mod daemon;
 pub mod demo;
 pub mod eval;
 pub mod features;
 pub mod hugepages;
-pub mod kafka;
 pub mod message;
 pub mod metrics;
 pub mod model;

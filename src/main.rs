@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use classifyd::config::properties::properties;
 use classifyd::config::{self, Cli, Command};
-use classifyd::{commands, daemon, kafka, shutdown::Shutdown};
+use classifyd::transport::{jsonl, kafka};
+use classifyd::{commands, shutdown::Shutdown};
 
 /// mimalloc: far fewer page faults than glibc's heap on the per-message
 /// allocations (Cargo.toml says what it measured).
@@ -65,8 +67,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     output_topic: a.output_topic,
                     dead_letter_topic: a.dead_letter_topic,
                     group_id: a.group_id,
-                    properties: kafka::properties(&a.kafka_property, std::env::vars_os())
-                        .map_err(anyhow::Error::msg)?,
+                    properties: properties(&a.kafka_property, std::env::vars_os()).map_err(anyhow::Error::msg)?,
                     checkpoint_dir,
                     checkpoint_interval: Duration::from_secs(a.checkpoint_interval_secs.max(1)),
                     checkpoint_every_updates: a.checkpoint_every_updates,
@@ -84,7 +85,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 rt.block_on(kafka::run(&settings, &shutdown, telemetry.as_ref()))?;
                 return Ok(());
             }
-            let settings = daemon::JsonlSettings {
+            let settings = jsonl::JsonlSettings {
                 input: a.input,
                 input_name: a.input_name,
                 output: a.output,
@@ -97,7 +98,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 hyper,
                 pipeline,
             };
-            daemon::run_jsonl(&settings, &shutdown, telemetry.as_ref())?;
+            jsonl::run_jsonl(&settings, &shutdown, telemetry.as_ref())?;
         }
         Command::Eval(a) => {
             let (result, _) = commands::eval(&a)?;
@@ -127,7 +128,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 holdback_every: a.holdback_every,
                 feedback_delay: a.feedback_delay,
                 repeat: a.repeat,
-                properties: kafka::properties(&a.kafka_property, std::env::vars_os()).map_err(anyhow::Error::msg)?,
+                properties: properties(&a.kafka_property, std::env::vars_os()).map_err(anyhow::Error::msg)?,
             };
             let (sent, labels) = classifyd::demo::run(&s, &shutdown).map_err(anyhow::Error::msg)?;
             tracing::info!(sent, labels, "demo producer finished");

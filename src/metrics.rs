@@ -394,7 +394,7 @@ pub fn checkpoint_saved(saved: &crate::checkpoint::Saved) {
     counter!("classifyd_checkpoints_total").increment(1);
     metrics::histogram!("classifyd_checkpoint_duration_seconds").record(saved.duration.as_secs_f64());
     gauge!("classifyd_checkpoint_size_bytes").set(saved.bytes as f64);
-    gauge!("classifyd_checkpoint_timestamp_seconds").set(crate::daemon::now_ms() as f64 / 1000.0);
+    gauge!("classifyd_checkpoint_timestamp_seconds").set(crate::clock::now_ms() as f64 / 1000.0);
 }
 
 /// Records a checkpoint that failed or was put off.

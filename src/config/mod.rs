@@ -6,6 +6,8 @@
 //! the config file. The file's keys are the flag names (`learning-rate = 0.5`
 //! or `learning_rate = 0.5`); an unknown key is an error.
 
+pub mod properties;
+
 use std::path::{Path, PathBuf};
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
@@ -354,7 +356,7 @@ pub struct InspectArgs {
 /// Sets `CLASSIFYD_*` variables from a TOML config file, for each key not
 /// already set in the environment (so flags > env > file). A `[kafka]`
 /// table holds librdkafka properties (`CLASSIFYD_KAFKA_*`, see
-/// [`crate::kafka::properties`]). Unknown keys and other tables are errors.
+/// [`properties::properties`]). Unknown keys and other tables are errors.
 pub fn apply_config_file(path: &Path) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
     let table: toml::Table = text
@@ -384,7 +386,7 @@ pub fn apply_config_file(path: &Path) -> Result<(), String> {
                 ));
             };
             for (property, value) in properties {
-                let var = crate::kafka::env_of_property(&property);
+                let var = properties::env_of_property(&property);
                 let value = scalar(&format!("kafka.{property}"), value)?;
                 if std::env::var_os(&var).is_none() {
                     to_set.push((var, value));

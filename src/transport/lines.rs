@@ -1,20 +1,19 @@
-//! The JSON-lines transport: a line source (a file or stdin, read on its own
-//! thread so the daemon's loop never blocks on input and can always react to
-//! a shutdown), a prediction sink and a dead-letter sink. Positions are line
-//! numbers: the checkpoint holds the next line to read of each input it has
-//! read, keyed by the input's first line (see [`position_key`]).
+//! The JSON-lines source: a file or stdin, read on its own thread so the
+//! daemon's loop never blocks on input and can always react to a shutdown.
+//! Positions are line numbers: the checkpoint holds the next line to read of
+//! each input it has read, keyed by the input's first line (see
+//! [`position_key`]). Owns the position keys and marks of JSON-lines inputs;
+//! it does not parse lines (the pipeline does) nor write outputs
+//! ([`super::sinks`]).
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 
-use base64::Engine as _;
-
-use crate::message::Bad;
-use crate::pipeline::Prediction;
+use crate::checkpoint::mark_key;
 
 /// The prefix of a JSON-lines input's position key in checkpoints.
 pub const POSITION_PREFIX: &str = "jsonl:";
@@ -22,22 +21,9 @@ pub const POSITION_PREFIX: &str = "jsonl:";
 /// apart: it held the next line of whatever input the daemon was given.
 pub const LEGACY_POSITION: &str = "jsonl";
 
-/// Beside each JSON-lines position `K` in the positions map, `mark:K`
-/// holds the xxh3-64 of the last line that position covers (the line
-/// before it). An input that begins like another (the same first line, so
-/// the same key) but is not it shows a different line there, and is
-/// refused rather than resumed past lines the model never saw. Checkpoints
-/// keep the marks in a field of their own (`position_marks`).
-pub const MARK_PREFIX: &str = "mark:";
-
 /// The xxh3-64 of a line (without its line end), as marks hold it.
 pub fn line_mark(line: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(line)
-}
-
-/// Where the mark beside position `key` is kept in the positions map.
-pub fn mark_key(key: &str) -> String {
-    format!("{MARK_PREFIX}{key}")
 }
 
 /// Records that input `key` is done up to `next_line`, and the mark of the
@@ -331,106 +317,10 @@ fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &Reading, tx: &mp
     }
 }
 
-/// Opens an output: "-" is stdout, anything else a file opened for appending.
-pub fn open_output(output: &str) -> io::Result<Box<dyn Write + Send>> {
-    if output == "-" {
-        Ok(Box::new(io::stdout()))
-    } else {
-        let f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(output)
-            .map_err(|e| io::Error::new(e.kind(), format!("cannot open output {output}: {e}")))?;
-        Ok(Box::new(f))
-    }
-}
-
-/// Writes predictions as JSON lines.
-pub struct PredictionSink {
-    out: BufWriter<Box<dyn Write + Send>>,
-    buf: Vec<u8>,
-}
-
-impl PredictionSink {
-    pub fn new(out: Box<dyn Write + Send>) -> Self {
-        PredictionSink {
-            out: BufWriter::with_capacity(1 << 16, out),
-            buf: Vec::with_capacity(256),
-        }
-    }
-
-    pub fn write(&mut self, p: &Prediction) -> io::Result<()> {
-        self.buf.clear();
-        p.write_json(&mut self.buf);
-        self.buf.push(b'\n');
-        self.out.write_all(&self.buf)
-    }
-
-    pub fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
-    }
-}
-
-/// Writes refused lines, one JSON record each:
-/// `{"position": ..., "reason": ..., "error": ..., "raw": ...}` (or
-/// `"raw_base64"` when the bytes are not UTF-8).
-pub struct DeadLetterSink {
-    out: Option<BufWriter<File>>,
-    /// Refusals logged when there is no file.
-    logged: u64,
-}
-
-impl DeadLetterSink {
-    /// With no path, refusals are only logged (the first ten, then one in a thousand).
-    pub fn open(path: Option<&Path>) -> io::Result<Self> {
-        let out = match path {
-            None => None,
-            Some(p) => Some(BufWriter::new(
-                OpenOptions::new().create(true).append(true).open(p).map_err(|e| {
-                    io::Error::new(e.kind(), format!("cannot open dead-letter file {}: {e}", p.display()))
-                })?,
-            )),
-        };
-        Ok(DeadLetterSink { out, logged: 0 })
-    }
-
-    pub fn write(&mut self, position: &str, bad: &Bad, raw: &[u8]) -> io::Result<()> {
-        let Some(out) = &mut self.out else {
-            self.logged += 1;
-            if self.logged <= 10 || self.logged.is_multiple_of(1000) {
-                tracing::warn!(position, reason = %bad.reason, error = %bad.detail, "bad input (pass --dead-letter FILE to keep it)");
-            }
-            return Ok(());
-        };
-        let record = dead_letter_record(position, bad, raw);
-        serde_json::to_writer(&mut *out, &record)?;
-        out.write_all(b"\n")
-    }
-
-    pub fn flush(&mut self) -> io::Result<()> {
-        match &mut self.out {
-            Some(o) => o.flush(),
-            None => Ok(()),
-        }
-    }
-}
-
-/// The JSON record of a refused message.
-pub fn dead_letter_record(position: &str, bad: &Bad, raw: &[u8]) -> serde_json::Value {
-    let mut v = serde_json::json!({
-        "position": position,
-        "reason": bad.reason.as_str(),
-        "error": bad.detail,
-    });
-    match std::str::from_utf8(raw) {
-        Ok(s) => v["raw"] = s.into(),
-        Err(_) => v["raw_base64"] = base64::engine::general_purpose::STANDARD.encode(raw).into(),
-    }
-    v
-}
-
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
     use super::*;
 
     /// Line numbers and bytes, as a source sends them.

@@ -31,8 +31,10 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
 
+use super::kafka_errors::{ErrorSpell, SpellNote};
+use super::{Cadence, DaemonError, load_or_new};
 use crate::checkpoint::{self, CheckpointDir};
-use crate::daemon::{DaemonError, load_or_new, now_ms};
+use crate::clock::now_ms;
 use crate::features::FeatureConfig;
 use crate::metrics::Telemetry;
 use crate::model::HyperChoice;
@@ -68,88 +70,6 @@ pub struct KafkaSummary {
     pub messages: u64,
     pub checkpoints: u64,
     pub resumed_from: Option<PathBuf>,
-}
-
-/// Parses `key=value` librdkafka properties.
-pub fn parse_properties(raw: &[String]) -> Result<Vec<(String, String)>, String> {
-    raw.iter()
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
-            _ => Err(format!("-X takes key=value, got {p:?}")),
-        })
-        .collect()
-}
-
-/// The prefix of the environment variables that set librdkafka properties,
-/// one a variable: `CLASSIFYD_KAFKA_SASL_PASSWORD=...` is `-X
-/// sasl.password=...`, kept off the command line (where `ps` shows it to
-/// every user of the machine) and settable from a Kubernetes secret or a
-/// systemd `EnvironmentFile`.
-pub const PROPERTY_ENV_PREFIX: &str = "CLASSIFYD_KAFKA_";
-
-/// The librdkafka property an environment variable names, after
-/// [`PROPERTY_ENV_PREFIX`]: lowercased, `_` for `.`, `__` for `_` and
-/// `___` for `-` (the convention of Confluent's container images), so
-/// `SASL_PASSWORD` is `sasl.password` and `LOG__LEVEL` is `log_level`.
-pub fn property_of_env(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut chars = name.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '_' {
-            out.push(c.to_ascii_lowercase());
-            continue;
-        }
-        let mut run = 1;
-        while run < 3 && chars.next_if_eq(&'_').is_some() {
-            run += 1;
-        }
-        out.push(match run {
-            1 => '.',
-            2 => '_',
-            _ => '-',
-        });
-    }
-    out
-}
-
-/// The environment variable that sets librdkafka property `key`: the
-/// inverse of [`property_of_env`].
-pub fn env_of_property(key: &str) -> String {
-    let mut out = String::from(PROPERTY_ENV_PREFIX);
-    for c in key.chars() {
-        match c {
-            '.' => out.push('_'),
-            '_' => out.push_str("__"),
-            '-' => out.push_str("___"),
-            c => out.push(c.to_ascii_uppercase()),
-        }
-    }
-    out
-}
-
-/// The librdkafka properties in force: those of the environment's
-/// `CLASSIFYD_KAFKA_*` variables (which the config file's `[kafka]` table
-/// also sets), then the `-X` flags, which win over them. Sorted by key,
-/// each key once.
-pub fn properties(
-    flags: &[String],
-    env: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
-) -> Result<Vec<(String, String)>, String> {
-    let mut all = std::collections::BTreeMap::new();
-    for (name, value) in env {
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(PROPERTY_ENV_PREFIX)) else {
-            continue;
-        };
-        if rest.is_empty() {
-            continue;
-        }
-        let value = value
-            .into_string()
-            .map_err(|_| format!("{PROPERTY_ENV_PREFIX}{rest} is not valid UTF-8"))?;
-        all.insert(property_of_env(rest), value);
-    }
-    all.extend(parse_properties(flags)?);
-    Ok(all.into_iter().collect())
 }
 
 /// Counts deliveries; librdkafka retries until `message.timeout.ms`, which
@@ -190,8 +110,7 @@ struct State {
     output_topic: String,
     dead_letter_topic: String,
     flush_timeout: Duration,
-    last_checkpoint: Instant,
-    updates_at_checkpoint: u64,
+    cadence: Cadence,
     checkpoints: u64,
     messages: u64,
     /// Reused output buffer.
@@ -296,19 +215,13 @@ impl State {
         }
     }
 
-    /// Whether `every_updates` updates have been learned since the last
-    /// checkpoint (0: never). The time-based checkpoint is the loop's tick's.
-    fn due_by_updates(&self, every_updates: u64) -> bool {
-        every_updates > 0 && self.pipeline.model().version() - self.updates_at_checkpoint >= every_updates
-    }
-
     /// Flush, checkpoint, commit. If the flush times out (the broker is
     /// away) nothing is written or committed and the caller tries later.
     fn checkpoint<C: Consumer<Ctx>>(&mut self, consumer: &C, why: &str) -> Result<bool, DaemonError> {
         if let Err(error) = self.producer.flush(self.flush_timeout) {
             crate::metrics::checkpoint_failed();
             tracing::warn!(%error, why, "outputs not yet delivered; checkpoint put off");
-            self.last_checkpoint = Instant::now();
+            self.cadence.put_off();
             return Ok(false);
         }
         let saved = self
@@ -316,8 +229,7 @@ impl State {
             .save(&mut checkpoint::capture(&self.pipeline, &self.positions))
             .inspect_err(|_| crate::metrics::checkpoint_failed())?;
         crate::metrics::checkpoint_saved(&saved);
-        self.last_checkpoint = Instant::now();
-        self.updates_at_checkpoint = self.pipeline.model().version();
+        self.cadence.done(self.pipeline.model().version());
         self.checkpoints += 1;
         tracing::debug!(path = %saved.path.display(), bytes = saved.bytes, why, "checkpoint written");
         let mut tpl = TopicPartitionList::new();
@@ -433,86 +345,6 @@ fn client_config(s: &KafkaSettings) -> ClientConfig {
 /// How often the loop does its time-based work.
 const TICK: Duration = Duration::from_millis(100);
 
-/// Consumer errors while the broker is away come every 100 ms, the pause
-/// the loop takes after each: the log gets the first of a spell, then a
-/// line every [`ErrorSpell::REPEAT`] with the count, and one when they have
-/// stopped for [`ErrorSpell::QUIET`], instead of ten lines a second for as
-/// long as an outage lasts. Every error is still counted, in
-/// `classifyd_consumer_errors_total`.
-#[derive(Debug, Default)]
-struct ErrorSpell {
-    /// The spell going on, if errors have come within [`ErrorSpell::QUIET`].
-    spell: Option<Spell>,
-}
-
-/// A run of consumer errors with no quiet gap of [`ErrorSpell::QUIET`].
-#[derive(Debug, Clone, Copy)]
-struct Spell {
-    /// Its first error: how long it has lasted is counted from here.
-    began: Instant,
-    /// Its latest error: the spell ends [`ErrorSpell::QUIET`] after it.
-    last_error: Instant,
-    /// When it was last logged: the next line is due [`ErrorSpell::REPEAT`] later.
-    logged: Instant,
-    /// Errors so far, the first included.
-    errors: u64,
-}
-
-/// What the log says of a spell of consumer errors.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum SpellNote {
-    /// The first error of a spell.
-    Began,
-    /// Errors go on: so many since the spell began, over so long.
-    GoesOn { errors: u64, seconds: u64 },
-    /// No error for [`ErrorSpell::QUIET`]: the spell's count and length.
-    Over { errors: u64, seconds: u64 },
-}
-
-impl ErrorSpell {
-    /// How often a spell that goes on is logged.
-    const REPEAT: Duration = Duration::from_secs(30);
-    /// How long without an error ends a spell (messages may flow between
-    /// errors when one broker of several is away: they do not end it).
-    const QUIET: Duration = Duration::from_secs(5);
-
-    /// An error at `now`: what to log, if anything.
-    fn error(&mut self, now: Instant) -> Option<SpellNote> {
-        let Some(s) = &mut self.spell else {
-            self.spell = Some(Spell {
-                began: now,
-                last_error: now,
-                logged: now,
-                errors: 1,
-            });
-            return Some(SpellNote::Began);
-        };
-        s.errors += 1;
-        s.last_error = now;
-        if now.duration_since(s.logged) < Self::REPEAT {
-            return None;
-        }
-        s.logged = now;
-        Some(SpellNote::GoesOn {
-            errors: s.errors,
-            seconds: now.duration_since(s.began).as_secs(),
-        })
-    }
-
-    /// A tick at `now`: ends a spell whose last error is [`ErrorSpell::QUIET`] old.
-    fn tick(&mut self, now: Instant) -> Option<SpellNote> {
-        let s = self.spell?;
-        if now.duration_since(s.last_error) < Self::QUIET {
-            return None;
-        }
-        self.spell = None;
-        Some(SpellNote::Over {
-            errors: s.errors,
-            seconds: s.last_error.duration_since(s.began).as_secs(),
-        })
-    }
-}
-
 /// Runs until `shutdown`; then finishes the message in hand, flushes,
 /// checkpoints, commits.
 pub async fn run(
@@ -531,6 +363,11 @@ pub async fn run(
     }
     let producer: ThreadedProducer<DeliveryCounter> =
         pc.create_with_context(DeliveryCounter::default()).map_err(kafka)?;
+    let cadence = Cadence::new(
+        s.checkpoint_interval,
+        s.checkpoint_every_updates,
+        pipeline.model().version(),
+    );
     let state = Arc::new(Mutex::new(State {
         pipeline,
         positions,
@@ -539,17 +376,12 @@ pub async fn run(
         output_topic: s.output_topic.clone(),
         dead_letter_topic: s.dead_letter_topic.clone(),
         flush_timeout: s.flush_timeout,
-        last_checkpoint: Instant::now(),
-        updates_at_checkpoint: 0,
+        cadence,
         checkpoints: 0,
         messages: 0,
         buf: Vec::new(),
         key: String::new(),
     }));
-    {
-        let mut st = lock(&state);
-        st.updates_at_checkpoint = st.pipeline.model().version();
-    }
     let mut cc = client_config(s);
     cc.set("group.id", &s.group_id)
         .set("enable.auto.commit", "false")
@@ -597,7 +429,7 @@ pub async fn run(
                     tracing::info!(errors, seconds, "consumer errors stopped");
                 }
                 let mut st = lock(&state);
-                if st.last_checkpoint.elapsed() >= s.checkpoint_interval {
+                if st.cadence.due_by_time() {
                     st.checkpoint(&consumer, "interval")?;
                 }
                 if let Some(t) = telemetry
@@ -626,7 +458,7 @@ pub async fn run(
                 Ok(msg) => {
                     let mut st = lock(&state);
                     st.handle(&msg);
-                    if st.due_by_updates(s.checkpoint_every_updates) {
+                    if st.cadence.due_by_updates(st.pipeline.model().version()) {
                         st.checkpoint(&consumer, "updates")?;
                     }
                 }
@@ -656,110 +488,4 @@ pub async fn run(
         "run finished"
     );
     Ok(summary)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn properties_parse() {
-        let p = parse_properties(&["security.protocol=SASL_SSL".into(), "sasl.password=a=b".into()]).unwrap();
-        assert_eq!(p[1], ("sasl.password".to_string(), "a=b".to_string()));
-        assert!(parse_properties(&["nokey".into()]).is_err());
-        assert!(parse_properties(&["=v".into()]).is_err());
-    }
-
-    /// An outage's errors, one every 100 ms for 95 s, then quiet: the
-    /// first is logged, then one line every 30 s, then the end, once.
-    #[test]
-    fn a_spell_of_consumer_errors_is_logged_a_few_times() {
-        let t0 = Instant::now();
-        let at = |ms: u64| t0 + Duration::from_millis(ms);
-        let mut spell = ErrorSpell::default();
-        let mut notes = Vec::new();
-        for ms in (0..95_000).step_by(100) {
-            notes.extend(spell.error(at(ms)).map(|n| (ms, n)));
-            notes.extend(spell.tick(at(ms + 50)).map(|n| (ms + 50, n)));
-        }
-        for ms in (95_000..120_000).step_by(100) {
-            notes.extend(spell.tick(at(ms)).map(|n| (ms, n)));
-        }
-        assert_eq!(
-            notes,
-            vec![
-                (0, SpellNote::Began),
-                (
-                    30_000,
-                    SpellNote::GoesOn {
-                        errors: 301,
-                        seconds: 30
-                    }
-                ),
-                (
-                    60_000,
-                    SpellNote::GoesOn {
-                        errors: 601,
-                        seconds: 60
-                    }
-                ),
-                (
-                    90_000,
-                    SpellNote::GoesOn {
-                        errors: 901,
-                        seconds: 90
-                    }
-                ),
-                (
-                    99_900,
-                    SpellNote::Over {
-                        errors: 950,
-                        seconds: 94
-                    }
-                ),
-            ]
-        );
-        // The next error begins a new spell.
-        assert_eq!(spell.error(at(200_000)), Some(SpellNote::Began));
-    }
-
-    #[test]
-    fn property_names_round_trip_through_the_environment() {
-        for (key, var) in [
-            ("sasl.password", "CLASSIFYD_KAFKA_SASL_PASSWORD"),
-            ("security.protocol", "CLASSIFYD_KAFKA_SECURITY_PROTOCOL"),
-            ("log_level", "CLASSIFYD_KAFKA_LOG__LEVEL"),
-            (
-                "ssl.endpoint.identification.algorithm",
-                "CLASSIFYD_KAFKA_SSL_ENDPOINT_IDENTIFICATION_ALGORITHM",
-            ),
-            ("a-b_c.d", "CLASSIFYD_KAFKA_A___B__C_D"),
-        ] {
-            assert_eq!(env_of_property(key), var);
-            assert_eq!(property_of_env(&var[PROPERTY_ENV_PREFIX.len()..]), key);
-        }
-    }
-
-    /// Variables and flags together: each key once, a flag over a variable,
-    /// other variables ignored.
-    #[test]
-    fn flags_win_over_the_environment() {
-        let env = [
-            ("CLASSIFYD_KAFKA_SASL_PASSWORD", "from-env=1"),
-            ("CLASSIFYD_KAFKA_SECURITY_PROTOCOL", "SASL_SSL"),
-            ("CLASSIFYD_BROKERS", "b:9092"),
-            ("CLASSIFYD_KAFKA_", "ignored"),
-            ("PATH", "/bin"),
-        ]
-        .map(|(k, v)| (k.into(), v.into()));
-        let p = properties(&["security.protocol=SSL".into()], env).unwrap();
-        assert_eq!(
-            p,
-            vec![
-                ("sasl.password".to_string(), "from-env=1".to_string()),
-                ("security.protocol".to_string(), "SSL".to_string()),
-            ]
-        );
-        assert!(properties(&["novalue".into()], []).is_err());
-    }
 }

@@ -2,7 +2,7 @@
 //! lines, hand each to the [`Pipeline`], deliver predictions and dead
 //! letters, checkpoint periodically and at exit, resume from the newest good
 //! checkpoint at the line after the last one it covers of this input (an
-//! input is known by its first line: [`crate::transport::position_key`];
+//! input is known by its first line: [`super::position_key`];
 //! another input starts at its first line).
 //!
 //! A checkpoint is taken only after the outputs of every line it covers are
@@ -12,28 +12,18 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use crate::checkpoint::{self, CheckpointDir, CheckpointError};
+use super::lines::{LEGACY_POSITION, LineEvent, LineSource, record_position};
+use super::sinks::{DeadLetterSink, PredictionSink, open_output};
+use super::{Cadence, DaemonError, load_or_new};
+use crate::checkpoint::{self, CheckpointDir};
+use crate::clock::now_ms;
 use crate::features::FeatureConfig;
 use crate::metrics::Telemetry;
-use crate::model::{HyperChoice, Model};
+use crate::model::HyperChoice;
 use crate::pipeline::{Outcome, Pipeline, PipelineConfig};
 use crate::shutdown::Shutdown;
-use crate::transport::{DeadLetterSink, LEGACY_POSITION, LineEvent, LineSource, PredictionSink, record_position};
-
-/// Why the daemon stopped with an error.
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
-    #[error(transparent)]
-    Checkpoint(#[from] CheckpointError),
-    /// Transparent: the error's own message, once (`{0}` with `#[from]`
-    /// printed it twice in `main`'s cause chain).
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-    #[error("checkpoint {path} cannot be restored: {detail}")]
-    Restore { path: PathBuf, detail: String },
-}
 
 /// Settings of a JSON-lines run.
 #[derive(Clone, Debug)]
@@ -63,49 +53,6 @@ pub struct RunSummary {
     pub checkpoints: u64,
 }
 
-/// Milliseconds since the epoch: the event time of JSON lines (they carry none).
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// A pipeline with the positions its checkpoint recorded and the
-/// checkpoint it came from (if any).
-pub type Loaded = (Pipeline, BTreeMap<String, u64>, Option<PathBuf>);
-
-/// Builds the pipeline: from the newest good checkpoint in `dir` if there
-/// is one (its feature and model settings win over the flags, since the
-/// weights only mean something under them), else fresh from the flags.
-pub fn load_or_new(
-    dir: Option<&CheckpointDir>,
-    features: &FeatureConfig,
-    hyper: &HyperChoice,
-    cfg: PipelineConfig,
-) -> Result<Loaded, DaemonError> {
-    if let Some(dir) = dir
-        && let Some((ckpt, path)) = dir.load_latest()?
-    {
-        let (pipeline, positions) = checkpoint::restore(ckpt, cfg).map_err(|detail| DaemonError::Restore {
-            path: path.clone(),
-            detail,
-        })?;
-        if pipeline.model().features() != features || pipeline.model().choice() != hyper {
-            tracing::warn!(
-                checkpoint = %path.display(),
-                "the checkpoint's feature and model settings differ from the flags; using the checkpoint's"
-            );
-        }
-        tracing::info!(checkpoint = %path.display(), version = pipeline.model().version(), "resumed from checkpoint");
-        return Ok((pipeline, positions, Some(path)));
-    }
-    Ok((
-        Pipeline::new(Model::new(hyper.clone(), *features), cfg),
-        BTreeMap::new(),
-        None,
-    ))
-}
-
 /// Runs until the input ends or `shutdown` is triggered; checkpoints at exit.
 pub fn run_jsonl(
     s: &JsonlSettings,
@@ -119,7 +66,7 @@ pub fn run_jsonl(
     let (mut pipeline, mut positions, resumed_from) =
         load_or_new(dir.as_ref(), &s.features, &s.hyper, s.pipeline.clone())?;
     let mut source = LineSource::open(&s.input, positions.clone(), s.input_name.clone())?;
-    let mut predictions = PredictionSink::new(crate::transport::open_output(&s.output)?);
+    let mut predictions = PredictionSink::new(open_output(&s.output)?);
     let mut dead = DeadLetterSink::open(s.dead_letter.as_deref())?;
     let mut summary = RunSummary {
         resumed_from,
@@ -128,12 +75,15 @@ pub fn run_jsonl(
     // This input's position key, known once its first line is read; until
     // then the checkpoints keep the positions they were given.
     let mut input_key: Option<String> = None;
-    // The last line handled, whose mark (see `transport::MARK_PREFIX`) a
+    // The last line handled, whose mark (see `checkpoint::MARK_PREFIX`) a
     // checkpoint records with the position: kept, not hashed, per line;
     // none until a line is.
     let mut last_line: Option<Vec<u8>> = None;
-    let mut last_checkpoint = Instant::now();
-    let mut updates_at_checkpoint = pipeline.model().version();
+    let mut cadence = Cadence::new(
+        s.checkpoint_interval,
+        s.checkpoint_every_updates,
+        pipeline.model().version(),
+    );
     let name = source.name.clone();
     if let Some(t) = telemetry {
         crate::metrics::publish(&pipeline);
@@ -168,14 +118,11 @@ pub fn run_jsonl(
             tracing::info!("shutdown requested; finishing");
             break;
         }
-        let due_time = last_checkpoint.elapsed() >= s.checkpoint_interval;
-        let due_updates = s.checkpoint_every_updates > 0
-            && pipeline.model().version() - updates_at_checkpoint >= s.checkpoint_every_updates;
         if telemetry.is_some() && last_publish.elapsed() >= crate::metrics::PUBLISH_INTERVAL {
             crate::metrics::publish(&pipeline);
             last_publish = Instant::now();
         }
-        if due_time || due_updates {
+        if cadence.due_by_time() || cadence.due_by_updates(pipeline.model().version()) {
             checkpoint(
                 &pipeline,
                 &mut positions,
@@ -186,8 +133,7 @@ pub fn run_jsonl(
                 &mut dead,
             )?;
             summary.checkpoints += 1;
-            last_checkpoint = Instant::now();
-            updates_at_checkpoint = pipeline.model().version();
+            cadence.done(pipeline.model().version());
         }
         match source.next(Duration::from_millis(100)) {
             None => continue,

@@ -1,0 +1,242 @@
+//! Checkpoints: the whole pipeline state (features, hyperparameters, labels,
+//! weights, averaging and optimizer state, metric counters, the join cache)
+//! and the input position of every source, in one protobuf message
+//! (proto/checkpoint.proto) behind a header with a CRC-32.
+//!
+//! Saving writes a temporary file, fsyncs it, renames it into place and
+//! fsyncs the directory, then prunes all but the newest few. Loading takes
+//! the newest checkpoint that is intact and compatible; a damaged or
+//! incompatible one is reported (naming the file and the cause) and skipped.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use prost::Message as _;
+
+use crate::pipeline::PipelineConfig;
+
+/// Beside each JSON-lines position `K` in the positions map, `mark:K`
+/// holds the xxh3-64 of the last line that position covers (the line
+/// before it). An input that begins like another (the same first line, so
+/// the same key) but is not it shows a different line there, and is
+/// refused rather than resumed past lines the model never saw. Checkpoints
+/// keep the marks in a field of their own (`position_marks`).
+pub const MARK_PREFIX: &str = "mark:";
+
+/// Where the mark beside position `key` is kept in the positions map.
+pub fn mark_key(key: &str) -> String {
+    format!("{MARK_PREFIX}{key}")
+}
+
+mod capture;
+mod restore;
+
+pub use capture::capture;
+pub use restore::restore;
+
+/// The generated protobuf types.
+pub mod pb {
+    #![allow(clippy::all, missing_docs)]
+    include!(concat!(env!("OUT_DIR"), "/classifyd.checkpoint.v1.rs"));
+}
+
+/// Version of the on-disk format and of the feature hashing; a checkpoint
+/// with another version is refused.
+pub const FORMAT_VERSION: u32 = 1;
+const MAGIC: &[u8; 8] = b"CLSFYDCK";
+const HEADER: usize = 8 + 4 + 8 + 4;
+/// Checkpoints kept in the directory (the newest first).
+pub const DEFAULT_KEEP: usize = 3;
+
+/// Why a checkpoint could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    // The cause is in the message itself, not the error chain, so it is
+    // printed once.
+    #[error("checkpoint {path}: {error}")]
+    Io { path: PathBuf, error: io::Error },
+    #[error("checkpoint {path} is damaged: {detail}")]
+    Corrupt { path: PathBuf, detail: String },
+    #[error("checkpoint {path} has format version {found}, this build reads version {expected}")]
+    Incompatible { path: PathBuf, found: u32, expected: u32 },
+    #[error("no usable checkpoint in {dir}: {tried}")]
+    NoneUsable { dir: PathBuf, tried: String },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> CheckpointError + '_ {
+    move |error| CheckpointError::Io {
+        path: path.to_path_buf(),
+        error,
+    }
+}
+
+/// What a save wrote.
+#[derive(Clone, Debug)]
+pub struct Saved {
+    pub path: PathBuf,
+    pub bytes: u64,
+    pub duration: Duration,
+    pub sequence: u64,
+}
+
+/// A directory of numbered checkpoints.
+#[derive(Debug)]
+pub struct CheckpointDir {
+    dir: PathBuf,
+    keep: usize,
+    next_sequence: u64,
+}
+
+impl CheckpointDir {
+    /// Opens (creating) `dir`.
+    pub fn open(dir: impl Into<PathBuf>, keep: usize) -> Result<Self, CheckpointError> {
+        let dir = dir.into();
+        fs::create_dir_all(&dir).map_err(|error| {
+            // A file in the way: create_dir_all says only "File exists".
+            let error = match error.kind() {
+                io::ErrorKind::AlreadyExists => io::Error::new(
+                    io::ErrorKind::NotADirectory,
+                    "not a directory (--checkpoint-dir names a directory)",
+                ),
+                _ => error,
+            };
+            io_err(&dir)(error)
+        })?;
+        let next_sequence = list(&dir)?.first().map_or(1, |(s, _)| s + 1);
+        Ok(CheckpointDir {
+            dir,
+            keep: keep.max(1),
+            next_sequence,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Writes `ckpt` atomically as the newest checkpoint and prunes old ones.
+    pub fn save(&mut self, ckpt: &mut pb::Checkpoint) -> Result<Saved, CheckpointError> {
+        let start = Instant::now();
+        let sequence = self.next_sequence;
+        ckpt.sequence = sequence;
+        let payload = ckpt.encode_to_vec();
+        let mut bytes = Vec::with_capacity(HEADER + payload.len());
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+        bytes.extend_from_slice(&payload);
+        let path = self.dir.join(format!("checkpoint-{sequence:012}.ckpt"));
+        let tmp = self.dir.join(format!(".checkpoint-{sequence:012}.tmp"));
+        {
+            let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
+            f.write_all(&bytes).map_err(io_err(&tmp))?;
+            f.sync_all().map_err(io_err(&tmp))?;
+        }
+        fs::rename(&tmp, &path).map_err(io_err(&path))?;
+        // Make the rename durable.
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(&self.dir))?;
+        self.next_sequence += 1;
+        for (_, old) in list(&self.dir)?.into_iter().skip(self.keep) {
+            let _ = fs::remove_file(old);
+        }
+        Ok(Saved {
+            path,
+            bytes: bytes.len() as u64,
+            duration: start.elapsed(),
+            sequence,
+        })
+    }
+
+    /// The newest intact, compatible checkpoint, or `None` if there is none
+    /// at all. Damaged ones are logged and skipped; if every one is damaged
+    /// that is an error (starting from scratch would silently lose state).
+    pub fn load_latest(&self) -> Result<Option<(pb::Checkpoint, PathBuf)>, CheckpointError> {
+        let files = list(&self.dir)?;
+        if files.is_empty() {
+            return Ok(None);
+        }
+        let mut tried = Vec::new();
+        for (_, path) in files {
+            match read_file(&path) {
+                Ok(c) => return Ok(Some((c, path))),
+                Err(e) => {
+                    tracing::error!(error = %e, "refusing checkpoint; trying the previous one");
+                    tried.push(e.to_string());
+                }
+            }
+        }
+        Err(CheckpointError::NoneUsable {
+            dir: self.dir.clone(),
+            tried: tried.join("; "),
+        })
+    }
+}
+
+/// Checkpoint files in `dir`, newest first.
+fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>, CheckpointError> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_err(dir))? {
+        let entry = entry.map_err(io_err(dir))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some(seq) = name.strip_prefix("checkpoint-").and_then(|s| s.strip_suffix(".ckpt"))
+            && let Ok(seq) = seq.parse::<u64>()
+        {
+            out.push((seq, entry.path()));
+        }
+    }
+    out.sort_by_key(|e| std::cmp::Reverse(e.0));
+    Ok(out)
+}
+
+/// Reads and verifies one checkpoint file.
+pub fn read_file(path: &Path) -> Result<pb::Checkpoint, CheckpointError> {
+    let bytes = fs::read(path).map_err(io_err(path))?;
+    let corrupt = |detail: String| CheckpointError::Corrupt {
+        path: path.to_path_buf(),
+        detail,
+    };
+    if bytes.len() < HEADER || &bytes[..8] != MAGIC {
+        return Err(corrupt("not a classifyd checkpoint (bad magic or too short)".into()));
+    }
+    // The slices below have the exact lengths of the arrays (HEADER checked above).
+    let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap_or_default());
+    if version != FORMAT_VERSION {
+        return Err(CheckpointError::Incompatible {
+            path: path.to_path_buf(),
+            found: version,
+            expected: FORMAT_VERSION,
+        });
+    }
+    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap_or_default());
+    let crc = u32::from_le_bytes(bytes[20..24].try_into().unwrap_or_default());
+    let payload = &bytes[HEADER..];
+    if payload.len() as u64 != len {
+        return Err(corrupt(format!(
+            "payload is {} bytes, header says {len}",
+            payload.len()
+        )));
+    }
+    if crc32fast::hash(payload) != crc {
+        return Err(corrupt("checksum mismatch".into()));
+    }
+    let ckpt = pb::Checkpoint::decode(payload).map_err(|e| corrupt(format!("cannot decode: {e}")))?;
+    if ckpt.format_version != FORMAT_VERSION {
+        return Err(CheckpointError::Incompatible {
+            path: path.to_path_buf(),
+            found: ckpt.format_version,
+            expected: FORMAT_VERSION,
+        });
+    }
+    // Check it rebuilds, so a bad one is refused here rather than later.
+    restore(ckpt.clone(), PipelineConfig::default()).map_err(corrupt)?;
+    Ok(ckpt)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,283 @@
+//! Restore: a checkpoint's protobuf form back into a pipeline and the
+//! sources' positions, checking every length and id against what it claims
+//! (a hand-edited or damaged checkpoint is refused with the field at fault).
+
+use std::collections::BTreeMap;
+
+use super::{mark_key, pb};
+use crate::eval::{ClassCounts, Outcome, Progressive, Tally};
+use crate::features::{DocFreq, FeatureConfig, ValueMode};
+use crate::message::BadReason;
+use crate::model::weights::WeightsParts;
+use crate::model::{Hyper, HyperChoice, Labels, Model, NaiveBayes, NameSketch, State, Task, Weights};
+use crate::pipeline::{CacheEntry, Counters, FeedbackCache, Pipeline, PipelineConfig};
+
+// ---- restore: protobuf -> pipeline ----
+
+/// Rebuilds the pipeline and the positions; `Err` names what is inconsistent.
+pub fn restore(c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, BTreeMap<String, u64>), String> {
+    let features = features_from_pb(c.features.as_ref().ok_or("no feature config")?)?;
+    let single = hyper_from_pb(c.hyper.as_ref().ok_or("no hyperparameters")?)?;
+    let multi = match &c.multilabel_hyper {
+        Some(h) => hyper_from_pb(h)?,
+        None => single.clone(),
+    };
+    let model = model_from_pb(c.model.ok_or("no model")?, HyperChoice { single, multi }, features)?;
+    let ps = c.pipeline.ok_or("no pipeline state")?;
+    let prog = |p: Option<pb::Progressive>| {
+        p.map(progressive_from_pb)
+            .unwrap_or_else(|| Ok(Progressive::new(cfg.window, None)))
+    };
+    let progressive = prog(ps.progressive)?;
+    let test = prog(ps.test)?;
+    let published = prog(ps.published)?;
+    let counters_pb = ps.counters.unwrap_or_default();
+    let cache = FeedbackCache::from_entries(
+        ps.cache
+            .into_iter()
+            .map(|e| {
+                let gold = e.has_gold.then_some(e.gold);
+                (
+                    e.id,
+                    CacheEntry {
+                        text: e.text,
+                        predicted: e.predicted,
+                        score: e.score,
+                        gold,
+                        at_ms: e.at_ms,
+                    },
+                )
+            })
+            .collect(),
+        counters_pb.cache_expired,
+        counters_pb.cache_evicted,
+    );
+    let mut counters = Counters {
+        learned: counters_pb.learned,
+        predicted: counters_pb.predicted,
+        test_scored: counters_pb.test_scored,
+        feedback_matched: counters_pb.feedback_matched,
+        feedback_corrections: counters_pb.feedback_corrections,
+        feedback_unmatched: counters_pb.feedback_unmatched,
+        skipped: counters_pb.skipped,
+        features: counters_pb.features,
+        predicted_by_label: counters_pb.predicted_by_label.into_iter().collect(),
+        ..Counters::default()
+    };
+    for (k, v) in counters_pb.bad {
+        if let Some(r) = BadReason::from_str_opt(&k) {
+            counters.bad[r.index()] = v;
+        }
+    }
+    let pipeline = Pipeline::from_parts(model, cfg, progressive, test, published, cache, counters);
+    let marks = c.position_marks.into_iter().map(|(k, v)| (mark_key(&k), v));
+    Ok((pipeline, c.positions.into_iter().chain(marks).collect()))
+}
+
+fn features_from_pb(f: &pb::FeatureConfig) -> Result<FeatureConfig, String> {
+    let small = |v: u32, what: &str| u8::try_from(v).map_err(|_| format!("{what} {v} out of range"));
+    let char_ngrams = match (f.char_ngram_min, f.char_ngram_max) {
+        (0, 0) => None,
+        (lo, hi) => Some((small(lo, "char n-gram min")?, small(hi, "char n-gram max")?)),
+    };
+    let cfg = FeatureConfig {
+        bits: small(f.bits, "bits")?,
+        seed: f.seed,
+        word_ngrams: small(f.word_ngrams, "word n-grams")?,
+        char_ngrams,
+        char_prefix_bytes: f.char_prefix_bytes as usize,
+        char_lowercase: f.char_lowercase,
+        value: f.value.parse::<ValueMode>()?,
+        normalize: f.normalize,
+        idf: f.idf,
+    };
+    cfg.validate().map_err(|e| e.to_string())?;
+    Ok(cfg)
+}
+
+fn hyper_from_pb(h: &pb::Hyper) -> Result<Hyper, String> {
+    let hyper = Hyper {
+        learner: h.learner.parse()?,
+        learning_rate: h.learning_rate,
+        l2: h.l2,
+        schedule: h.schedule.parse()?,
+        power: h.power,
+        adagrad_beta: h.adagrad_beta,
+        arow_r: h.arow_r,
+        average: h.average,
+        nb_alpha: h.nb_alpha,
+        at_least_one_label: h.at_least_one_label,
+        threshold: h.threshold,
+    };
+    hyper.validate().map_err(|e| e.to_string())?;
+    Ok(hyper)
+}
+
+fn rows_from_pb(r: Option<pb::Rows>, buckets: usize, stride: usize) -> Result<Vec<f32>, String> {
+    let r = r.unwrap_or_default();
+    if r.stride as usize != stride && !(r.rows.is_empty() && r.values.is_empty()) {
+        return Err(format!("row stride {} where {stride} was expected", r.stride));
+    }
+    if r.values.len() != r.rows.len() * stride {
+        return Err(format!(
+            "{} rows but {} values at stride {stride}",
+            r.rows.len(),
+            r.values.len()
+        ));
+    }
+    // The same huge-page-backed table a fresh model gets.
+    let mut out = crate::hugepages::zeroed(buckets * stride);
+    for (i, &row) in r.rows.iter().enumerate() {
+        let row = row as usize;
+        if row >= buckets {
+            return Err(format!("row {row} beyond {buckets} buckets"));
+        }
+        out[row * stride..(row + 1) * stride].copy_from_slice(&r.values[i * stride..(i + 1) * stride]);
+    }
+    Ok(out)
+}
+
+fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig) -> Result<Model, String> {
+    let task = match m.task.as_str() {
+        "" => None,
+        "single-label" => Some(Task::SingleLabel),
+        "multi-label" => Some(Task::MultiLabel),
+        other => return Err(format!("unknown task {other:?}")),
+    };
+    let hyper = choice.for_task(task.unwrap_or(Task::SingleLabel)).clone();
+    let k = m.labels.len();
+    let buckets = features.buckets();
+    let state = match m.state.ok_or("no model state")? {
+        pb::model_state::State::Linear(l) => {
+            if hyper.learner == crate::model::Learner::NaiveBayes {
+                return Err("naive Bayes hyperparameters with linear weights".into());
+            }
+            if l.mirrored && k != 2 {
+                return Err(format!("a mirrored pair of weights with {k} labels"));
+            }
+            let columns = if l.mirrored { 1 } else { k };
+            let stride = columns * (1 + l.averaged as usize + l.adagrad as usize);
+            let parts = WeightsParts {
+                buckets,
+                classes: k,
+                buf: rows_from_pb(l.rows, buckets, stride)?,
+                scale: l.scale,
+                bsum: l.bsum,
+                steps: l.steps,
+                averaged: l.averaged,
+                adagrad: l.adagrad,
+                mirrored: l.mirrored,
+            };
+            State::Linear(Weights::from_parts(parts).ok_or("inconsistent weight sizes")?)
+        }
+        pb::model_state::State::NaiveBayes(n) => {
+            if hyper.learner != crate::model::Learner::NaiveBayes {
+                return Err("linear hyperparameters with naive Bayes counts".into());
+            }
+            if n.class_mass.len() != k || n.class_docs.len() != k {
+                return Err("naive Bayes class counts disagree with the labels".into());
+            }
+            State::NaiveBayes(NaiveBayes {
+                buckets,
+                classes: k,
+                counts: rows_from_pb(n.counts, buckets, k)?,
+                totals: if n.multilabel {
+                    rows_from_pb(n.totals, buckets, 1)?
+                } else {
+                    Vec::new()
+                },
+                class_mass: n.class_mass,
+                class_docs: n.class_docs,
+                docs: n.docs,
+                mass: n.mass,
+                vocabulary: n.vocabulary,
+            })
+        }
+    };
+    let sketch = NameSketch::from_entries(
+        m.sketch.into_iter().map(|e| (e.bucket, e.name, e.count)),
+        m.sketch_offered,
+    );
+    let doc_freq = match (features.idf, m.doc_freq) {
+        (false, _) => None,
+        (true, None) => Some(DocFreq::new(buckets)),
+        (true, Some(d)) => {
+            if d.buckets.len() != d.counts.len() || d.buckets.iter().any(|&b| b as usize >= buckets) {
+                return Err("document frequencies out of range".into());
+            }
+            let mut df = crate::hugepages::zeroed(buckets);
+            for (b, c) in d.buckets.into_iter().zip(d.counts) {
+                df[b as usize] = c;
+            }
+            Some(DocFreq::with_counts(df, d.docs))
+        }
+    };
+    Ok(Model::from_parts(
+        choice,
+        features,
+        task,
+        Labels::from_names(m.labels),
+        state,
+        m.version,
+        sketch,
+        doc_freq,
+    ))
+}
+
+fn tally_from_pb(t: Option<pb::Tally>, n: usize) -> Result<Tally, String> {
+    let t = t.unwrap_or_default();
+    if t.per_class.len() != n {
+        return Err(format!("{} per-class counts for {n} labels", t.per_class.len()));
+    }
+    let confusion: Vec<Vec<u64>> = if t.confusion.is_empty() {
+        vec![vec![0; n + 1]; n]
+    } else if t.confusion.len() == n * (n + 1) {
+        t.confusion.chunks(n + 1).map(<[u64]>::to_vec).collect()
+    } else {
+        return Err(format!(
+            "confusion matrix of {} cells for {n} labels",
+            t.confusion.len()
+        ));
+    };
+    Ok(Tally {
+        examples: t.examples,
+        exact: t.exact,
+        per_class: t
+            .per_class
+            .iter()
+            .map(|c| ClassCounts {
+                tp: c.tp,
+                fp: c.fp,
+                fn_: c.r#fn,
+            })
+            .collect(),
+        confusion,
+    })
+}
+
+fn progressive_from_pb(p: pb::Progressive) -> Result<Progressive, String> {
+    let n = p.labels.len();
+    let mut out = Progressive::new(p.window_size.max(1) as usize, p.positive_name);
+    for l in &p.labels {
+        out.intern(l);
+    }
+    out.single = p.single;
+    out.total = tally_from_pb(p.total, n)?;
+    out.window = tally_from_pb(p.window, n)?;
+    for o in p.recent {
+        if o.gold.iter().chain(&o.predicted).any(|&c| c as usize >= n) {
+            return Err("window entry names an unknown label".into());
+        }
+        out.recent.push_back(Outcome {
+            gold: o.gold,
+            predicted: o.predicted,
+            score: o.score,
+        });
+    }
+    if p.roc_scores.len() != p.roc_positive.len() {
+        return Err("ROC scores and flags differ in length".into());
+    }
+    out.roc = p.roc_scores.into_iter().zip(p.roc_positive).collect();
+    out.roc_seen = p.roc_seen;
+    Ok(out)
+}

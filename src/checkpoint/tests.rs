@@ -1,0 +1,163 @@
+//! Tests of the parent module.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::features::{FeatureConfig, SparseVec};
+use crate::model::{Hyper, Learner, Model, Scored};
+use crate::pipeline::Pipeline;
+
+fn trained(learner: Learner) -> Pipeline {
+    let features = FeatureConfig {
+        bits: 12,
+        ..FeatureConfig::default()
+    };
+    let mut p = Pipeline::new(
+        Model::new(Hyper::defaults(learner), features),
+        PipelineConfig::default(),
+    );
+    let lines = [
+        r#"{"text": "win a free prize now", "label": "spam"}"#,
+        r#"{"text": "see you at lunch", "label": "ham"}"#,
+        r#"{"text": "claim your cash", "label": "spam"}"#,
+        r#"{"id": "u1", "text": "free lunch"}"#,
+        r#"{"text": "dinner tonight?", "label": "ham"}"#,
+    ];
+    for (i, l) in lines.iter().enumerate() {
+        p.handle(l.as_bytes(), &|| format!("line-{i}"), i as u64);
+    }
+    p
+}
+
+#[test]
+fn a_checkpoint_dir_that_is_a_file_is_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("model");
+    fs::write(&file, b"x").unwrap();
+    let Err(err) = CheckpointDir::open(&file, 3) else {
+        panic!("a file was taken for a checkpoint dir")
+    };
+    let err = err.to_string();
+    assert!(err.contains("not a directory") && err.contains("model"), "{err}");
+    // A directory that does not exist yet is made.
+    assert!(CheckpointDir::open(dir.path().join("new/dir"), 3).is_ok());
+}
+
+#[test]
+fn round_trip_predicts_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    for learner in [
+        Learner::Perceptron,
+        Learner::Logistic,
+        Learner::Hinge,
+        Learner::NaiveBayes,
+    ] {
+        let p = trained(learner);
+        let positions = BTreeMap::from([
+            ("jsonl:00ab".to_string(), 5),
+            (mark_key("jsonl:00ab"), u64::MAX - 3),
+            ("topic/0".to_string(), 9),
+        ]);
+        let mut d = CheckpointDir::open(dir.path().join(learner.as_str()), 2).unwrap();
+        d.save(&mut capture(&p, &positions)).unwrap();
+        let (ckpt, _) = d.load_latest().unwrap().unwrap();
+        // On disk the marks have a field of their own.
+        assert_eq!(ckpt.positions.len(), 2);
+        assert_eq!(ckpt.position_marks["jsonl:00ab"], u64::MAX - 3);
+        let (q, pos) = restore(ckpt, PipelineConfig::default()).unwrap();
+        assert_eq!(pos, positions);
+        assert_eq!(q.model().state(), p.model().state(), "{learner}");
+        assert_eq!(q.progressive(), p.progressive());
+        assert_eq!(q.cache(), p.cache());
+        assert_eq!(q.counters(), p.counters());
+        let mut f = crate::features::Featurizer::new(*p.model().features());
+        let mut x = SparseVec::default();
+        f.featurize("free cash for lunch", &mut x);
+        let (mut a, mut b) = (Scored::default(), Scored::default());
+        p.model().predict(&x, &mut a);
+        q.model().predict(&x, &mut b);
+        assert_eq!(a, b, "{learner}");
+    }
+}
+
+/// A binary model is saved as one column; a checkpoint whose mirrored
+/// flag disagrees with its rows or its labels is refused, not misread.
+#[test]
+fn mirrored_weights_are_checked_on_restore() {
+    let p = trained(Learner::Logistic);
+    let ckpt = capture(&p, &BTreeMap::new());
+    let linear = |c: &pb::Checkpoint| match c.model.as_ref().and_then(|m| m.state.as_ref()) {
+        Some(pb::model_state::State::Linear(l)) => l.clone(),
+        other => panic!("linear weights expected, got {other:?}"),
+    };
+    let l = linear(&ckpt);
+    // v and the AdaGrad sum of class 1 only.
+    assert!(l.mirrored);
+    assert_eq!(l.rows.as_ref().map(|r| r.stride), Some(2));
+    assert!(restore(ckpt.clone(), PipelineConfig::default()).is_ok());
+
+    let mut two_columns = ckpt.clone();
+    if let Some(pb::model_state::State::Linear(l)) = two_columns.model.as_mut().and_then(|m| m.state.as_mut()) {
+        l.mirrored = false;
+    }
+    let err = restore(two_columns, PipelineConfig::default()).err().unwrap();
+    assert!(err.contains("stride"), "{err}");
+
+    let mut three_labels = ckpt;
+    if let Some(m) = three_labels.model.as_mut() {
+        m.labels.push("eggs".into());
+    }
+    let err = restore(three_labels, PipelineConfig::default()).err().unwrap();
+    assert!(err.contains("mirrored pair of weights with 3 labels"), "{err}");
+}
+
+#[test]
+fn damaged_checkpoint_is_refused_and_the_previous_one_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = CheckpointDir::open(dir.path(), 3).unwrap();
+    let p = trained(Learner::Logistic);
+    let first = d
+        .save(&mut capture(&p, &BTreeMap::from([("jsonl".into(), 1)])))
+        .unwrap();
+    let second = d
+        .save(&mut capture(&p, &BTreeMap::from([("jsonl".into(), 2)])))
+        .unwrap();
+    // Flip one byte in the middle of the newest.
+    let mut bytes = fs::read(&second.path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    fs::write(&second.path, &bytes).unwrap();
+    let err = read_file(&second.path).unwrap_err();
+    assert!(matches!(err, CheckpointError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains(&second.path.display().to_string()));
+    let (ckpt, path) = d.load_latest().unwrap().unwrap();
+    assert_eq!(path, first.path);
+    assert_eq!(ckpt.positions["jsonl"], 1);
+    // A truncated file and a wrong version are refused too.
+    fs::write(&second.path, &bytes[..10]).unwrap();
+    assert!(matches!(read_file(&second.path), Err(CheckpointError::Corrupt { .. })));
+    let mut v2 = fs::read(&first.path).unwrap();
+    v2[8] = 99;
+    fs::write(&first.path, &v2).unwrap();
+    assert!(matches!(
+        read_file(&first.path),
+        Err(CheckpointError::Incompatible { found: 99, .. })
+    ));
+    // Nothing usable left: an error, not a silent fresh start.
+    assert!(matches!(d.load_latest(), Err(CheckpointError::NoneUsable { .. })));
+}
+
+#[test]
+fn keeps_only_the_newest_few() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = CheckpointDir::open(dir.path(), 2).unwrap();
+    let p = trained(Learner::NaiveBayes);
+    for _ in 0..5 {
+        d.save(&mut capture(&p, &BTreeMap::new())).unwrap();
+    }
+    let names: Vec<_> = list(dir.path()).unwrap().into_iter().map(|(s, _)| s).collect();
+    assert_eq!(names, [5, 4]);
+    // A reopened directory continues the sequence.
+    let d2 = CheckpointDir::open(dir.path(), 2).unwrap();
+    assert_eq!(d2.next_sequence, 6);
+}

@@ -1,0 +1,76 @@
+//! What the pipeline hands a transport for one message: an [`Outcome`], and
+//! for an unlabeled message the [`Prediction`] to publish in the output
+//! contract's JSON form. Owns that form; knows no transport.
+
+use crate::features::SparseVec;
+use crate::message::Bad;
+
+/// What became of one message.
+#[derive(Debug, PartialEq)]
+pub enum Outcome {
+    /// A labeled example, counted and learned. `kept` holds its raw features
+    /// and gold labels when [`PipelineConfig::keep_train`] is on.
+    Learned {
+        correct: bool,
+        kept: Option<(SparseVec, Vec<String>)>,
+    },
+    /// An unlabeled message's prediction, to publish.
+    Predicted(Prediction),
+    /// A test-split example, scored without learning, or held back when
+    /// [`PipelineConfig::defer_test`] is on.
+    Test { deferred: Option<(SparseVec, Vec<String>)> },
+    /// A late label joined to its message and learned.
+    FeedbackMatched { correct: Option<bool>, correction: bool },
+    /// A late label whose message is not (or no longer) in the cache.
+    FeedbackUnmatched,
+    /// Bad input, for the dead-letter output.
+    Bad(Bad),
+    /// A blank line.
+    Skipped,
+}
+
+/// A prediction to publish.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prediction {
+    pub id: String,
+    pub labels: Vec<String>,
+    pub scores: Vec<(String, f32)>,
+    pub multilabel: bool,
+    pub model_version: u64,
+}
+
+impl Prediction {
+    /// The JSON line of the output contract (without the newline).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        use serde::ser::{SerializeMap, Serializer};
+        struct Scores<'a>(&'a [(String, f32)]);
+        impl serde::Serialize for Scores<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(self.0.len()))?;
+                for (k, v) in self.0 {
+                    m.serialize_entry(k, &((*v as f64 * 1e6).round() / 1e6))?;
+                }
+                m.end()
+            }
+        }
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            id: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            label: Option<Option<&'a str>>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            labels: Option<&'a [String]>,
+            scores: Scores<'a>,
+            model_version: u64,
+        }
+        let o = Out {
+            id: &self.id,
+            label: (!self.multilabel).then(|| self.labels.first().map(String::as_str)),
+            labels: self.multilabel.then_some(&self.labels[..]),
+            scores: Scores(&self.scores),
+            model_version: self.model_version,
+        };
+        // Writing to a Vec cannot fail, and every key is a string.
+        let _ = serde_json::to_writer(&mut *out, &o);
+    }
+}

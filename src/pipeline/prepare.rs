@@ -1,0 +1,107 @@
+//! The model-free front of the pipeline: parse a message and hash its
+//! text's features to buckets (optionally counting their repeats), into
+//! shared buffers reused batch after batch. Knows no model and no
+//! transport; [`super::Pipeline`] finishes what it prepares.
+
+use std::ops::Range;
+
+use crate::features::{FeatureConfig, Featurizer, SparseVec};
+use crate::message::{self, Bad, Message};
+
+/// Messages after the stages that need no model state: parsed, their
+/// texts' features hashed to buckets and, optionally, their repeats counted
+/// (IDF, normalisation and the bias follow in the pipeline). A transport
+/// may run [`Preparer::prepare`] on another thread and hand the messages to
+/// [`Pipeline::handle_prepared`] in order; [`Pipeline::handle`] runs both
+/// in turn. Counting may happen on either side: the result is the same, so
+/// a transport lets whichever thread has time do it.
+///
+/// The features of all the messages lie one after another in shared
+/// buffers, so a batch reused for message after message holds about what
+/// its current messages need, not one buffer per slot each as large as the
+/// largest message that slot ever held (20 MB of an `eval` of
+/// SpamAssassin's 58 MB heap, in batches of 256 lines).
+#[derive(Debug, Default)]
+pub struct Prepared {
+    pub(super) messages: Vec<PreparedMessage>,
+    /// Every example's buckets, repeats and all, one example after another.
+    pub(super) buckets: Vec<u32>,
+    /// The counted raw features of the examples counted, one after another.
+    pub(super) counted: SparseVec,
+}
+
+#[derive(Debug)]
+pub(super) struct PreparedMessage {
+    /// `None`: a blank message (skipped), or one already handled.
+    pub(super) message: Option<Result<Message, Bad>>,
+    /// Its range in `Prepared::buckets` (empty unless an example).
+    pub(super) buckets: Range<usize>,
+    /// Its range in `Prepared::counted`, when counted.
+    pub(super) counted: Option<Range<usize>>,
+}
+
+impl Prepared {
+    /// Forgets every message, keeping the buffers.
+    pub fn clear(&mut self) {
+        self.messages.clear();
+        self.buckets.clear();
+        self.counted.idx.clear();
+        self.counted.val.clear();
+    }
+
+    /// Messages prepared.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+}
+
+/// Parses and featurizes messages: the model-free front of the pipeline.
+#[derive(Debug)]
+pub struct Preparer {
+    pub(super) featurizer: Featurizer,
+    max_message_bytes: usize,
+    /// One document's counted features, before they join a batch's.
+    scratch: SparseVec,
+}
+
+impl Preparer {
+    pub fn new(features: FeatureConfig, max_message_bytes: usize) -> Self {
+        Preparer {
+            featurizer: Featurizer::new(features),
+            max_message_bytes,
+            scratch: SparseVec::default(),
+        }
+    }
+
+    /// Parses `raw` and appends it to `out`, with its text's features
+    /// hashed and, when `count`, their repeats counted too.
+    pub fn prepare(&mut self, raw: &[u8], count: bool, out: &mut Prepared) {
+        let from = out.buckets.len();
+        let mut prepared = PreparedMessage {
+            message: None,
+            buckets: from..from,
+            counted: None,
+        };
+        if !raw.iter().all(u8::is_ascii_whitespace) {
+            let message = message::parse(raw, self.max_message_bytes);
+            if let Ok(Message::Example { text, .. }) = &message {
+                self.featurizer.hash_buckets(text, &mut out.buckets);
+                prepared.buckets = from..out.buckets.len();
+                if count {
+                    self.featurizer
+                        .count_buckets(&out.buckets[prepared.buckets.clone()], &mut self.scratch);
+                    let at = out.counted.idx.len();
+                    out.counted.idx.extend_from_slice(&self.scratch.idx);
+                    out.counted.val.extend_from_slice(&self.scratch.val);
+                    prepared.counted = Some(at..out.counted.idx.len());
+                }
+            }
+            prepared.message = Some(message);
+        }
+        out.messages.push(prepared);
+    }
+}

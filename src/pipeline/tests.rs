@@ -1,0 +1,210 @@
+//! Tests of the parent module.
+
+use super::*;
+use crate::features::FeatureConfig;
+use crate::model::{Hyper, Learner};
+
+fn pipeline(cfg: PipelineConfig) -> Pipeline {
+    let features = FeatureConfig {
+        bits: 16,
+        ..FeatureConfig::default()
+    };
+    Pipeline::new(Model::new(Hyper::defaults(Learner::Logistic), features), cfg)
+}
+
+fn id0() -> String {
+    "line-0".into()
+}
+
+/// Messages prepared into shared batches (counted on either side)
+/// handle exactly as one at a time: the same outcomes, the same model.
+#[test]
+fn prepared_batches_handle_like_single_messages() {
+    let lines: Vec<&[u8]> = vec![
+        br#"{"text": "win win win cash prize now", "label": "spam"}"#,
+        br#"{"text": "lunch at noon? lunch is on me", "label": "ham"}"#,
+        b"   ",
+        br#"{"id": "u-1", "text": "cash cash prize"}"#,
+        br#"{"text": "not json"#,
+        br#"{"text": "", "label": "ham"}"#,
+        br#"{"id": "u-1", "label": "spam"}"#,
+        br#"{"text": "free entry: call now, win a prize!", "label": "spam"}"#,
+        br#"{"text": "see you at the station at six", "label": "ham"}"#,
+        br#"{"id": "u-2", "text": "are we still on for lunch"}"#,
+        br#"{"id": "u-2", "label": "ham"}"#,
+        br#"{"text": "urgent: your prize is waiting, call call call", "label": "spam"}"#,
+    ];
+    let mut one = pipeline(PipelineConfig::default());
+    let want: Vec<Outcome> = lines
+        .iter()
+        .enumerate()
+        .map(|(n, l)| one.handle(l, &id0, n as u64))
+        .collect();
+    let mut batched = pipeline(PipelineConfig::default());
+    let mut prep = batched.preparer();
+    let mut batch = Prepared::default();
+    let mut got = Vec::new();
+    for (k, chunk) in lines.chunks(5).enumerate() {
+        batch.clear();
+        for (j, l) in chunk.iter().enumerate() {
+            // Two in three counted here, the rest by the pipeline.
+            prep.prepare(l, (k * 5 + j) % 3 != 2, &mut batch);
+        }
+        assert_eq!(batch.len(), chunk.len());
+        for i in 0..batch.len() {
+            got.push(batched.handle_prepared(&mut batch, i, &id0, (k * 5 + i) as u64));
+        }
+    }
+    assert_eq!(got, want);
+    assert_eq!(batched.counters().learned, one.counters().learned);
+    let probe = br#"{"id": "p", "text": "win a free lunch prize"}"#;
+    assert_eq!(batched.handle(probe, &id0, 99), one.handle(probe, &id0, 99));
+    // A message taken already, or past the end, is blank.
+    assert_eq!(batched.handle_prepared(&mut batch, 0, &id0, 0), Outcome::Skipped);
+    assert_eq!(batched.handle_prepared(&mut batch, 9, &id0, 0), Outcome::Skipped);
+}
+
+/// The name sketch is kept only when asked for, and asking for it
+/// changes nothing else: the same outcomes and the same predictions.
+#[test]
+fn names_are_sketched_only_when_asked_and_change_nothing_else() {
+    let lines: [&[u8]; 3] = [
+        br#"{"text": "win cash prize now", "label": "spam"}"#,
+        br#"{"text": "lunch at noon", "label": "ham"}"#,
+        br#"{"id": "q", "text": "win a free lunch"}"#,
+    ];
+    let mut named = pipeline(PipelineConfig::default());
+    let mut bare = pipeline(PipelineConfig {
+        name_features: false,
+        ..PipelineConfig::default()
+    });
+    for (n, l) in lines.iter().enumerate() {
+        assert_eq!(named.handle(l, &id0, n as u64), bare.handle(l, &id0, n as u64));
+    }
+    assert!(named.model().sketch().len() > 10, "{}", named.model().sketch().len());
+    assert_eq!(bare.model().sketch().len(), 0);
+}
+
+#[test]
+fn labeled_unlabeled_feedback_and_bad() {
+    let mut p = pipeline(PipelineConfig::default());
+    for _ in 0..5 {
+        p.handle(br#"{"text": "win cash prize now", "label": "spam"}"#, &id0, 0);
+        p.handle(br#"{"text": "lunch at noon?", "label": "ham"}"#, &id0, 0);
+    }
+    assert_eq!(p.counters().learned, 10);
+    let Outcome::Predicted(pred) = p.handle(br#"{"id": "m-1", "text": "cash prize"}"#, &id0, 0) else {
+        panic!("expected a prediction")
+    };
+    assert_eq!(pred.labels, ["spam"]);
+    let mut json = Vec::new();
+    pred.write_json(&mut json);
+    let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    assert_eq!(v["id"], "m-1");
+    assert_eq!(v["label"], "spam");
+    assert_eq!(v["model_version"], 10);
+    assert!(v["scores"]["spam"].as_f64().unwrap() > 0.5);
+    // The late label joins; a second one is a correction; an unknown id is counted.
+    let v0 = p.model().version();
+    assert_eq!(
+        p.handle(br#"{"id": "m-1", "label": "spam"}"#, &id0, 1),
+        Outcome::FeedbackMatched {
+            correct: Some(true),
+            correction: false
+        }
+    );
+    assert_eq!(p.model().version(), v0 + 1);
+    assert_eq!(
+        p.handle(br#"{"id": "m-1", "label": "ham"}"#, &id0, 2),
+        Outcome::FeedbackMatched {
+            correct: None,
+            correction: true
+        }
+    );
+    assert_eq!(
+        p.handle(br#"{"id": "nope", "label": "ham"}"#, &id0, 3),
+        Outcome::FeedbackUnmatched
+    );
+    assert_eq!(p.published().total().examples, 1);
+    assert_eq!(p.counters().feedback_corrections, 1);
+    assert_eq!(p.counters().feedback_unmatched, 1);
+    // Bad input is counted by reason and leaves the model alone.
+    let v1 = p.model().version();
+    assert!(matches!(p.handle(b"{oops", &id0, 4), Outcome::Bad(b) if b.reason == BadReason::BadJson));
+    assert!(matches!(
+        p.handle(br#"{"text": "x", "labels": ["a", "b"]}"#, &id0, 4),
+        Outcome::Bad(b) if b.reason == BadReason::BadLabel
+    ));
+    assert_eq!(p.model().version(), v1);
+    assert_eq!(p.counters().bad[BadReason::BadJson.index()], 1);
+    assert_eq!(p.counters().bad_total(), 2);
+    assert_eq!(p.progressive().total().examples, 10);
+}
+
+#[test]
+fn cache_respects_ttl_and_caps() {
+    let cfg = PipelineConfig {
+        cache_entries: 2,
+        cache_ttl_ms: 100,
+        ..PipelineConfig::default()
+    };
+    let mut p = pipeline(cfg);
+    p.handle(br#"{"id": "a", "text": "one"}"#, &id0, 0);
+    p.handle(br#"{"id": "b", "text": "two"}"#, &id0, 10);
+    p.handle(br#"{"id": "c", "text": "three"}"#, &id0, 20);
+    assert_eq!(p.cache().len(), 2);
+    assert_eq!(p.cache().evicted, 1);
+    assert_eq!(
+        p.handle(br#"{"id": "a", "label": "x"}"#, &id0, 30),
+        Outcome::FeedbackUnmatched
+    );
+    // At t=115, "b" (t=10) is past its TTL; "c" (t=20) is not.
+    assert_eq!(
+        p.handle(br#"{"id": "b", "label": "x"}"#, &id0, 115),
+        Outcome::FeedbackUnmatched
+    );
+    assert_eq!(p.cache().expired, 1);
+    assert!(matches!(
+        p.handle(br#"{"id": "c", "label": "x"}"#, &id0, 115),
+        Outcome::FeedbackMatched { .. }
+    ));
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config::with_cases(400))]
+
+    /// Arbitrary bytes never panic: they are an outcome, bad input at worst.
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+        let mut p = pipeline(PipelineConfig { max_message_bytes: 200, ..PipelineConfig::default() });
+        let _ = p.handle(&bytes, &id0, 0);
+    }
+
+    /// JSON-shaped input with arbitrary strings and labels never panics either,
+    /// and a well-formed labeled line is always learned.
+    #[test]
+    fn arbitrary_messages_never_panic(text in "\\PC{0,200}", label in "\\PC{0,20}", multi in proptest::prelude::any::<bool>()) {
+        let mut p = pipeline(PipelineConfig::default());
+        let line = if multi {
+            serde_json::json!({"text": text, "labels": [label.clone()]})
+        } else {
+            serde_json::json!({"text": text, "label": label.clone()})
+        };
+        let out = p.handle(line.to_string().as_bytes(), &id0, 0);
+        let ok_label = !label.is_empty() && !label.chars().any(char::is_control);
+        if ok_label {
+            proptest::prop_assert!(matches!(out, Outcome::Learned { .. }), "{out:?}");
+        }
+        let _ = p.handle(serde_json::json!({"text": text}).to_string().as_bytes(), &id0, 0);
+    }
+}
+
+#[test]
+fn missing_id_takes_the_default() {
+    let mut p = pipeline(PipelineConfig::default());
+    let Outcome::Predicted(pred) = p.handle(br#"{"text": "hello"}"#, &|| "stdin:7".to_string(), 0) else {
+        panic!()
+    };
+    assert_eq!(pred.id, "stdin:7");
+    assert_eq!(pred.labels, Vec::<String>::new(), "no class known yet");
+}

@@ -1,0 +1,120 @@
+//! Transports: they move bytes and positions between the outside and the
+//! one [`Pipeline`], and nothing else. [`jsonl`] reads JSON lines from a
+//! file or stdin ([`lines`]) and writes them ([`sinks`]); [`kafka`] reads
+//! and writes Kafka topics. What both need to run lives here, once:
+//! resuming from a checkpoint ([`load_or_new`]), the checkpoint cadence
+//! ([`Cadence`]) and the error a run stops with ([`DaemonError`]); the
+//! clock is [`crate::clock`] and shutdown [`crate::shutdown`].
+//!
+//! A transport may use the pipeline, the checkpoint directory and the
+//! metrics; none of those knows a transport.
+
+pub mod jsonl;
+pub mod kafka;
+mod kafka_errors;
+pub mod lines;
+pub mod sinks;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+pub use lines::{LEGACY_POSITION, POSITION_PREFIX, named_key, position_key};
+
+use crate::checkpoint::{self, CheckpointDir, CheckpointError};
+use crate::features::FeatureConfig;
+use crate::model::{HyperChoice, Model};
+use crate::pipeline::{Pipeline, PipelineConfig};
+
+/// Why the daemon stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// Transparent: the error's own message, once (`{0}` with `#[from]`
+    /// printed it twice in `main`'s cause chain).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("checkpoint {path} cannot be restored: {detail}")]
+    Restore { path: PathBuf, detail: String },
+}
+
+/// A pipeline with the positions its checkpoint recorded and the
+/// checkpoint it came from (if any).
+pub type Loaded = (Pipeline, BTreeMap<String, u64>, Option<PathBuf>);
+
+/// Builds the pipeline: from the newest good checkpoint in `dir` if there
+/// is one (its feature and model settings win over the flags, since the
+/// weights only mean something under them), else fresh from the flags.
+pub fn load_or_new(
+    dir: Option<&CheckpointDir>,
+    features: &FeatureConfig,
+    hyper: &HyperChoice,
+    cfg: PipelineConfig,
+) -> Result<Loaded, DaemonError> {
+    if let Some(dir) = dir
+        && let Some((ckpt, path)) = dir.load_latest()?
+    {
+        let (pipeline, positions) = checkpoint::restore(ckpt, cfg).map_err(|detail| DaemonError::Restore {
+            path: path.clone(),
+            detail,
+        })?;
+        if pipeline.model().features() != features || pipeline.model().choice() != hyper {
+            tracing::warn!(
+                checkpoint = %path.display(),
+                "the checkpoint's feature and model settings differ from the flags; using the checkpoint's"
+            );
+        }
+        tracing::info!(checkpoint = %path.display(), version = pipeline.model().version(), "resumed from checkpoint");
+        return Ok((pipeline, positions, Some(path)));
+    }
+    Ok((
+        Pipeline::new(Model::new(hyper.clone(), *features), cfg),
+        BTreeMap::new(),
+        None,
+    ))
+}
+
+/// When a run checkpoints: every `interval`, and after every
+/// `every_updates` learned updates (0: only by time).
+#[derive(Clone, Debug)]
+pub struct Cadence {
+    interval: Duration,
+    every_updates: u64,
+    last: Instant,
+    /// The model's version at the last checkpoint.
+    updates_at: u64,
+}
+
+impl Cadence {
+    /// A cadence starting now, for a model at `version`.
+    pub fn new(interval: Duration, every_updates: u64, version: u64) -> Self {
+        Cadence {
+            interval,
+            every_updates,
+            last: Instant::now(),
+            updates_at: version,
+        }
+    }
+
+    /// Whether `interval` has passed since the last checkpoint.
+    pub fn due_by_time(&self) -> bool {
+        self.last.elapsed() >= self.interval
+    }
+
+    /// Whether `every_updates` updates were learned since the last checkpoint.
+    pub fn due_by_updates(&self, version: u64) -> bool {
+        self.every_updates > 0 && version - self.updates_at >= self.every_updates
+    }
+
+    /// A checkpoint of the model at `version` was written.
+    pub fn done(&mut self, version: u64) {
+        self.last = Instant::now();
+        self.updates_at = version;
+    }
+
+    /// A checkpoint was put off: the next try is one interval away.
+    pub fn put_off(&mut self) {
+        self.last = Instant::now();
+    }
+}
