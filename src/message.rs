@@ -166,12 +166,22 @@ impl Scalar {
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "a JSON object with a \"text\" string")]
 struct Raw {
     id: Option<Scalar>,
-    text: Option<String>,
+    /// `None`: absent; `Some(None)`: `null`, which is not a string (the
+    /// input contract requires one) and must not pass for an absent text,
+    /// which would make the message a late label.
+    #[serde(default, deserialize_with = "present")]
+    text: Option<Option<String>>,
     label: Option<Scalar>,
     labels: Option<Vec<Scalar>>,
     split: Option<String>,
+}
+
+/// A field that is present, `null` or not: absent fields take the default.
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
 }
 
 /// Parses one message. `max_bytes` caps its size.
@@ -229,7 +239,12 @@ pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Message, Bad> {
         }
     };
     let id = raw.id.map(Scalar::into_string);
-    match (raw.text, gold, id) {
+    let text = match raw.text {
+        Some(None) => return Err(Bad::new(BadReason::WrongType, "\"text\" is null; it must be a string")),
+        Some(Some(text)) => Some(text),
+        None => None,
+    };
+    match (text, gold, id) {
         (Some(text), gold, id) => Ok(Message::Example { id, text, gold, split }),
         (None, Some(gold), Some(id)) => Ok(Message::Feedback { id, gold }),
         (None, Some(_), None) => Err(Bad::new(
@@ -321,6 +336,14 @@ mod tests {
         assert_eq!(reason(b"{not json"), BadReason::BadJson);
         assert_eq!(reason(b"[1, 2]"), BadReason::WrongType);
         assert_eq!(reason(br#"{"text": 5}"#), BadReason::WrongType);
+        // A null text is not an absent one: not a late label, but bad input.
+        assert_eq!(reason(br#"{"id": "p3", "text": null, "label": "spam"}"#), BadReason::WrongType);
+        assert_eq!(reason(br#"{"text": null}"#), BadReason::WrongType);
+        // Not an object: the error says what is expected, not a Rust type's name.
+        let not_object = parse(b"42", 1000).unwrap_err();
+        assert_eq!(not_object.reason, BadReason::WrongType);
+        assert!(not_object.detail.contains("a JSON object"), "{}", not_object.detail);
+        assert!(!not_object.detail.contains("Raw"), "{}", not_object.detail);
         assert_eq!(reason(br#"{"id": "a"}"#), BadReason::MissingText);
         assert_eq!(reason(br#"{"label": "a"}"#), BadReason::MissingText);
         assert_eq!(reason(br#"{"text": "a", "label": ""}"#), BadReason::BadLabel);

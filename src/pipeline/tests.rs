@@ -208,3 +208,20 @@ fn missing_id_takes_the_default() {
     assert_eq!(pred.id, "stdin:7");
     assert_eq!(pred.labels, Vec::<String>::new(), "no class known yet");
 }
+
+/// `"text": null` on a labeled message is bad input (counted, for the
+/// dead-letter output), not a late label for the id it carries: the
+/// cached message with that id stays unlabeled and nothing is learned.
+#[test]
+fn a_null_text_is_bad_input_not_a_late_label() {
+    let mut p = pipeline(PipelineConfig::default());
+    let predicted = p.handle(br#"{"id": "p3", "text": "cash prize now"}"#, &id0, 0);
+    assert!(matches!(predicted, Outcome::Predicted(_)), "{predicted:?}");
+    match p.handle(br#"{"id": "p3", "text": null, "label": "spam"}"#, &id0, 1) {
+        Outcome::Bad(bad) => assert_eq!(bad.reason, BadReason::WrongType),
+        other => panic!("a null text was taken as {other:?}"),
+    }
+    assert_eq!(p.counters().bad[BadReason::WrongType.index()], 1);
+    assert_eq!(p.counters().feedback_matched + p.counters().learned, 0);
+    assert_eq!(p.model().version(), 0);
+}
