@@ -334,7 +334,7 @@ pub fn load_pipeline(dir: &std::path::Path) -> Result<Pipeline, CommandError> {
 /// The newest good checkpoint in `dir`: its pipeline, its input positions
 /// and its path.
 fn load_checkpoint(dir: &std::path::Path) -> Result<(Pipeline, BTreeMap<String, u64>, PathBuf), CommandError> {
-    let d = CheckpointDir::open(dir, checkpoint::DEFAULT_KEEP)?;
+    let d = CheckpointDir::open_read(dir)?;
     let (ckpt, path) = d
         .load_latest()?
         .ok_or_else(|| CommandError::NoCheckpoint(dir.to_path_buf()))?;

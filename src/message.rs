@@ -337,7 +337,10 @@ mod tests {
         assert_eq!(reason(b"[1, 2]"), BadReason::WrongType);
         assert_eq!(reason(br#"{"text": 5}"#), BadReason::WrongType);
         // A null text is not an absent one: not a late label, but bad input.
-        assert_eq!(reason(br#"{"id": "p3", "text": null, "label": "spam"}"#), BadReason::WrongType);
+        assert_eq!(
+            reason(br#"{"id": "p3", "text": null, "label": "spam"}"#),
+            BadReason::WrongType
+        );
         assert_eq!(reason(br#"{"text": null}"#), BadReason::WrongType);
         // Not an object: the error says what is expected, not a Rust type's name.
         let not_object = parse(b"42", 1000).unwrap_err();

@@ -242,6 +242,7 @@ fn a_checkpoint_with_the_old_single_position_resumes_and_is_rekeyed() {
     old.positions = [(classifyd::transport::LEGACY_POSITION.to_string(), 300)].into();
     old.position_marks.clear();
     ckdir.save(&mut old).unwrap();
+    drop(ckdir); // its writer's lock
 
     write_lines(&input, &lines[..400]);
     let out = run_file(&input, &dir, &[]);

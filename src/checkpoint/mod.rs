@@ -61,6 +61,11 @@ pub enum CheckpointError {
     Corrupt { path: PathBuf, detail: String },
     #[error("checkpoint {path} has format version {found}, this build reads version {expected}")]
     Incompatible { path: PathBuf, found: u32, expected: u32 },
+    #[error(
+        "checkpoint directory {dir} is in use by process {holder} (one process writes a checkpoint \
+         directory: a second would overwrite its checkpoints); stop it or give this one another --checkpoint-dir"
+    )]
+    Locked { dir: PathBuf, holder: String },
     #[error("no usable checkpoint in {dir}: {tried}")]
     NoneUsable { dir: PathBuf, tried: String },
 }
@@ -81,18 +86,79 @@ pub struct Saved {
     pub sequence: u64,
 }
 
+/// The lock file of a checkpoint directory: its writer holds an exclusive
+/// OS lock on it (`flock`, which the kernel drops with the process, so a
+/// kill -9 leaves no stale lock) and writes its pid there for the error a
+/// second writer gets.
+pub const LOCK_FILE: &str = "LOCK";
+
 /// A directory of numbered checkpoints.
 #[derive(Debug)]
 pub struct CheckpointDir {
     dir: PathBuf,
     keep: usize,
     next_sequence: u64,
+    /// The writer's lock, held as long as this value lives (`None`: read only).
+    _lock: Option<File>,
+}
+
+/// Takes the writer's lock of `dir`, or says who holds it.
+fn lock(dir: &Path) -> Result<File, CheckpointError> {
+    let path = dir.join(LOCK_FILE);
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    match f.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            let holder = fs::read_to_string(&path)
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "unknown (it has not written its pid yet)".into());
+            return Err(CheckpointError::Locked {
+                dir: dir.to_path_buf(),
+                holder,
+            });
+        }
+        Err(fs::TryLockError::Error(error)) => return Err(io_err(&path)(error)),
+    }
+    f.set_len(0).map_err(io_err(&path))?;
+    writeln!(f, "{}", std::process::id()).map_err(io_err(&path))?;
+    Ok(f)
 }
 
 impl CheckpointDir {
-    /// Opens (creating) `dir`.
+    /// Opens (creating) `dir` to write checkpoints there: takes its lock
+    /// first, and refuses a directory another process writes
+    /// ([`CheckpointError::Locked`], naming its pid) before reading anything.
     pub fn open(dir: impl Into<PathBuf>, keep: usize) -> Result<Self, CheckpointError> {
+        let mut d = Self::open_dir(dir.into(), keep)?;
+        d._lock = Some(lock(&d.dir)?);
+        // Listed again under the lock: the previous writer may have saved since.
+        d.next_sequence = list(&d.dir)?.first().map_or(1, |(s, _)| s + 1);
+        Ok(d)
+    }
+
+    /// Opens `dir` to read its checkpoints only (`predict`, `inspect`),
+    /// without the writer's lock: a running daemon may keep writing there.
+    pub fn open_read(dir: impl Into<PathBuf>) -> Result<Self, CheckpointError> {
         let dir = dir.into();
+        let next_sequence = list(&dir)?.first().map_or(1, |(s, _)| s + 1);
+        Ok(CheckpointDir {
+            dir,
+            keep: DEFAULT_KEEP,
+            next_sequence,
+            _lock: None,
+        })
+    }
+
+    /// Creates `dir` if need be and lists it.
+    fn open_dir(dir: PathBuf, keep: usize) -> Result<Self, CheckpointError> {
         fs::create_dir_all(&dir).map_err(|error| {
             // A file in the way: create_dir_all says only "File exists".
             let error = match error.kind() {
@@ -109,6 +175,7 @@ impl CheckpointDir {
             dir,
             keep: keep.max(1),
             next_sequence,
+            _lock: None,
         })
     }
 
@@ -130,12 +197,18 @@ impl CheckpointDir {
         bytes.extend_from_slice(&payload);
         let path = self.dir.join(format!("checkpoint-{sequence:012}.ckpt"));
         let tmp = self.dir.join(format!(".checkpoint-{sequence:012}.tmp"));
-        {
-            let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-            f.write_all(&bytes).map_err(io_err(&tmp))?;
-            f.sync_all().map_err(io_err(&tmp))?;
+        let written = File::create(&tmp)
+            .and_then(|mut f| {
+                f.write_all(&bytes)?;
+                f.sync_all()
+            })
+            .and_then(|()| fs::rename(&tmp, &path));
+        if let Err(error) = written {
+            // A full disk or a file size limit: the partial file goes, the
+            // last good checkpoint stays the newest.
+            let _ = fs::remove_file(&tmp);
+            return Err(CheckpointError::Io { path: tmp, error });
         }
-        fs::rename(&tmp, &path).map_err(io_err(&path))?;
         // Make the rename durable.
         File::open(&self.dir)
             .and_then(|d| d.sync_all())
@@ -161,11 +234,16 @@ impl CheckpointDir {
             return Ok(None);
         }
         let mut tried = Vec::new();
-        for (_, path) in files {
+        let count = files.len();
+        for (i, (_, path)) in files.into_iter().enumerate() {
             match read_file(&path) {
                 Ok(c) => return Ok(Some((c, path))),
-                Err(e) => {
+                Err(e) if i + 1 < count => {
                     tracing::error!(error = %e, "refusing checkpoint; trying the previous one");
+                    tried.push(e.to_string());
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "refusing checkpoint; there is no previous one");
                     tried.push(e.to_string());
                 }
             }

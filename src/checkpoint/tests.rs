@@ -158,6 +158,51 @@ fn keeps_only_the_newest_few() {
     let names: Vec<_> = list(dir.path()).unwrap().into_iter().map(|(s, _)| s).collect();
     assert_eq!(names, [5, 4]);
     // A reopened directory continues the sequence.
+    drop(d);
     let d2 = CheckpointDir::open(dir.path(), 2).unwrap();
     assert_eq!(d2.next_sequence, 6);
+}
+
+/// One writer per directory: a second `open` is refused with the holder's
+/// pid while the first lives, and succeeds once it is dropped; readers
+/// open without the lock.
+#[test]
+fn a_directory_has_one_writer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = CheckpointDir::open(tmp.path(), 3).unwrap();
+    match CheckpointDir::open(tmp.path(), 3) {
+        Err(CheckpointError::Locked { dir, holder }) => {
+            assert_eq!(dir, tmp.path());
+            assert_eq!(holder, std::process::id().to_string());
+        }
+        other => panic!("a second writer was not refused: {other:?}"),
+    }
+    assert!(CheckpointDir::open_read(tmp.path()).is_ok());
+    drop(first);
+    assert!(CheckpointDir::open(tmp.path(), 3).is_ok());
+}
+
+/// A save that cannot be written (here: the temporary file's name is taken
+/// by a directory) leaves no temporary file behind and keeps the last good
+/// checkpoint the newest.
+#[test]
+fn a_failed_save_leaves_no_temporary_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = trained(Learner::Logistic);
+    let mut d = CheckpointDir::open(tmp.path(), 3).unwrap();
+    d.save(&mut capture(&p, &BTreeMap::new())).unwrap();
+    // The next save's final name is taken by a non-empty directory: rename fails.
+    let blocker = tmp.path().join("checkpoint-000000000002.ckpt");
+    std::fs::create_dir(&blocker).unwrap();
+    std::fs::write(blocker.join("x"), b"x").unwrap();
+    let err = d.save(&mut capture(&p, &BTreeMap::new())).unwrap_err();
+    assert!(err.to_string().contains(".checkpoint-000000000002.tmp"), "{err}");
+    let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let (_, newest) = d.load_latest().unwrap().unwrap();
+    assert!(newest.ends_with("checkpoint-000000000001.ckpt"), "{}", newest.display());
 }

@@ -1,0 +1,116 @@
+//! The operator's mistakes, refused loudly: two processes on one checkpoint
+//! directory. Driven as real processes on the JSON-lines transport (the
+//! lock is taken by the checkpoint directory, the same for Kafka).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::{BIN, data, newest_checkpoint, sms_lines, wait_for};
+
+fn classifyd() -> Command {
+    let mut c = Command::new(BIN);
+    c.env("CLASSIFYD_LOG", "warn");
+    c
+}
+
+/// A daemon reading stdin, checkpointing into `dir` every 50 updates.
+fn spawn_stdin(dir: &Path) -> Child {
+    classifyd()
+        .args(["run", "--input", "-", "--output", "/dev/null", "--bits", "16"])
+        .args(["--checkpoint-every-updates", "50", "--checkpoint-dir"])
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn classifyd")
+}
+
+fn learned(dir: &Path) -> u64 {
+    newest_checkpoint(dir).map_or(0, |c| c.pipeline.unwrap().counters.unwrap().learned)
+}
+
+/// A second `run` on a directory that a running daemon writes exits
+/// non-zero at once, naming the directory and the holder's pid, and
+/// writes nothing; the first goes on and loses nothing. After a kill -9 of
+/// the holder, a new process takes the directory at once.
+#[test]
+fn a_second_writer_is_refused_and_a_killed_ones_lock_is_gone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ck");
+    let lines = sms_lines();
+    let mut first = spawn_stdin(&dir);
+    let mut stdin = first.stdin.take().unwrap();
+    for l in &lines[..400] {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    stdin.flush().unwrap();
+    wait_for("the first daemon's checkpoints", Duration::from_secs(30), || {
+        learned(&dir) >= 300
+    });
+    let before: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+
+    let started = Instant::now();
+    let second = classifyd()
+        .args(["run", "--output", "/dev/null", "--bits", "16", "--input"])
+        .arg(data("sms_head1000.jsonl"))
+        .arg("--checkpoint-dir")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "the second writer ran: {stderr}");
+    assert!(took < Duration::from_secs(1), "refused after {took:?}");
+    assert!(stderr.contains(&dir.display().to_string()), "{stderr}");
+    assert!(stderr.contains(&format!("process {}", first.id())), "{stderr}");
+    let after: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(before, after, "the refused process wrote nothing");
+
+    for l in &lines[400..] {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    drop(stdin);
+    assert!(first.wait().unwrap().success());
+    assert_eq!(learned(&dir), lines.len() as u64, "the first daemon lost nothing");
+
+    // kill -9 of the holder leaves no stale lock.
+    let mut holder = spawn_stdin(&dir);
+    wait_for("the holder's lock", Duration::from_secs(10), || {
+        std::fs::read_to_string(dir.join("LOCK")).is_ok_and(|s| s.trim() == holder.id().to_string())
+    });
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let third = classifyd()
+        .args(["run", "--output", "/dev/null", "--bits", "16", "--input"])
+        .arg(data("sms_head1000.jsonl"))
+        .arg("--checkpoint-dir")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(third.status.success(), "{}", String::from_utf8_lossy(&third.stderr));
+
+    // Readers take no lock: inspect works while a writer holds the directory.
+    let mut writer = spawn_stdin(&dir);
+    wait_for("the writer's lock", Duration::from_secs(10), || {
+        std::fs::read_to_string(dir.join("LOCK")).is_ok_and(|s| s.trim() == writer.id().to_string())
+    });
+    let inspect = classifyd()
+        .arg("inspect")
+        .arg("--checkpoint-dir")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(inspect.status.success(), "{}", String::from_utf8_lossy(&inspect.stderr));
+    drop(writer.stdin.take());
+    assert!(writer.wait().unwrap().success());
+}
