@@ -11,6 +11,8 @@
 //!   Bayes; one-vs-rest multi-label) and the lazily averaged weights.
 //! - [`eval`]: progressive (test-then-train) metrics.
 //! - [`pipeline`]: one message in, one outcome out; the late-label join cache.
+//! - [`replica`]: the model topic: a learner publishes its model, predict-only
+//!   replicas rebuild it.
 //! - [`checkpoint`]: protobuf checkpoints, atomic and checksummed, with
 //!   the input positions they cover.
 //! - [`transport`]: `classifyd run` on JSON lines ([`transport::jsonl`]) and
@@ -36,5 +38,6 @@ pub mod metrics;
 pub mod model;
 pub mod pipeline;
 pub mod plot;
+pub mod replica;
 pub mod shutdown;
 pub mod transport;

@@ -336,6 +336,7 @@ pub fn publish(p: &Pipeline) {
     msg("feedback", "unmatched", c.feedback_unmatched);
     msg("any", "bad", c.bad_total());
     msg("any", "skipped", c.skipped);
+    msg("any", "passed", c.passed);
     for r in BadReason::ALL {
         counter!("classifyd_bad_input_total", "reason" => r.as_str()).absolute(c.bad[r.index()]);
     }

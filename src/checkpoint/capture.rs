@@ -36,7 +36,8 @@ pub fn capture(p: &Pipeline, positions: &BTreeMap<String, u64>) -> pb::Checkpoin
                 .map(|(id, e)| pb::CacheEntry {
                     id: id.to_string(),
                     text: e.text.clone(),
-                    predicted: e.predicted.clone(),
+                    predicted: e.predicted.clone().unwrap_or_default(),
+                    prediction_unknown: e.predicted.is_none(),
                     score: e.score,
                     has_gold: e.gold.is_some(),
                     gold: e.gold.clone().unwrap_or_default(),
@@ -57,6 +58,22 @@ pub fn capture(p: &Pipeline, positions: &BTreeMap<String, u64>) -> pb::Checkpoin
             .filter_map(|(k, v)| Some((k.strip_prefix(MARK_PREFIX)?.to_string(), *v)))
             .collect(),
         sequence: 0,
+    }
+}
+
+/// The model alone, as a checkpoint without pipeline state or positions
+/// (format version and time set): what `restore_model` reads back.
+pub fn capture_model(m: &Model) -> pb::Checkpoint {
+    pb::Checkpoint {
+        format_version: FORMAT_VERSION,
+        created_unix_ms: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        features: Some(features_to_pb(&m.features)),
+        hyper: Some(hyper_to_pb(&m.choice.single)),
+        multilabel_hyper: Some(hyper_to_pb(&m.choice.multi)),
+        model: Some(model_to_pb(m)),
+        ..Default::default()
     }
 }
 
@@ -220,6 +237,7 @@ fn counters_to_pb(c: &Counters, cache: &FeedbackCache) -> pb::Counters {
         feedback_corrections: c.feedback_corrections,
         feedback_unmatched: c.feedback_unmatched,
         skipped: c.skipped,
+        passed: c.passed,
         features: c.features,
         bad: BadReason::ALL
             .iter()

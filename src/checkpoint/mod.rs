@@ -34,7 +34,8 @@ mod capture;
 mod restore;
 
 pub use capture::capture;
-pub use restore::restore;
+pub use capture::capture_model;
+pub use restore::{restore, restore_model};
 
 /// The generated protobuf types.
 pub mod pb {

@@ -15,14 +15,8 @@ use crate::pipeline::{CacheEntry, Counters, FeedbackCache, Pipeline, PipelineCon
 // ---- restore: protobuf -> pipeline ----
 
 /// Rebuilds the pipeline and the positions; `Err` names what is inconsistent.
-pub fn restore(c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, BTreeMap<String, u64>), String> {
-    let features = features_from_pb(c.features.as_ref().ok_or("no feature config")?)?;
-    let single = hyper_from_pb(c.hyper.as_ref().ok_or("no hyperparameters")?)?;
-    let multi = match &c.multilabel_hyper {
-        Some(h) => hyper_from_pb(h)?,
-        None => single.clone(),
-    };
-    let model = model_from_pb(c.model.ok_or("no model")?, HyperChoice { single, multi }, features)?;
+pub fn restore(mut c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, BTreeMap<String, u64>), String> {
+    let model = restore_model(&mut c)?;
     let ps = c.pipeline.ok_or("no pipeline state")?;
     let prog = |p: Option<pb::Progressive>| {
         p.map(progressive_from_pb)
@@ -41,7 +35,7 @@ pub fn restore(c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, BTre
                     e.id,
                     CacheEntry {
                         text: e.text,
-                        predicted: e.predicted,
+                        predicted: (!e.prediction_unknown).then_some(e.predicted),
                         score: e.score,
                         gold,
                         at_ms: e.at_ms,
@@ -60,6 +54,7 @@ pub fn restore(c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, BTre
         feedback_corrections: counters_pb.feedback_corrections,
         feedback_unmatched: counters_pb.feedback_unmatched,
         skipped: counters_pb.skipped,
+        passed: counters_pb.passed,
         features: counters_pb.features,
         predicted_by_label: counters_pb.predicted_by_label.into_iter().collect(),
         ..Counters::default()
@@ -135,6 +130,23 @@ fn rows_from_pb(r: Option<pb::Rows>, buckets: usize, stride: usize) -> Result<Ve
         out[row * stride..(row + 1) * stride].copy_from_slice(&r.values[i * stride..(i + 1) * stride]);
     }
     Ok(out)
+}
+
+/// Rebuilds the model alone (features, hyperparameters, model state),
+/// taking the model state out of `c`: what a predictor needs of a
+/// checkpoint or of a model-topic snapshot.
+pub fn restore_model(c: &mut pb::Checkpoint) -> Result<Model, String> {
+    let features = features_from_pb(c.features.as_ref().ok_or("no feature config")?)?;
+    let single = hyper_from_pb(c.hyper.as_ref().ok_or("no hyperparameters")?)?;
+    let multi = match &c.multilabel_hyper {
+        Some(h) => hyper_from_pb(h)?,
+        None => single.clone(),
+    };
+    model_from_pb(
+        c.model.take().ok_or("no model")?,
+        HyperChoice { single, multi },
+        features,
+    )
 }
 
 fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig) -> Result<Model, String> {

@@ -13,8 +13,9 @@ use super::PipelineConfig;
 #[derive(Clone, Debug, PartialEq)]
 pub struct CacheEntry {
     pub text: String,
-    /// The labels published for it (unlabeled messages).
-    pub predicted: Vec<String>,
+    /// The labels published for it (unlabeled messages); `None` when no
+    /// prediction of it is known here (a learner: its replicas predict).
+    pub predicted: Option<Vec<String>>,
     /// The positive class's score that was published (binary tasks).
     pub score: Option<f32>,
     /// Its gold labels, once known.

@@ -23,6 +23,50 @@ use crate::features::SparseVec;
 use crate::message::{self, Bad, BadReason, Gold, Message, Split};
 use crate::model::{Model, ModelError, Scored, Task};
 
+/// What a process does with the one model (`classifyd run --role`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// Learns and predicts (one process).
+    #[default]
+    Standalone,
+    /// Learns from labeled messages and joined feedback; publishes no
+    /// predictions (its replicas do). Unlabeled messages are only kept for
+    /// the join.
+    Learner,
+    /// Predicts with a model it is given; learns nothing. Labeled messages
+    /// and feedback are left to the learner.
+    Predictor,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Standalone => "standalone",
+            Role::Learner => "learner",
+            Role::Predictor => "predictor",
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "standalone" => Ok(Role::Standalone),
+            "learner" => Ok(Role::Learner),
+            "predictor" => Ok(Role::Predictor),
+            other => Err(format!("unknown role {other:?} (standalone, learner or predictor)")),
+        }
+    }
+}
+
 /// Settings of the pipeline around the model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PipelineConfig {
@@ -47,6 +91,8 @@ pub struct PipelineConfig {
     /// date. `eval` turns it off: it keeps no model, and the sampled
     /// documents would be featurized twice and their names allocated.
     pub name_features: bool,
+    /// What this process does with the model.
+    pub role: Role,
 }
 
 impl Default for PipelineConfig {
@@ -60,6 +106,7 @@ impl Default for PipelineConfig {
             cache_ttl_ms: 24 * 3600 * 1000,
             defer_test: false,
             keep_train: false,
+            role: Role::Standalone,
             name_features: true,
         }
     }
@@ -75,6 +122,8 @@ pub struct Counters {
     pub feedback_corrections: u64,
     pub feedback_unmatched: u64,
     pub skipped: u64,
+    /// Messages left to another role (see [`Outcome::Passed`]).
+    pub passed: u64,
     /// Non-zero features of every featurized message, summed.
     pub features: u64,
     /// Bad input by [`BadReason::index`].
@@ -219,7 +268,15 @@ impl Pipeline {
         self.cache.expire(now_ms, self.cfg.cache_ttl_ms);
         let outcome = match message {
             Err(bad) => Outcome::Bad(bad),
+            Ok(Message::Feedback { .. }) if self.cfg.role == Role::Predictor => self.passed(),
             Ok(Message::Feedback { id, gold }) => self.feedback(&id, gold),
+            Ok(Message::Example { gold: Some(_), .. }) if self.cfg.role == Role::Predictor => self.passed(),
+            Ok(Message::Example {
+                id, text, gold: None, ..
+            }) if self.cfg.role == Role::Learner => {
+                let id = id.unwrap_or_else(default_id);
+                self.keep_for_feedback(id, text, now_ms)
+            }
             Ok(Message::Example { id, text, gold, split }) => {
                 match counted {
                     Some(r) => {
@@ -360,7 +417,7 @@ impl Pipeline {
             id,
             CacheEntry {
                 text,
-                predicted,
+                predicted: Some(predicted),
                 score,
                 gold: Some(gold_vec),
                 at_ms: now_ms,
@@ -471,13 +528,45 @@ impl Pipeline {
         self.counters.predicted += 1;
         let entry = CacheEntry {
             text,
-            predicted: prediction.labels.clone(),
+            predicted: Some(prediction.labels.clone()),
             score,
             gold: None,
             at_ms: now_ms,
         };
         self.cache.insert(id, entry, &self.cfg);
         Outcome::Predicted(prediction)
+    }
+
+    /// A message this role leaves to another.
+    fn passed(&mut self) -> Outcome {
+        self.counters.passed += 1;
+        Outcome::Passed
+    }
+
+    /// A learner's unlabeled message: kept for its late label, not
+    /// predicted (a replica predicts it); what was published for it is not
+    /// known here.
+    fn keep_for_feedback(&mut self, id: String, text: String, now_ms: u64) -> Outcome {
+        let entry = CacheEntry {
+            text,
+            predicted: None,
+            score: None,
+            gold: None,
+            at_ms: now_ms,
+        };
+        self.cache.insert(id, entry, &self.cfg);
+        self.counters.passed += 1;
+        Outcome::Passed
+    }
+
+    /// Replaces the model (a predictor's newer version), keeping the
+    /// metrics and counters. The front stage follows the new model's
+    /// features if they changed.
+    pub fn replace_model(&mut self, model: Model) {
+        if model.features() != self.model.features() {
+            self.prep = Preparer::new(*model.features(), self.cfg.max_message_bytes);
+        }
+        self.model = model;
     }
 
     /// Predicts any message with text (labeled or not) without learning:
@@ -512,9 +601,9 @@ impl Pipeline {
         };
         let gold_names = gold.into_vec();
         let mut correct = None;
-        if !correction {
-            self.published.record(&gold_names, &predicted, score);
-            correct = Some(same_set(&predicted, &gold_names));
+        if let (false, Some(predicted)) = (correction, &predicted) {
+            self.published.record(&gold_names, predicted, score);
+            correct = Some(same_set(predicted, &gold_names));
         }
         self.featurize(&text, true);
         self.learn_current(&ids, None);

@@ -27,6 +27,10 @@ pub enum Outcome {
     Bad(Bad),
     /// A blank line.
     Skipped,
+    /// A message this process's role leaves to another: a labeled one or
+    /// feedback on a predictor, an unlabeled one on a learner (kept there
+    /// for its late label).
+    Passed,
 }
 
 /// A prediction to publish.

@@ -1,0 +1,297 @@
+//! A model's scoring image and the change between two images.
+//!
+//! The image is the model as a checkpoint holds it ([`checkpoint::capture_model`]),
+//! less what only learning needs: the AdaGrad sums of linear weights. A
+//! predictor that restores it scores exactly as the learner's model does
+//! (the same floats in the same places). A delta is the image's rows that
+//! changed since another image of the same layout (same labels, task and
+//! weight slots), with every scalar of the new one; applying it to the old
+//! image gives the new one, row for row.
+
+use crate::checkpoint::{self, pb};
+use crate::model::Model;
+
+use pb::model_state::State;
+
+/// The model's scoring image: features, hyperparameters and model state
+/// without optimizer state, pipeline state or positions.
+pub fn scoring_image(m: &Model) -> pb::Checkpoint {
+    let mut c = checkpoint::capture_model(m);
+    if let Some(pb::ModelState {
+        state: Some(State::Linear(l)),
+        ..
+    }) = &mut c.model
+        && l.adagrad
+    {
+        strip_adagrad(l);
+    }
+    c
+}
+
+/// Drops the last slot of every row (AdaGrad's sums: the checkpoint
+/// layout is `[v | A | sums]`, `columns` floats each).
+fn strip_adagrad(l: &mut pb::LinearState) {
+    l.adagrad = false;
+    let Some(rows) = &mut l.rows else { return };
+    let stride = rows.stride as usize;
+    let slots = 2 + l.averaged as usize;
+    if stride == 0 || !stride.is_multiple_of(slots) {
+        return;
+    }
+    let keep = stride / slots * (slots - 1);
+    let mut values = Vec::with_capacity(rows.rows.len() * keep);
+    for row in rows.values.chunks_exact(stride) {
+        values.extend_from_slice(&row[..keep]);
+    }
+    rows.values = values;
+    rows.stride = keep as u32;
+}
+
+/// Sparse rows: sorted row ids and `stride` values per row.
+struct Sparse<'a, T> {
+    ids: &'a [u32],
+    values: &'a [T],
+    stride: usize,
+}
+
+impl<T> Sparse<'_, T> {
+    fn row(&self, i: usize) -> &[T] {
+        &self.values[i * self.stride..(i + 1) * self.stride]
+    }
+}
+
+/// The rows of `new` that differ from `old` (rows gone from `new` come as
+/// zeros). Both sorted by id, with the same stride.
+fn diff<T: Copy + PartialEq + Default>(old: Sparse<'_, T>, new: Sparse<'_, T>) -> (Vec<u32>, Vec<T>) {
+    let (mut ids, mut values) = (Vec::new(), Vec::new());
+    let (mut i, mut j) = (0, 0);
+    let zeros = vec![T::default(); new.stride];
+    while i < old.ids.len() || j < new.ids.len() {
+        let (o, n) = (old.ids.get(i), new.ids.get(j));
+        match (o, n) {
+            (Some(&a), Some(&b)) if a == b => {
+                if old.row(i) != new.row(j) {
+                    ids.push(b);
+                    values.extend_from_slice(new.row(j));
+                }
+                i += 1;
+                j += 1;
+            }
+            (Some(&a), Some(&b)) if b < a => {
+                ids.push(b);
+                values.extend_from_slice(new.row(j));
+                j += 1;
+            }
+            (Some(&a), _) => {
+                ids.push(a);
+                values.extend_from_slice(&zeros);
+                i += 1;
+            }
+            (None, Some(&b)) => {
+                ids.push(b);
+                values.extend_from_slice(new.row(j));
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    (ids, values)
+}
+
+/// `base` with `delta`'s rows in place of its own (all-zero rows dropped).
+fn merge<T: Copy + PartialEq + Default>(base: Sparse<'_, T>, delta: Sparse<'_, T>) -> (Vec<u32>, Vec<T>) {
+    let (mut ids, mut values) = (
+        Vec::with_capacity(base.ids.len()),
+        Vec::with_capacity(base.values.len()),
+    );
+    let zero = T::default();
+    let mut push = |id: u32, row: &[T]| {
+        if row.iter().any(|v| *v != zero) {
+            ids.push(id);
+            values.extend_from_slice(row);
+        }
+    };
+    let (mut i, mut j) = (0, 0);
+    while i < base.ids.len() || j < delta.ids.len() {
+        match (base.ids.get(i), delta.ids.get(j)) {
+            (Some(&a), Some(&b)) if a == b => {
+                push(b, delta.row(j));
+                i += 1;
+                j += 1;
+            }
+            (Some(&a), Some(&b)) if b < a => {
+                push(b, delta.row(j));
+                j += 1;
+            }
+            (Some(&a), _) => {
+                push(a, base.row(i));
+                i += 1;
+            }
+            (None, Some(&b)) => {
+                push(b, delta.row(j));
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    (ids, values)
+}
+
+fn sparse(r: &pb::Rows) -> Sparse<'_, f32> {
+    Sparse {
+        ids: &r.rows,
+        values: &r.values,
+        stride: r.stride as usize,
+    }
+}
+
+/// Whether rows are well formed: ids strictly increasing, `stride` values each.
+fn valid(r: &pb::Rows) -> bool {
+    r.values.len() == r.rows.len() * r.stride as usize && r.rows.windows(2).all(|w| w[0] < w[1])
+}
+
+fn diff_rows(old: Option<&pb::Rows>, new: Option<&pb::Rows>) -> Option<Option<pb::Rows>> {
+    let (Some(old), Some(new)) = (old, new) else {
+        // Absent on both sides (no classes yet): nothing changed.
+        return (old.is_none() && new.is_none()).then_some(None);
+    };
+    if old.stride != new.stride {
+        return None;
+    }
+    let (rows, values) = diff(sparse(old), sparse(new));
+    Some(Some(pb::Rows {
+        stride: new.stride,
+        rows,
+        values,
+    }))
+}
+
+fn merge_rows(base: &mut Option<pb::Rows>, delta: Option<pb::Rows>) -> Result<(), String> {
+    match (base.as_mut(), delta) {
+        (_, None) => Ok(()),
+        (Some(b), Some(d)) if b.stride == d.stride && valid(&d) && valid(b) => {
+            let (rows, values) = merge(sparse(b), sparse(&d));
+            b.rows = rows;
+            b.values = values;
+            Ok(())
+        }
+        (None, Some(d)) if valid(&d) => {
+            *base = Some(d);
+            Ok(())
+        }
+        _ => Err("a delta's rows do not fit the model's".into()),
+    }
+}
+
+fn df_sparse(d: &pb::DocFreq) -> Sparse<'_, u32> {
+    Sparse {
+        ids: &d.buckets,
+        values: &d.counts,
+        stride: 1,
+    }
+}
+
+/// The change from `old` to `new`, or `None` when only a whole image
+/// will do (other labels, task or weight layout).
+pub fn delta(old: &pb::ModelState, new: &pb::ModelState) -> Option<pb::ModelState> {
+    if old.task != new.task || old.labels != new.labels {
+        return None;
+    }
+    let state = match (&old.state, &new.state) {
+        (Some(State::Linear(o)), Some(State::Linear(n))) => {
+            if (o.averaged, o.adagrad, o.mirrored) != (n.averaged, n.adagrad, n.mirrored) {
+                return None;
+            }
+            State::Linear(pb::LinearState {
+                rows: diff_rows(o.rows.as_ref(), n.rows.as_ref())?,
+                scale: n.scale,
+                bsum: n.bsum,
+                steps: n.steps,
+                averaged: n.averaged,
+                adagrad: n.adagrad,
+                mirrored: n.mirrored,
+            })
+        }
+        (Some(State::NaiveBayes(o)), Some(State::NaiveBayes(n))) => {
+            if o.multilabel != n.multilabel {
+                return None;
+            }
+            State::NaiveBayes(pb::NaiveBayesState {
+                counts: diff_rows(o.counts.as_ref(), n.counts.as_ref())?,
+                totals: diff_rows(o.totals.as_ref(), n.totals.as_ref())?,
+                class_mass: n.class_mass.clone(),
+                class_docs: n.class_docs.clone(),
+                docs: n.docs,
+                mass: n.mass,
+                vocabulary: n.vocabulary,
+                multilabel: n.multilabel,
+            })
+        }
+        _ => return None,
+    };
+    let doc_freq = match (&old.doc_freq, &new.doc_freq) {
+        (None, None) => None,
+        (Some(o), Some(n)) => {
+            let (buckets, counts) = diff(df_sparse(o), df_sparse(n));
+            Some(pb::DocFreq {
+                docs: n.docs,
+                buckets,
+                counts,
+            })
+        }
+        _ => return None,
+    };
+    Some(pb::ModelState {
+        task: new.task.clone(),
+        labels: new.labels.clone(),
+        version: new.version,
+        state: Some(state),
+        sketch: Vec::new(),
+        sketch_offered: new.sketch_offered,
+        doc_freq,
+    })
+}
+
+/// Applies a [`delta`] to the image it was taken against. The image keeps
+/// its feature-name sketch (deltas carry none). On error `base` may be
+/// half changed: the caller applies to a copy and keeps the old one.
+pub fn apply(base: &mut pb::ModelState, d: pb::ModelState) -> Result<(), String> {
+    if base.task != d.task || base.labels != d.labels {
+        return Err("a delta for other labels".into());
+    }
+    match (&mut base.state, d.state) {
+        (Some(State::Linear(b)), Some(State::Linear(n))) => {
+            if (b.averaged, b.adagrad, b.mirrored) != (n.averaged, n.adagrad, n.mirrored) {
+                return Err("a delta for another weight layout".into());
+            }
+            merge_rows(&mut b.rows, n.rows)?;
+            (b.scale, b.bsum, b.steps) = (n.scale, n.bsum, n.steps);
+        }
+        (Some(State::NaiveBayes(b)), Some(State::NaiveBayes(n))) => {
+            if b.multilabel != n.multilabel {
+                return Err("a delta for another naive Bayes layout".into());
+            }
+            merge_rows(&mut b.counts, n.counts)?;
+            merge_rows(&mut b.totals, n.totals)?;
+            b.class_mass = n.class_mass;
+            b.class_docs = n.class_docs;
+            (b.docs, b.mass, b.vocabulary) = (n.docs, n.mass, n.vocabulary);
+        }
+        _ => return Err("a delta for another learner".into()),
+    }
+    match (&mut base.doc_freq, d.doc_freq) {
+        (None, None) => {}
+        (Some(b), Some(n)) => {
+            let ok = |x: &pb::DocFreq| x.buckets.len() == x.counts.len() && x.buckets.windows(2).all(|w| w[0] < w[1]);
+            if !ok(b) || !ok(&n) {
+                return Err("document frequencies out of order".into());
+            }
+            let (buckets, counts) = merge(df_sparse(b), df_sparse(&n));
+            (b.buckets, b.counts, b.docs) = (buckets, counts, n.docs);
+        }
+        _ => return Err("a delta with and without document frequencies".into()),
+    }
+    base.version = d.version;
+    base.sketch_offered = d.sketch_offered;
+    Ok(())
+}

@@ -1,0 +1,19 @@
+//! One model, many instances: how a learner's model reaches predict-only
+//! replicas through the model topic, as pure logic over records (the
+//! Kafka transport moves them: `transport::kafka`).
+//!
+//! - [`image`]: the scoring image of a model (no optimizer state) and the
+//!   row deltas between two images.
+//! - [`records`]: the learner's [`Publisher`] and the replica's
+//!   [`Assembler`].
+//!
+//! Owns the model topic's format; it knows no transport, and it reads and
+//! writes models only through the checkpoint's protobuf form.
+
+pub mod image;
+pub mod records;
+
+pub use records::{Assembler, Kind, MODEL_FORMAT_VERSION, Outgoing, PublishSettings, Publisher, Served};
+
+#[cfg(test)]
+mod tests;

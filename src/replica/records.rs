@@ -1,0 +1,343 @@
+//! The model topic's records (proto/model_topic.proto): what a learner
+//! sends ([`Publisher`]: a full version in chunks now and then, deltas
+//! between, deletions of what a newer full version makes useless) and how
+//! a replica rebuilds versions from them ([`Assembler`]: only complete
+//! versions, never backwards). Pure logic: no Kafka here.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use prost::Message as _;
+
+use super::image::{apply, delta, scoring_image};
+use crate::checkpoint::{self, pb};
+use crate::model::Model;
+
+/// The format of model-topic records this build writes and reads.
+pub const MODEL_FORMAT_VERSION: u32 = 1;
+
+/// The most a delta record may take, whatever the chunk size: under
+/// Kafka's default limit of 1 MiB a record, with room for the key and headers.
+pub const MAX_DELTA_BYTES: usize = 900 << 10;
+
+/// A record to send: a key and a value, or a deletion (a tombstone, which
+/// compaction uses to drop the key).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outgoing {
+    pub key: String,
+    pub value: Option<Vec<u8>>,
+}
+
+fn snapshot_key(epoch: u64, version: u64, index: usize) -> String {
+    format!("snapshot/{epoch:020}/{version:020}/{index:06}")
+}
+
+fn delta_key(epoch: u64, version: u64) -> String {
+    format!("delta/{epoch:020}/{version:020}")
+}
+
+/// How a learner publishes.
+#[derive(Clone, Debug)]
+pub struct PublishSettings {
+    /// Publish a new version at most this often (when the model changed).
+    pub interval: Duration,
+    /// A full version at least this often (deltas between).
+    pub snapshot_interval: Duration,
+    /// Bytes of snapshot per record, and the most a delta may take (under
+    /// Kafka's default limit of 1 MiB a record).
+    pub chunk_bytes: usize,
+}
+
+impl Default for PublishSettings {
+    fn default() -> Self {
+        PublishSettings {
+            interval: Duration::from_millis(500),
+            snapshot_interval: Duration::from_secs(600),
+            chunk_bytes: 512 << 10,
+        }
+    }
+}
+
+/// What one publication was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Snapshot,
+    Delta,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Snapshot => "snapshot",
+            Kind::Delta => "delta",
+        }
+    }
+}
+
+/// The learner's side: turns model versions into records.
+#[derive(Debug)]
+pub struct Publisher {
+    epoch: u64,
+    settings: PublishSettings,
+    /// The version last published and its scoring image's model state.
+    last: Option<(u64, pb::ModelState)>,
+    last_snapshot: Option<Instant>,
+    last_publish: Option<Instant>,
+    /// Keys in the topic that the next full version makes useless.
+    live: BTreeSet<String>,
+}
+
+impl Publisher {
+    /// A publisher for a learner run of `epoch`, over a topic that holds
+    /// `live` keys (deleted after its first full version).
+    pub fn new(epoch: u64, settings: PublishSettings, live: BTreeSet<String>) -> Self {
+        Publisher {
+            epoch,
+            settings,
+            last: None,
+            last_snapshot: None,
+            last_publish: None,
+            live,
+        }
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The version last published, if any.
+    pub fn published_version(&self) -> Option<u64> {
+        self.last.as_ref().map(|(v, _)| *v)
+    }
+
+    /// Whether a model at `version` should be published now: it is not the
+    /// one last published and the interval has passed.
+    pub fn due(&self, version: u64) -> bool {
+        self.published_version() != Some(version)
+            && self.last_publish.is_none_or(|t| t.elapsed() >= self.settings.interval)
+    }
+
+    /// The records that publish `m` (a delta when one will do), and what
+    /// kind of publication they are.
+    pub fn publish(&mut self, m: &Model, now_ms: u64) -> (Vec<Outgoing>, Kind) {
+        let mut image = scoring_image(m);
+        let version = m.version();
+        let model = image.model.take().unwrap_or_default();
+        let snapshot_due = self
+            .last_snapshot
+            .is_none_or(|t| t.elapsed() >= self.settings.snapshot_interval);
+        let change = match (&self.last, snapshot_due) {
+            (Some((_, old)), false) => delta(old, &model),
+            _ => None,
+        };
+        self.last_publish = Some(Instant::now());
+        if let (Some(d), Some((base_version, _))) = (change, &self.last) {
+            let record = pb::ModelRecord {
+                format_version: MODEL_FORMAT_VERSION,
+                epoch: self.epoch,
+                version,
+                published_unix_ms: now_ms,
+                body: Some(pb::model_record::Body::Delta(pb::ModelDelta {
+                    base_version: *base_version,
+                    model: Some(d),
+                })),
+            }
+            .encode_to_vec();
+            // A delta over a record's room, or over half a full version
+            // (cheaper to read whole), gives way to a full version.
+            let whole = image.encoded_len() + model.encoded_len();
+            if record.len() <= self.settings.chunk_bytes.max(MAX_DELTA_BYTES) && record.len() * 2 <= whole {
+                let key = delta_key(self.epoch, version);
+                self.live.insert(key.clone());
+                self.last = Some((version, model));
+                return (
+                    vec![Outgoing {
+                        key,
+                        value: Some(record),
+                    }],
+                    Kind::Delta,
+                );
+            }
+        }
+        image.model = Some(model);
+        let bytes = image.encode_to_vec();
+        let crc = crc32fast::hash(&bytes);
+        let pieces: Vec<&[u8]> = bytes.chunks(self.settings.chunk_bytes.max(1)).collect();
+        let count = pieces.len() as u32;
+        let mut out: Vec<Outgoing> = pieces
+            .iter()
+            .enumerate()
+            .map(|(i, data)| Outgoing {
+                key: snapshot_key(self.epoch, version, i),
+                value: Some(
+                    pb::ModelRecord {
+                        format_version: MODEL_FORMAT_VERSION,
+                        epoch: self.epoch,
+                        version,
+                        published_unix_ms: now_ms,
+                        body: Some(pb::model_record::Body::Chunk(pb::SnapshotChunk {
+                            index: i as u32,
+                            count,
+                            crc32: crc,
+                            data: data.to_vec(),
+                        })),
+                    }
+                    .encode_to_vec(),
+                ),
+            })
+            .collect();
+        // Then delete what this full version supersedes.
+        for key in std::mem::take(&mut self.live) {
+            out.push(Outgoing { key, value: None });
+        }
+        self.live = out
+            .iter()
+            .filter(|o| o.value.is_some())
+            .map(|o| o.key.clone())
+            .collect();
+        self.last = image.model.take().map(|m| (version, m));
+        self.last_snapshot = Some(Instant::now());
+        (out, Kind::Snapshot)
+    }
+}
+
+/// A version a replica holds.
+#[derive(Clone, Debug)]
+struct Held {
+    epoch: u64,
+    version: u64,
+    published_ms: u64,
+    image: pb::Checkpoint,
+}
+
+/// A full version being received, chunk by chunk.
+#[derive(Debug)]
+struct Staging {
+    epoch: u64,
+    version: u64,
+    crc: u32,
+    chunks: Vec<Option<Vec<u8>>>,
+}
+
+/// The replica's side: reads records in topic order and holds the newest
+/// complete version. A full version counts once all its chunks are in and
+/// their checksum holds; a delta only on the exact version it was taken
+/// against. Nothing older than what it holds is ever taken.
+#[derive(Debug, Default)]
+pub struct Assembler {
+    held: Option<Held>,
+    staging: Option<Staging>,
+    /// The newest (epoch, version) any record has named.
+    newest_seen: (u64, u64),
+    /// Keys whose latest record is not a deletion.
+    live: BTreeSet<String>,
+}
+
+/// What a replica serves: (epoch, version, when the learner published it).
+pub type Served = (u64, u64, u64);
+
+impl Assembler {
+    /// Takes one record; `Ok(true)` when a newer complete version is now
+    /// held. An `Err` names a record that cannot be used (it is skipped).
+    pub fn offer(&mut self, key: &str, value: Option<&[u8]>) -> Result<bool, String> {
+        let Some(value) = value else {
+            self.live.remove(key);
+            return Ok(false);
+        };
+        self.live.insert(key.to_string());
+        let r = pb::ModelRecord::decode(value).map_err(|e| format!("model record {key}: {e}"))?;
+        if r.format_version != MODEL_FORMAT_VERSION {
+            return Err(format!(
+                "model record {key} has format version {}, this build reads {MODEL_FORMAT_VERSION}",
+                r.format_version
+            ));
+        }
+        self.newest_seen = self.newest_seen.max((r.epoch, r.version));
+        let held = self.held.as_ref().map(|h| (h.epoch, h.version));
+        if held.is_some_and(|h| (r.epoch, r.version) <= h) {
+            return Ok(false);
+        }
+        match r.body {
+            Some(pb::model_record::Body::Chunk(c)) => self.chunk(r.epoch, r.version, r.published_unix_ms, c),
+            Some(pb::model_record::Body::Delta(d)) => {
+                let Some(h) = self.held.as_mut() else { return Ok(false) };
+                if h.epoch != r.epoch || h.version != d.base_version {
+                    return Ok(false);
+                }
+                let d = d
+                    .model
+                    .ok_or_else(|| format!("model record {key}: a delta without a model"))?;
+                let mut next = h.image.model.clone().unwrap_or_default();
+                apply(&mut next, d).map_err(|e| format!("model record {key}: {e}"))?;
+                h.image.model = Some(next);
+                (h.version, h.published_ms) = (r.version, r.published_unix_ms);
+                Ok(true)
+            }
+            None => Err(format!("model record {key} is empty")),
+        }
+    }
+
+    fn chunk(&mut self, epoch: u64, version: u64, published_ms: u64, c: pb::SnapshotChunk) -> Result<bool, String> {
+        let (index, count) = (c.index as usize, c.count as usize);
+        if count == 0 || index >= count || count > 1 << 20 {
+            return Err(format!("snapshot chunk {index} of {count}"));
+        }
+        let fresh = match &self.staging {
+            Some(s) => (epoch, version) > (s.epoch, s.version),
+            None => true,
+        };
+        if fresh {
+            self.staging = Some(Staging {
+                epoch,
+                version,
+                crc: c.crc32,
+                chunks: vec![None; count],
+            });
+        }
+        let Some(s) = self.staging.as_mut() else {
+            return Ok(false);
+        };
+        if (s.epoch, s.version) != (epoch, version) || s.chunks.len() != count || s.crc != c.crc32 {
+            return Ok(false);
+        }
+        s.chunks[index] = Some(c.data);
+        if s.chunks.iter().any(Option::is_none) {
+            return Ok(false);
+        }
+        let Some(s) = self.staging.take() else { return Ok(false) };
+        let bytes: Vec<u8> = s.chunks.into_iter().flatten().flatten().collect();
+        if crc32fast::hash(&bytes) != s.crc {
+            return Err(format!("snapshot {epoch}/{version} fails its checksum"));
+        }
+        let image = pb::Checkpoint::decode(&bytes[..]).map_err(|e| format!("snapshot {epoch}/{version}: {e}"))?;
+        self.held = Some(Held {
+            epoch,
+            version,
+            published_ms,
+            image,
+        });
+        Ok(true)
+    }
+
+    /// The version held, if any.
+    pub fn served(&self) -> Option<Served> {
+        self.held.as_ref().map(|h| (h.epoch, h.version, h.published_ms))
+    }
+
+    /// The newest (epoch, version) any record has named.
+    pub fn newest_seen(&self) -> (u64, u64) {
+        self.newest_seen
+    }
+
+    /// Keys whose latest record is not a deletion (a learner deletes them
+    /// after its first full version).
+    pub fn live_keys(&self) -> &BTreeSet<String> {
+        &self.live
+    }
+
+    /// The model of the version held.
+    pub fn model(&self) -> Option<Result<Model, String>> {
+        let h = self.held.as_ref()?;
+        Some(checkpoint::restore_model(&mut h.image.clone()))
+    }
+}

@@ -1,0 +1,256 @@
+//! Tests of the model topic's logic: images, deltas, publisher and assembler.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use prost::Message as _;
+
+use super::image::{apply, delta, scoring_image};
+use super::*;
+use crate::checkpoint::pb;
+use crate::features::FeatureConfig;
+use crate::model::{Hyper, Learner, Model};
+use crate::pipeline::{Pipeline, PipelineConfig};
+
+fn sms() -> Vec<&'static str> {
+    include_str!("../../tests/data/sms_head1000.jsonl").lines().collect()
+}
+
+/// Three topics, for a model with more than two classes.
+fn topics(n: usize) -> Vec<String> {
+    let words = [
+        ["wheat", "grain", "harvest"],
+        ["oil", "crude", "barrel"],
+        ["bank", "rate", "interest"],
+    ];
+    (0..n)
+        .map(|i| {
+            let w = words[i % 3];
+            format!(
+                r#"{{"text": "{} {} news {} report {i}", "label": "t{}"}}"#,
+                w[0],
+                w[1 + i % 2],
+                w[2],
+                i % 3
+            )
+        })
+        .collect()
+}
+
+fn pipeline(learner: Learner, idf: bool) -> Pipeline {
+    let features = FeatureConfig {
+        bits: 14,
+        idf,
+        ..FeatureConfig::default()
+    };
+    Pipeline::new(
+        Model::new(Hyper::defaults(learner), features),
+        PipelineConfig::default(),
+    )
+}
+
+fn feed(p: &mut Pipeline, lines: &[impl AsRef<str>]) {
+    for (i, l) in lines.iter().enumerate() {
+        p.handle(l.as_ref().as_bytes(), &|| format!("l{i}"), i as u64);
+    }
+}
+
+/// The scores a pipeline over `model` gives the probe texts.
+fn probe_scores(model: Model) -> Vec<Vec<(String, f32)>> {
+    let mut p = Pipeline::new(model, PipelineConfig::default());
+    [
+        "free cash prize, call now",
+        "see you at lunch",
+        "wheat harvest report",
+        "crude oil news",
+    ]
+    .iter()
+    .map(|t| {
+        let raw = format!(r#"{{"text": "{t}"}}"#);
+        p.predict_only(raw.as_bytes(), &|| "probe".into()).unwrap().scores
+    })
+    .collect()
+}
+
+fn model_of(image: &pb::Checkpoint) -> Model {
+    crate::checkpoint::restore_model(&mut image.clone()).unwrap()
+}
+
+/// For every learner, with and without IDF, binary and three classes: the
+/// delta between two images applied to the older gives the newer, row for
+/// row, and the image scores as the learner's own model does.
+#[test]
+fn a_delta_applied_gives_the_newer_image() {
+    for learner in [
+        Learner::Logistic,
+        Learner::Perceptron,
+        Learner::Hinge,
+        Learner::NaiveBayes,
+    ] {
+        for idf in [false, true] {
+            for lines in [sms().iter().map(|s| s.to_string()).collect::<Vec<_>>(), topics(300)] {
+                let mut p = pipeline(learner, idf);
+                feed(&mut p, &lines[..lines.len() / 2]);
+                let old = scoring_image(p.model());
+                feed(&mut p, &lines[lines.len() / 2..]);
+                let new = scoring_image(p.model());
+                let (o, n) = (old.model.as_ref().unwrap(), new.model.as_ref().unwrap());
+                let d = delta(o, n).expect("same layout: a delta will do");
+                let mut applied = o.clone();
+                apply(&mut applied, d.clone()).unwrap();
+                let mut want = n.clone();
+                want.sketch = o.sketch.clone();
+                assert_eq!(applied, want, "{learner:?} idf={idf}");
+                assert!(
+                    d.encoded_len() < n.encoded_len(),
+                    "{learner:?}: the delta is smaller than the image"
+                );
+                let m = p.model().clone();
+                assert_eq!(probe_scores(model_of(&new)), probe_scores(m), "{learner:?} idf={idf}");
+            }
+        }
+    }
+}
+
+/// A scoring image drops AdaGrad's sums and nothing that scoring reads.
+#[test]
+fn the_image_has_no_optimizer_state() {
+    let mut p = pipeline(Learner::Logistic, false);
+    feed(&mut p, &sms()[..300]);
+    let full = crate::checkpoint::capture_model(p.model());
+    let image = scoring_image(p.model());
+    let linear = |c: &pb::Checkpoint| match c.model.as_ref().unwrap().state.as_ref().unwrap() {
+        pb::model_state::State::Linear(l) => l.clone(),
+        _ => panic!("linear"),
+    };
+    let (f, i) = (linear(&full), linear(&image));
+    if f.adagrad {
+        assert!(!i.adagrad);
+        assert!(i.rows.as_ref().unwrap().stride < f.rows.as_ref().unwrap().stride);
+    }
+    assert_eq!(probe_scores(model_of(&image)), probe_scores(p.model().clone()));
+}
+
+/// Another label set cannot be a delta.
+#[test]
+fn a_new_class_needs_a_full_version() {
+    let mut p = pipeline(Learner::Logistic, false);
+    feed(&mut p, &sms()[..100]);
+    let old = scoring_image(p.model());
+    feed(&mut p, &[r#"{"text": "quarterly report", "label": "news"}"#]);
+    let new = scoring_image(p.model());
+    assert!(delta(old.model.as_ref().unwrap(), new.model.as_ref().unwrap()).is_none());
+}
+
+fn offer_all(a: &mut Assembler, records: &[Outgoing]) -> usize {
+    records
+        .iter()
+        .filter(|r| a.offer(&r.key, r.value.as_deref()).unwrap())
+        .count()
+}
+
+/// A learner publishing as it learns (full versions and deltas, small
+/// chunks): a replica reading every record ends with the learner's model,
+/// scoring as it does, and the topic's live keys are one full version and
+/// the deltas since.
+#[test]
+fn a_replica_rebuilds_the_learners_model_from_the_records() {
+    let settings = PublishSettings {
+        interval: Duration::ZERO,
+        snapshot_interval: Duration::from_secs(3600),
+        chunk_bytes: 4096,
+    };
+    let mut publisher = Publisher::new(7, settings, BTreeSet::from(["delta/old".to_string()]));
+    let mut replica = Assembler::default();
+    let mut p = pipeline(Learner::Logistic, false);
+    let lines = sms();
+    let mut kinds = Vec::new();
+    let mut all = Vec::new();
+    for part in lines.chunks(100) {
+        feed(&mut p, part);
+        assert!(publisher.due(p.model().version()));
+        let (records, kind) = publisher.publish(p.model(), 1_000);
+        assert!(!publisher.due(p.model().version()), "nothing new to publish");
+        kinds.push(kind);
+        assert!(
+            offer_all(&mut replica, &records) >= 1,
+            "each publication is a new version"
+        );
+        assert_eq!(replica.served().map(|s| (s.0, s.1)), Some((7, p.model().version())));
+        all.extend(records);
+    }
+    assert_eq!(kinds[0], Kind::Snapshot);
+    assert!(kinds[1..].iter().all(|k| *k == Kind::Delta), "{kinds:?}");
+    assert!(
+        all.iter().any(|r| r.key == "delta/old" && r.value.is_none()),
+        "old keys deleted"
+    );
+    assert_eq!(
+        probe_scores(replica.model().unwrap().unwrap()),
+        probe_scores(p.model().clone())
+    );
+    // A replica that starts later reads the compacted topic: the live keys only.
+    let mut latest = std::collections::BTreeMap::new();
+    for r in &all {
+        latest.insert(r.key.clone(), r.value.clone());
+    }
+    let mut late = Assembler::default();
+    for r in &all {
+        if latest.get(&r.key) == Some(&r.value) && r.value.is_some() {
+            late.offer(&r.key, r.value.as_deref()).unwrap();
+        }
+    }
+    assert_eq!(late.served(), replica.served());
+    assert_eq!(
+        probe_scores(late.model().unwrap().unwrap()),
+        probe_scores(p.model().clone())
+    );
+}
+
+/// An incomplete or damaged full version is never served; an older one or
+/// a delta on another base is ignored; a newer epoch wins over any version
+/// of an older one.
+#[test]
+fn only_complete_newer_versions_are_served() {
+    let settings = PublishSettings {
+        interval: Duration::ZERO,
+        snapshot_interval: Duration::ZERO,
+        chunk_bytes: 2048,
+    };
+    let mut p = pipeline(Learner::Logistic, false);
+    feed(&mut p, &sms()[..200]);
+    let mut publisher = Publisher::new(1, settings.clone(), BTreeSet::new());
+    let (v200, _) = publisher.publish(p.model(), 1);
+    assert!(v200.len() > 2, "several chunks");
+    let mut a = Assembler::default();
+    // All but the last chunk: nothing held.
+    for r in &v200[..v200.len() - 1] {
+        assert!(!a.offer(&r.key, r.value.as_deref()).unwrap());
+    }
+    assert_eq!(a.served(), None);
+    assert!(a.model().is_none());
+    // A damaged last chunk: refused by the checksum.
+    let mut bad = pb::ModelRecord::decode(&v200[v200.len() - 1].value.clone().unwrap()[..]).unwrap();
+    if let Some(pb::model_record::Body::Chunk(c)) = &mut bad.body {
+        c.data[0] ^= 1;
+    }
+    assert!(a.offer("x", Some(&bad.encode_to_vec())).is_err());
+    assert_eq!(a.served(), None);
+    assert!(a.offer("x", Some(b"not a record")).is_err());
+    // The same version, complete.
+    assert_eq!(offer_all(&mut a, &v200), 1);
+    assert_eq!(a.served(), Some((1, 200, 1)));
+    // A newer version of the same epoch, then the older again: not backwards.
+    feed(&mut p, &sms()[200..300]);
+    let (v300, _) = publisher.publish(p.model(), 2);
+    assert_eq!(offer_all(&mut a, &v300), 1);
+    assert_eq!(offer_all(&mut a, &v200), 0);
+    assert_eq!(a.served().map(|s| s.1), Some(300));
+    // A restarted learner (new epoch) with an older model: it wins.
+    let mut q = pipeline(Learner::Logistic, false);
+    feed(&mut q, &sms()[..50]);
+    let (e2, _) = Publisher::new(2, settings, BTreeSet::new()).publish(q.model(), 3);
+    assert_eq!(offer_all(&mut a, &e2), 1);
+    assert_eq!(a.served(), Some((2, 50, 3)));
+    assert_eq!(a.newest_seen(), (2, 50));
+}
