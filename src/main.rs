@@ -9,6 +9,8 @@ use anyhow::Context;
 use clap::Parser;
 use classifyd::config::properties::properties;
 use classifyd::config::{self, Cli, Command};
+use classifyd::pipeline::Role;
+use classifyd::replica::PublishSettings;
 use classifyd::transport::{jsonl, kafka};
 use classifyd::{commands, shutdown::Shutdown};
 
@@ -56,10 +58,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(addr) => Some(classifyd::metrics::install(addr)?),
                 None => None,
             };
+            let mut pipeline = pipeline;
+            pipeline.role = a.role;
             if let Some(brokers) = a.brokers {
-                let Some(checkpoint_dir) = a.checkpoint_dir else {
+                if a.checkpoint_dir.is_none() && a.role != Role::Predictor {
                     anyhow::bail!("--checkpoint-dir is required with --brokers (it holds the model and the offsets)");
-                };
+                }
+                if a.role == Role::Predictor {
+                    // Nothing to join: feedback goes to the learner.
+                    pipeline.cache_entries = 0;
+                }
                 let settings = kafka::KafkaSettings {
                     brokers,
                     input_topic: a.input_topic,
@@ -68,7 +76,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     dead_letter_topic: a.dead_letter_topic,
                     group_id: a.group_id,
                     properties: properties(&a.kafka_property, std::env::vars_os()).map_err(anyhow::Error::msg)?,
-                    checkpoint_dir,
+                    checkpoint_dir: a.checkpoint_dir,
+                    model_topic: a.model_topic,
+                    publish: PublishSettings {
+                        interval: Duration::from_millis(a.model_publish_ms),
+                        snapshot_interval: Duration::from_secs(a.model_snapshot_secs),
+                        ..PublishSettings::default()
+                    },
                     checkpoint_interval: Duration::from_secs(a.checkpoint_interval_secs.max(1)),
                     checkpoint_every_updates: a.checkpoint_every_updates,
                     keep_checkpoints: a.keep_checkpoints,
@@ -84,6 +98,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     .context("cannot start the tokio runtime")?;
                 rt.block_on(kafka::run(&settings, &shutdown, telemetry.as_ref()))?;
                 return Ok(());
+            }
+            if a.role != Role::Standalone {
+                anyhow::bail!(
+                    "--role {} needs --brokers: the model travels from the learner to predictors on a Kafka topic",
+                    a.role
+                );
             }
             let settings = jsonl::JsonlSettings {
                 input: a.input,

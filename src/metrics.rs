@@ -253,6 +253,20 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
     process.describe();
     // Present from the start, so alerts on their rate have a series to read.
     counter!("classifyd_checkpoint_failures_total").absolute(0);
+    for name in [
+        "classifyd_model_age_seconds",
+        "classifyd_model_versions_behind",
+        "classifyd_model_epoch",
+    ] {
+        gauge!(name).set(0.0);
+    }
+    for name in ["classifyd_model_swaps_total", "classifyd_model_records_refused_total"] {
+        counter!(name).absolute(0);
+    }
+    for kind in ["snapshot", "delta"] {
+        counter!("classifyd_model_published_bytes_total", "kind" => kind).absolute(0);
+        counter!("classifyd_model_publications_total", "kind" => kind).absolute(0);
+    }
     let server = tiny_http::Server::http(sock).map_err(|e| MetricsError::Bind(addr.into(), e.to_string()))?;
     let addr = server.server_addr().to_ip().unwrap_or(sock);
     let ready = Arc::new(AtomicBool::new(false));
@@ -411,4 +425,33 @@ pub fn handled(outcome: &crate::pipeline::Outcome, took: Duration) {
         Outcome::Predicted(_) => metrics::histogram!("classifyd_predict_duration_seconds").record(took.as_secs_f64()),
         _ => {}
     }
+}
+
+/// A learner published a model version of `bytes` (keys and values).
+pub fn model_published(kind: &'static str, bytes: u64, _version: u64) {
+    counter!("classifyd_model_published_bytes_total", "kind" => kind).increment(bytes);
+    counter!("classifyd_model_publications_total", "kind" => kind).increment(1);
+}
+
+/// A predictor put a newer model version in service.
+pub fn model_swapped() {
+    counter!("classifyd_model_swaps_total").increment(1);
+}
+
+/// A predictor's staleness: the version it serves (epoch, version, when
+/// the learner published it) against the newest (epoch, version) the
+/// model topic has named.
+pub fn model_served(served: Option<crate::replica::Served>, newest: (u64, u64)) {
+    let Some((epoch, version, published_ms)) = served else {
+        return;
+    };
+    gauge!("classifyd_model_epoch").set(epoch as f64);
+    let age = crate::clock::now_ms().saturating_sub(published_ms) as f64 / 1000.0;
+    gauge!("classifyd_model_age_seconds").set(age);
+    let behind = if newest.0 == epoch {
+        newest.1.saturating_sub(version)
+    } else {
+        0
+    };
+    gauge!("classifyd_model_versions_behind").set(behind as f64);
 }

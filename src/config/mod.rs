@@ -265,6 +265,20 @@ pub struct RunArgs {
     pub dead_letter_topic: String,
     #[arg(long, env = "CLASSIFYD_GROUP_ID", default_value = "classifyd")]
     pub group_id: String,
+    /// What this process does with the model: standalone (learn and
+    /// predict), learner (learn, publish the model to --model-topic) or
+    /// predictor (serve the learner's model; needs --brokers).
+    #[arg(long, env = "CLASSIFYD_ROLE", default_value = "standalone")]
+    pub role: crate::pipeline::Role,
+    /// The compacted topic that carries the learner's model to predictors.
+    #[arg(long, env = "CLASSIFYD_MODEL_TOPIC", default_value = "classifyd-model")]
+    pub model_topic: String,
+    /// A learner publishes a new model version at most this often (ms).
+    #[arg(long, env = "CLASSIFYD_MODEL_PUBLISH_MS", default_value_t = 500)]
+    pub model_publish_ms: u64,
+    /// A learner publishes a full version at least this often (seconds); deltas between.
+    #[arg(long, env = "CLASSIFYD_MODEL_SNAPSHOT_SECS", default_value_t = 600)]
+    pub model_snapshot_secs: u64,
     /// librdkafka property key=value (repeatable); also from CLASSIFYD_KAFKA_<NAME>
     /// variables (sasl.password: CLASSIFYD_KAFKA_SASL_PASSWORD) and the config file's [kafka] table.
     #[arg(short = 'X', value_name = "KEY=VALUE")]

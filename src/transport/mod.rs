@@ -11,7 +11,6 @@
 
 pub mod jsonl;
 pub mod kafka;
-mod kafka_errors;
 pub mod lines;
 pub mod sinks;
 

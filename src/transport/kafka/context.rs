@@ -1,0 +1,108 @@
+//! The consumer's context: start offsets on assignment (the later of the
+//! checkpoint's and the group's), a checkpoint before partitions are
+//! revoked, consumer lag from librdkafka's statistics; and the client
+//! configuration every Kafka client of the daemon starts from.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rdkafka::ClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::types::RDKafkaRespErr;
+
+use super::KafkaSettings;
+use super::state::{State, position_key};
+
+/// The consumer's context: sets start offsets on assignment and checkpoints
+/// before partitions are revoked.
+pub struct Ctx {
+    pub(super) state: Arc<Mutex<State>>,
+    /// Partitions currently assigned (for `/readyz`).
+    pub(super) assigned: Arc<AtomicU64>,
+}
+
+pub(super) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    // A panic while holding the lock would already have ended the daemon.
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ClientContext for Ctx {
+    /// librdkafka's statistics (every `statistics.interval.ms`): consumer lag
+    /// per partition.
+    fn stats(&self, stats: rdkafka::Statistics) {
+        for (topic, t) in &stats.topics {
+            for (id, p) in &t.partitions {
+                if p.partition >= 0 && p.consumer_lag >= 0 {
+                    metrics::gauge!("classifyd_consumer_lag_messages", "topic" => topic.clone(), "partition" => id.to_string())
+                        .set(p.consumer_lag as f64);
+                }
+            }
+        }
+    }
+}
+
+impl ConsumerContext for Ctx {
+    fn rebalance(&self, consumer: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                let committed = consumer.committed_offsets(tpl.clone(), Duration::from_secs(10)).ok();
+                let state = lock(&self.state);
+                let parts: Vec<(String, i32)> = tpl
+                    .elements()
+                    .iter()
+                    .map(|e| (e.topic().to_string(), e.partition()))
+                    .collect();
+                for (topic, partition) in &parts {
+                    let from_checkpoint = state.positions.get(&position_key(topic, *partition)).map(|&p| p as i64);
+                    let from_group = committed
+                        .as_ref()
+                        .and_then(|c| c.find_partition(topic, *partition))
+                        .and_then(|e| match e.offset() {
+                            Offset::Offset(o) => Some(o),
+                            _ => None,
+                        });
+                    // Later of the two: the checkpoint may be ahead of a failed
+                    // commit; the group ahead of a stale checkpoint (another
+                    // instance owned the partition since).
+                    if let Some(start) = from_checkpoint.max(from_group) {
+                        let _ = tpl.set_partition_offset(topic, *partition, Offset::Offset(start));
+                    }
+                    tracing::info!(topic, partition, ?from_checkpoint, ?from_group, "partition assigned");
+                }
+                drop(state);
+                metrics::counter!("classifyd_rebalances_total", "kind" => "assign").increment(1);
+                self.assigned.store(tpl.count() as u64, Ordering::SeqCst);
+                if let Err(error) = consumer.assign(tpl) {
+                    tracing::error!(%error, "assign failed");
+                }
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                let mut state = lock(&self.state);
+                if let Err(error) = state.checkpoint(consumer, "revoke") {
+                    tracing::error!(%error, "checkpoint before revoke failed");
+                }
+                drop(state);
+                tracing::info!(partitions = tpl.count(), "partitions revoked");
+                metrics::counter!("classifyd_rebalances_total", "kind" => "revoke").increment(1);
+                self.assigned.store(0, Ordering::SeqCst);
+                let _ = consumer.unassign();
+            }
+            other => {
+                tracing::error!(error = ?other, "rebalance error");
+                let _ = consumer.unassign();
+            }
+        }
+    }
+}
+
+pub(super) fn client_config(s: &KafkaSettings) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &s.brokers);
+    for (k, v) in &s.properties {
+        c.set(k, v);
+    }
+    c
+}

@@ -1,0 +1,141 @@
+//! The model topic on Kafka: created compacted when missing, read from its
+//! start by a predictor (and by a learner, which learns from it the keys a
+//! new full version supersedes and the newest epoch), each record handed
+//! to the [`Assembler`]. The format and the logic are [`crate::replica`]'s.
+
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::types::RDKafkaErrorCode;
+
+use super::KafkaSettings;
+use super::context::client_config;
+use crate::replica::Assembler;
+use crate::shutdown::Shutdown;
+use crate::transport::DaemonError;
+
+fn kafka_error(what: &str) -> impl Fn(rdkafka::error::KafkaError) -> DaemonError + '_ {
+    move |e| DaemonError::Io(std::io::Error::other(format!("kafka: {what}: {e}")))
+}
+
+/// Creates the model topic (one partition, `cleanup.policy=compact`) if it
+/// is missing. A broker that refuses (no rights, say) is logged: the topic
+/// may exist anyway, and reading it says so if not.
+pub(super) async fn ensure_topic(s: &KafkaSettings) -> Result<(), DaemonError> {
+    let admin: AdminClient<DefaultClientContext> = client_config(s).create().map_err(kafka_error("admin client"))?;
+    // The broker's default replication (-1), else one replica (brokers
+    // that predate KIP-464 and single-broker test setups).
+    for replication in [-1, 1] {
+        let topic =
+            NewTopic::new(&s.model_topic, 1, TopicReplication::Fixed(replication)).set("cleanup.policy", "compact");
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+        match admin.create_topics([&topic], &opts).await {
+            Ok(results) => match results.into_iter().next() {
+                Some(Ok(_)) => {
+                    tracing::info!(topic = %s.model_topic, "created the model topic (compacted)");
+                    return Ok(());
+                }
+                Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) | None => return Ok(()),
+                Some(Err((_, RDKafkaErrorCode::InvalidReplicationFactor))) if replication < 0 => continue,
+                Some(Err((_, code))) => {
+                    tracing::warn!(topic = %s.model_topic, error = %code, "cannot create the model topic; assuming it exists");
+                    return Ok(());
+                }
+            },
+            Err(error) => {
+                tracing::warn!(topic = %s.model_topic, %error, "cannot create the model topic; assuming it exists");
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A consumer of the model topic's one partition from its start, outside
+/// any group (it commits nothing: every start reads the topic again).
+pub(super) fn consumer(s: &KafkaSettings) -> Result<StreamConsumer, DaemonError> {
+    let mut c = client_config(s);
+    c.set("group.id", format!("{}-model-reader", s.group_id))
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "false");
+    for (k, v) in &s.properties {
+        c.set(k, v);
+    }
+    let consumer: StreamConsumer = c.create().map_err(kafka_error("model topic consumer"))?;
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&s.model_topic, 0, Offset::Beginning)
+        .map_err(kafka_error("model topic"))?;
+    consumer.assign(&tpl).map_err(kafka_error("model topic"))?;
+    Ok(consumer)
+}
+
+/// Hands one record to the assembler; true when it completes a newer version.
+pub(super) fn take(assembler: &mut Assembler, msg: &BorrowedMessage<'_>) -> bool {
+    let key = msg.key().map(String::from_utf8_lossy).unwrap_or_default();
+    match assembler.offer(&key, msg.payload()) {
+        Ok(newer) => newer,
+        Err(error) => {
+            metrics::counter!("classifyd_model_records_refused_total").increment(1);
+            tracing::warn!(%error, offset = msg.offset(), "model record refused");
+            false
+        }
+    }
+}
+
+/// Reads the model topic up to its end as it is now (its high watermark),
+/// so that a replica serves the newest version from the start and a
+/// learner knows what the topic holds. Gives up on the watermark after
+/// `patience` (a broker not yet reachable: the records come later).
+pub(super) async fn catch_up(
+    consumer: &StreamConsumer,
+    topic: &str,
+    assembler: &mut Assembler,
+    shutdown: &Shutdown,
+    patience: Duration,
+) -> Result<(), DaemonError> {
+    let started = Instant::now();
+    let high = loop {
+        match consumer.fetch_watermarks(topic, 0, Duration::from_secs(5)) {
+            Ok((_, high)) => break high,
+            Err(error) if started.elapsed() < patience && !shutdown.is_triggered() => {
+                tracing::debug!(%error, "model topic watermarks not yet known");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, topic, "cannot read the model topic's end; going on");
+                return Ok(());
+            }
+        }
+    };
+    let mut read = 0u64;
+    let mut next = 0i64;
+    while next < high && !shutdown.is_triggered() {
+        match tokio::time::timeout(Duration::from_secs(1), consumer.recv()).await {
+            Ok(Ok(msg)) => {
+                next = msg.offset() + 1;
+                read += 1;
+                take(assembler, &msg);
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "model topic read error; retrying");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            // Compaction can leave the end past the last record.
+            Err(_) if started.elapsed() >= patience => break,
+            Err(_) => {}
+        }
+    }
+    tracing::info!(
+        topic,
+        records = read,
+        served = ?assembler.served().map(|(e, v, _)| (e, v)),
+        ms = started.elapsed().as_millis() as u64,
+        "read the model topic"
+    );
+    Ok(())
+}

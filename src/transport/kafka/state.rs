@@ -1,0 +1,254 @@
+//! The Kafka daemon's state: the pipeline, the positions it covers, the
+//! producer, and what the loop does with one message ([`State::handle`])
+//! and at a checkpoint ([`State::checkpoint`]: flush, save, commit). Owns
+//! the delivery guarantees; the consumer's callbacks are in [`super::context`].
+//! A learner's state also publishes its model ([`State::publish_model`]);
+//! a predictor's has no checkpoint directory (its positions are committed
+//! to the group only).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientContext;
+use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{BorrowedMessage, Header, Message, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+
+use super::context::Ctx;
+use crate::checkpoint::{self, CheckpointDir};
+use crate::clock::now_ms;
+use crate::pipeline::{Outcome, Pipeline};
+use crate::replica::Publisher;
+use crate::transport::{Cadence, DaemonError};
+
+/// Counts deliveries; librdkafka retries until `message.timeout.ms`, which
+/// the daemon sets to infinite, so a failure here is permanent (too large,
+/// not authorised, ...).
+#[derive(Default)]
+pub struct DeliveryCounter {
+    pub delivered: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+impl ClientContext for DeliveryCounter {}
+
+impl ProducerContext for DeliveryCounter {
+    type DeliveryOpaque = ();
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        match result {
+            Ok(_) => {
+                self.delivered.fetch_add(1, Ordering::Relaxed);
+            }
+            Err((error, msg)) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(%error, topic = msg.topic(), "delivery failed permanently");
+            }
+        }
+    }
+}
+
+/// The daemon's state, shared by the message loop and the rebalance callback
+/// (which runs inside the consumer's poll, on the loop's thread; the lock is
+/// never held across an await).
+pub(super) struct State {
+    pub(super) pipeline: Pipeline,
+    /// Next offset per "topic/partition" that the model includes (a
+    /// predictor: whose predictions are done).
+    pub(super) positions: BTreeMap<String, u64>,
+    /// Where checkpoints go (none on a predictor).
+    pub(super) dir: Option<CheckpointDir>,
+    pub(super) producer: ThreadedProducer<DeliveryCounter>,
+    pub(super) output_topic: String,
+    pub(super) dead_letter_topic: String,
+    pub(super) flush_timeout: Duration,
+    pub(super) cadence: Cadence,
+    pub(super) checkpoints: u64,
+    pub(super) messages: u64,
+    /// A learner's publisher and the model topic.
+    pub(super) publisher: Option<(Publisher, String)>,
+    /// Reused output buffer.
+    pub(super) buf: Vec<u8>,
+    /// Reused buffer for a position's key.
+    pub(super) key: String,
+}
+
+pub(super) fn position_key(topic: &str, partition: i32) -> String {
+    let mut key = String::new();
+    write_position_key(&mut key, topic, partition);
+    key
+}
+
+/// Writes the checkpoint's key of a partition's position into `out`.
+fn write_position_key(out: &mut String, topic: &str, partition: i32) {
+    use std::fmt::Write;
+    // Writing to a String cannot fail.
+    let _ = write!(out, "{topic}/{partition}");
+}
+
+impl State {
+    pub(super) fn handle(&mut self, msg: &BorrowedMessage<'_>) {
+        let (topic, partition, offset) = (msg.topic(), msg.partition(), msg.offset());
+        let payload = msg.payload().unwrap_or(&[]);
+        let default_id = || format!("{topic}/{partition}/{offset}");
+        let stamp = msg.timestamp().to_millis().and_then(|t| u64::try_from(t).ok());
+        let now = stamp.unwrap_or_else(now_ms);
+        let started = Instant::now();
+        let outcome = self.pipeline.handle(payload, &default_id, now);
+        crate::metrics::handled(&outcome, started.elapsed());
+        match outcome {
+            Outcome::Predicted(p) => {
+                self.buf.clear();
+                p.write_json(&mut self.buf);
+                let key = msg.key().map_or_else(|| p.id.clone().into_bytes(), <[u8]>::to_vec);
+                let value = std::mem::take(&mut self.buf);
+                self.send(&self.output_topic, &key, &value, None);
+                self.buf = value;
+                if let Some(t) = stamp {
+                    let secs = now_ms().saturating_sub(t) as f64 / 1000.0;
+                    metrics::histogram!("classifyd_end_to_end_latency_seconds").record(secs);
+                }
+            }
+            Outcome::Bad(bad) => {
+                let source = default_id();
+                let headers = OwnedHeaders::new()
+                    .insert(Header {
+                        key: "classifyd-reason",
+                        value: Some(bad.reason.as_str()),
+                    })
+                    .insert(Header {
+                        key: "classifyd-error",
+                        value: Some(bad.detail.as_str()),
+                    })
+                    .insert(Header {
+                        key: "classifyd-source",
+                        value: Some(source.as_str()),
+                    });
+                let key = msg.key().unwrap_or(&[]).to_vec();
+                self.send(&self.dead_letter_topic, &key, payload, Some(headers));
+            }
+            _ => {}
+        }
+        self.advance(topic, partition, (offset + 1) as u64);
+        self.messages += 1;
+    }
+
+    /// Records `next` as the next offset of `topic`/`partition`, without
+    /// allocating a key per message.
+    fn advance(&mut self, topic: &str, partition: i32, next: u64) {
+        self.key.clear();
+        write_position_key(&mut self.key, topic, partition);
+        match self.positions.get_mut(self.key.as_str()) {
+            Some(p) => *p = next,
+            None => {
+                self.positions.insert(self.key.clone(), next);
+            }
+        }
+    }
+
+    /// Queues a message; when the producer's queue is full, waits (the
+    /// consumer is not polled meanwhile: consumption pauses, nothing drops).
+    fn send(&self, topic: &str, key: &[u8], value: &[u8], headers: Option<OwnedHeaders>) {
+        self.send_opt(topic, key, Some(value), headers)
+    }
+
+    /// [`State::send`] with an optional value (none: a deletion, for a
+    /// compacted topic).
+    fn send_opt(&self, topic: &str, key: &[u8], value: Option<&[u8]>, headers: Option<OwnedHeaders>) {
+        let mut record = BaseRecord::<[u8], [u8]>::to(topic).key(key);
+        record.payload = value;
+        if let Some(h) = headers {
+            record = record.headers(h);
+        }
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    record = r;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err((error, _)) => {
+                    self.producer.context().failed.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(%error, topic, "cannot queue message");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Flush, checkpoint, commit. If the flush times out (the broker is
+    /// away) nothing is written or committed and the caller tries later.
+    pub(super) fn checkpoint<C: Consumer<Ctx>>(&mut self, consumer: &C, why: &str) -> Result<bool, DaemonError> {
+        if let Err(error) = self.producer.flush(self.flush_timeout) {
+            crate::metrics::checkpoint_failed();
+            tracing::warn!(%error, why, "outputs not yet delivered; checkpoint put off");
+            self.cadence.put_off();
+            return Ok(false);
+        }
+        if let Some(dir) = self.dir.as_mut() {
+            let saved = dir
+                .save(&mut checkpoint::capture(&self.pipeline, &self.positions))
+                .inspect_err(|_| crate::metrics::checkpoint_failed())?;
+            crate::metrics::checkpoint_saved(&saved);
+            tracing::debug!(path = %saved.path.display(), bytes = saved.bytes, why, "checkpoint written");
+        }
+        self.cadence.done(self.pipeline.model().version());
+        self.checkpoints += 1;
+        let mut tpl = TopicPartitionList::new();
+        if let Ok(assigned) = consumer.assignment() {
+            for e in assigned.elements() {
+                if let Some(&pos) = self.positions.get(&position_key(e.topic(), e.partition())) {
+                    let _ = tpl.add_partition_offset(e.topic(), e.partition(), Offset::Offset(pos as i64));
+                }
+            }
+        }
+        if tpl.count() > 0
+            && let Err(error) = consumer.commit(&tpl, CommitMode::Sync)
+        {
+            // The checkpoint holds the offsets: a later commit, or the
+            // checkpoint itself on the next assignment, covers them.
+            tracing::warn!(%error, why, "offset commit failed");
+        }
+        Ok(true)
+    }
+
+    /// A learner: publishes the model to the model topic when a new
+    /// version is due (or, with `force`, whenever it is not the one last
+    /// published). The records are queued on the producer, which the next
+    /// checkpoint flushes.
+    pub(super) fn publish_model(&mut self, force: bool) {
+        let Some((publisher, topic)) = self.publisher.as_mut() else {
+            return;
+        };
+        let version = self.pipeline.model().version();
+        let due = if force {
+            publisher.published_version() != Some(version)
+        } else {
+            publisher.due(version)
+        };
+        if !due {
+            return;
+        }
+        let started = Instant::now();
+        let (records, kind) = publisher.publish(self.pipeline.model(), now_ms());
+        let topic = topic.clone();
+        let bytes: usize = records
+            .iter()
+            .map(|r| r.key.len() + r.value.as_ref().map_or(0, Vec::len))
+            .sum();
+        for r in &records {
+            self.send_opt(&topic, r.key.as_bytes(), r.value.as_deref(), None);
+        }
+        crate::metrics::model_published(kind.as_str(), bytes as u64, version);
+        tracing::debug!(
+            version,
+            kind = kind.as_str(),
+            records = records.len(),
+            bytes,
+            ms = started.elapsed().as_millis() as u64,
+            "model published"
+        );
+    }
+}

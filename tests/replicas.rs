@@ -1,0 +1,276 @@
+//! One model, many instances, against the real broker: a learner publishes
+//! its model to the model topic and predict-only replicas serve it.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+/// Starts `classifyd run --role ROLE` on `topics` with the model on `model_topic`.
+fn spawn_role(
+    topics: &Topics,
+    group: &str,
+    role: &str,
+    dir: Option<&Path>,
+    model_topic: &str,
+    extra: &[&str],
+) -> Child {
+    let mut c = Command::new(BIN);
+    c.arg("run")
+        .args(["--brokers", &bootstrap(), "--group-id", group, "--role", role])
+        .args(["--model-topic", model_topic])
+        .args(topics.flags())
+        .args(["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"])
+        .args([
+            "--bits",
+            "16",
+            "--checkpoint-interval-secs",
+            "1",
+            "--model-publish-ms",
+            "200",
+        ])
+        .args(extra)
+        .env(
+            "CLASSIFYD_LOG",
+            std::env::var("CLASSIFYD_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdout(Stdio::null());
+    if let Some(d) = dir {
+        c.arg("--checkpoint-dir").arg(d);
+    }
+    c.spawn().expect("spawn classifyd")
+}
+
+/// A metric's value in a scrape (the first series of that name).
+fn metric(addr: &str, name: &str) -> Option<f64> {
+    let body = http_get(addr, "/metrics")?.1;
+    body.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// The SMS slice with one message in five unlabeled (its label held back
+/// as feedback), keyed by id: (input lines, feedback lines).
+/// Messages to produce: (key, value, timestamp).
+type Messages = Vec<(String, Vec<u8>, Option<i64>)>;
+
+fn stream() -> (Vec<String>, Messages) {
+    let mut input = Vec::new();
+    let mut feedback = Vec::new();
+    for (i, l) in sms_lines().iter().enumerate() {
+        let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+        if i % 5 == 4 {
+            let label = v.as_object_mut().unwrap().remove("label").unwrap();
+            let id = v["id"].as_str().unwrap().to_string();
+            feedback.push((
+                id.clone(),
+                serde_json::json!({"id": id, "label": label}).to_string().into_bytes(),
+                None,
+            ));
+        }
+        input.push(v.to_string());
+    }
+    (input, feedback)
+}
+
+/// One learner and two predictors on a 4-partition input: every unlabeled
+/// message gets one prediction; the feedback for messages that either
+/// replica predicted is learned, once; once both serve the learner's final
+/// version, their scores for probes equal `classifyd predict` on the
+/// learner's final checkpoint. A replica started while the learner is down
+/// catches up from the topic alone.
+#[test]
+fn a_learner_and_two_predictors_serve_one_model() {
+    let topics = Topics::create(4);
+    let model_topic = unique("model");
+    let group = unique("g");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("learner");
+    let (input, feedback) = stream();
+    let addrs: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
+    let learner = spawn_role(&topics, &group, "learner", Some(&dir), &model_topic, &[]);
+    let predictors: Vec<Child> = addrs[..2]
+        .iter()
+        .map(|a| spawn_role(&topics, &group, "predictor", None, &model_topic, &["--metrics-addr", a]))
+        .collect();
+    // The first model comes with the first labeled messages.
+    produce(&topics.input, None, &lines_as_messages(&input[..50]));
+    for a in &addrs[..2] {
+        wait_for("a predictor ready", Duration::from_secs(60), || {
+            http_get(a, "/readyz").is_some_and(|r| r.0 == 200)
+        });
+    }
+    produce(&topics.input, None, &lines_as_messages(&input[50..]));
+    let requests: BTreeSet<String> = feedback.iter().map(|f| f.0.clone()).collect();
+    let preds = consume_all(&topics.output, requests.len(), Duration::from_secs(120));
+    let predicted: BTreeSet<String> = preds
+        .iter()
+        .map(|(k, _, _)| String::from_utf8(k.clone()).unwrap())
+        .collect();
+    assert_eq!(predicted, requests, "every unlabeled message predicted");
+    let versions: BTreeSet<u64> = preds
+        .iter()
+        .map(|(_, v, _)| {
+            serde_json::from_slice::<serde_json::Value>(v).unwrap()["model_version"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert!(
+        versions.len() > 1,
+        "predictions carry the versions they used: {versions:?}"
+    );
+
+    produce(&topics.feedback, None, &feedback);
+    let labeled = (input.len() - feedback.len()) as u64;
+    wait_for("all labels learned", Duration::from_secs(120), || {
+        newest_checkpoint(&dir).is_some_and(|c| {
+            let c = c.pipeline.unwrap().counters.unwrap();
+            c.learned == labeled && c.feedback_matched == feedback.len() as u64
+        })
+    });
+    terminate(learner);
+    let last = newest_checkpoint(&dir).unwrap();
+    let final_version = last.model.as_ref().unwrap().version;
+    assert_eq!(final_version, input.len() as u64, "each label learned once");
+    let counters = last.pipeline.as_ref().unwrap().counters.clone().unwrap();
+    assert_eq!(
+        (counters.feedback_matched, counters.feedback_corrections),
+        (feedback.len() as u64, 0)
+    );
+
+    // The learner is down: the predictors keep serving its last version,
+    // and a new replica gets it from the topic alone.
+    let late = spawn_role(
+        &topics,
+        &group,
+        "predictor",
+        None,
+        &model_topic,
+        &["--metrics-addr", &addrs[2]],
+    );
+    for a in &addrs {
+        wait_for("the final version served", Duration::from_secs(60), || {
+            metric(a, "classifyd_model_version") == Some(final_version as f64)
+        });
+    }
+    assert!(metric(&addrs[0], "classifyd_model_swaps_total").unwrap() >= 2.0);
+
+    // Probes: the replicas' scores equal `predict` on the learner's checkpoint.
+    let probes: Vec<String> = [
+        "WINNER!! claim your free prize now, call 09061701461",
+        "are we still on for lunch tomorrow?",
+        "URGENT your mobile number has won a cash award",
+        "ok see you at home later",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, t)| serde_json::json!({"id": format!("probe-{i}"), "text": t}).to_string())
+    .collect();
+    produce(&topics.input, None, &lines_as_messages(&probes));
+    let all = consume_all(&topics.output, requests.len() + probes.len(), Duration::from_secs(60));
+    let served: BTreeMap<String, serde_json::Value> = all
+        .iter()
+        .map(|(k, v, _)| {
+            (
+                String::from_utf8(k.clone()).unwrap(),
+                serde_json::from_slice(v).unwrap(),
+            )
+        })
+        .filter(|(k, _)| k.starts_with("probe-"))
+        .collect();
+    assert_eq!(served.len(), probes.len());
+    let probe_file = tmp.path().join("probes.jsonl");
+    write_lines(&probe_file, &probes);
+    let out = Command::new(BIN)
+        .args(["predict", "--checkpoint-dir"])
+        .arg(&dir)
+        .arg("--input")
+        .arg(&probe_file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let want: serde_json::Value = serde_json::from_str(line).unwrap();
+        let got = &served[want["id"].as_str().unwrap()];
+        assert_eq!(got["model_version"], want["model_version"]);
+        assert_eq!(got["label"], want["label"]);
+        for (class, w) in want["scores"].as_object().unwrap() {
+            let g = got["scores"][class].as_f64().unwrap();
+            assert!((g - w.as_f64().unwrap()).abs() <= 1e-6, "{class}: {g} against {w}");
+        }
+    }
+    for p in predictors.into_iter().chain([late]) {
+        terminate(p);
+    }
+}
+
+/// kill -9 of a predictor and of the learner mid-stream: every unlabeled
+/// message still gets a prediction (at least once), and the learner's
+/// final model equals an uninterrupted run's over the same labels (none
+/// learned twice, none skipped). Labeled messages go to one partition, so
+/// that the learner's sequence is the reference's.
+#[test]
+fn kill_9_of_a_predictor_and_of_the_learner_loses_nothing() {
+    let topics = Topics::create(4);
+    let model_topic = unique("model");
+    let group = unique("g");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("learner");
+    let (input, feedback) = stream();
+    let is_request = |l: &String| !l.contains("\"label\"");
+    let labeled: Vec<String> = input.iter().filter(|l| !is_request(l)).cloned().collect();
+    let requests: Vec<String> = input.iter().filter(|l| is_request(l)).cloned().collect();
+    let flags = ["--checkpoint-every-updates", "50"];
+    let mut learner = spawn_role(&topics, &group, "learner", Some(&dir), &model_topic, &flags);
+    let mut predictors: Vec<Child> = (0..2)
+        .map(|_| spawn_role(&topics, &group, "predictor", None, &model_topic, &[]))
+        .collect();
+    let (half, quarter) = (labeled.len() / 2, requests.len() / 2);
+    produce(&topics.input, Some(0), &lines_as_messages(&labeled[..half]));
+    produce(&topics.input, None, &lines_as_messages(&requests[..quarter]));
+    wait_for("the learner past a few checkpoints", Duration::from_secs(60), || {
+        newest_checkpoint(&dir).is_some_and(|c| c.model.unwrap().version >= 150)
+    });
+    learner.kill().unwrap();
+    learner.wait().unwrap();
+    predictors[0].kill().unwrap();
+    predictors[0].wait().unwrap();
+    predictors[0] = spawn_role(&topics, &group, "predictor", None, &model_topic, &[]);
+    let learner = spawn_role(&topics, &group, "learner", Some(&dir), &model_topic, &flags);
+    produce(&topics.input, Some(0), &lines_as_messages(&labeled[half..]));
+    produce(&topics.input, None, &lines_as_messages(&requests[quarter..]));
+    wait_for("every message read by the learner", Duration::from_secs(120), || {
+        newest_checkpoint(&dir).is_some_and(|c| consumed(&c, &topics.input) == input.len() as u64)
+    });
+    produce(&topics.feedback, Some(0), &feedback);
+    wait_for("all feedback learned", Duration::from_secs(120), || {
+        newest_checkpoint(&dir)
+            .is_some_and(|c| c.pipeline.unwrap().counters.unwrap().feedback_matched == feedback.len() as u64)
+    });
+    terminate(learner);
+    let preds = consume_all(&topics.output, requests.len(), Duration::from_secs(120));
+    let predicted: BTreeSet<String> = preds
+        .iter()
+        .map(|(k, _, _)| String::from_utf8(k.clone()).unwrap())
+        .collect();
+    let want: BTreeSet<String> = feedback.iter().map(|f| f.0.clone()).collect();
+    assert_eq!(predicted, want, "no prediction lost");
+    for p in predictors {
+        terminate(p);
+    }
+    // The reference: the same labels, then the requests, then their feedback.
+    let mut sequence = labeled.clone();
+    sequence.extend(requests.iter().cloned());
+    sequence.extend(feedback.iter().map(|f| String::from_utf8(f.1.clone()).unwrap()));
+    let reference = reference_checkpoint(&sequence, tmp.path());
+    let got = newest_checkpoint(&dir).unwrap();
+    assert_eq!(
+        got.model, reference.model,
+        "the learner's model is the uninterrupted run's"
+    );
+}
