@@ -62,10 +62,16 @@ for name, svc in compose["services"].items():
     for dep in svc.get("depends_on", {}):
         if dep not in compose["services"]:
             errors.append(f"compose service {name} depends on unknown {dep}")
-if "build" in compose["services"]["classifyd"]:
-    b = compose["services"]["classifyd"]["build"]
+builds = [svc["build"] for svc in compose["services"].values() if "build" in svc]
+if not builds:
+    errors.append("compose builds no classifyd image")
+for b in builds:
     if not (pathlib.Path(b["context"]) / b["dockerfile"]).exists():
         errors.append("compose build points at a missing Dockerfile")
+roles = [" ".join(svc.get("command", [])) for svc in compose["services"].values()]
+for role in ("--role learner", "--role predictor"):
+    if not any(role in r for r in roles):
+        errors.append(f"compose runs no {role}")
 
 # Dockerfile: multi-stage, non-root, COPY sources exist (relative to the repo root).
 docker = pathlib.Path("Dockerfile").read_text()

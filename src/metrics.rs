@@ -37,6 +37,10 @@ pub const END_TO_END_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 /// Buckets of the checkpoint duration histogram.
+/// Buckets of the model's staleness (seconds): around the default cadence of half a second.
+pub const STALENESS_BUCKETS: &[f64] = &[
+    0.025, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0,
+];
 pub const CHECKPOINT_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
 /// Every exported metric: name, kind, unit, help. The README's table and the
@@ -149,6 +153,46 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "counter",
         "Errors the consumer met and retried, e.g. while the broker is away (Kafka)",
     ),
+    (
+        "classifyd_model_age_seconds",
+        "gauge",
+        "Seconds since the learner published the model version served (predictor; 0 elsewhere)",
+    ),
+    (
+        "classifyd_model_versions_behind",
+        "gauge",
+        "Versions the learner has published past the one served (predictor; 0 elsewhere)",
+    ),
+    (
+        "classifyd_model_epoch",
+        "gauge",
+        "Epoch (learner run) of the model served or published",
+    ),
+    (
+        "classifyd_model_staleness_seconds",
+        "histogram",
+        "From the learner learning an update to a predictor serving a version with it (predictor)",
+    ),
+    (
+        "classifyd_model_swaps_total",
+        "counter",
+        "Model versions a predictor has put in service",
+    ),
+    (
+        "classifyd_model_published_bytes_total",
+        "counter",
+        "Bytes a learner has published to the model topic, by kind (snapshot, delta)",
+    ),
+    (
+        "classifyd_model_publications_total",
+        "counter",
+        "Model versions a learner has published, by kind (snapshot, delta)",
+    ),
+    (
+        "classifyd_model_records_refused_total",
+        "counter",
+        "Model-topic records a predictor could not use (damaged, other format)",
+    ),
     ("classifyd_checkpoints_total", "counter", "Checkpoints written"),
     (
         "classifyd_checkpoint_failures_total",
@@ -243,6 +287,11 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
             CHECKPOINT_BUCKETS,
         )
         .map_err(recorder)?
+        .set_buckets_for_metric(
+            Matcher::Full("classifyd_model_staleness_seconds".into()),
+            STALENESS_BUCKETS,
+        )
+        .map_err(recorder)?
         .set_buckets_for_metric(Matcher::Suffix("_duration_seconds".into()), LATENCY_BUCKETS)
         .map_err(recorder)?
         .install_recorder()
@@ -263,6 +312,8 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
     for name in ["classifyd_model_swaps_total", "classifyd_model_records_refused_total"] {
         counter!(name).absolute(0);
     }
+    // Registered, so that it is exported (empty) before the first swap.
+    let _ = metrics::histogram!("classifyd_model_staleness_seconds");
     for kind in ["snapshot", "delta"] {
         counter!("classifyd_model_published_bytes_total", "kind" => kind).absolute(0);
         counter!("classifyd_model_publications_total", "kind" => kind).absolute(0);
@@ -454,4 +505,13 @@ pub fn model_served(served: Option<crate::replica::Served>, newest: (u64, u64)) 
         0
     };
     gauge!("classifyd_model_versions_behind").set(behind as f64);
+}
+
+/// A predictor put in service a version whose oldest update the learner
+/// learned at `oldest_update_ms` (0: unknown, not recorded).
+pub fn model_staleness(oldest_update_ms: u64) {
+    if oldest_update_ms > 0 {
+        let secs = crate::clock::now_ms().saturating_sub(oldest_update_ms) as f64 / 1000.0;
+        metrics::histogram!("classifyd_model_staleness_seconds").record(secs);
+    }
 }

@@ -274,7 +274,7 @@ pub struct RunArgs {
     #[arg(long, env = "CLASSIFYD_MODEL_TOPIC", default_value = "classifyd-model")]
     pub model_topic: String,
     /// A learner publishes a new model version at most this often (ms).
-    #[arg(long, env = "CLASSIFYD_MODEL_PUBLISH_MS", default_value_t = 500)]
+    #[arg(long, env = "CLASSIFYD_MODEL_PUBLISH_MS", default_value_t = 250)]
     pub model_publish_ms: u64,
     /// A learner publishes a full version at least this often (seconds); deltas between.
     #[arg(long, env = "CLASSIFYD_MODEL_SNAPSHOT_SECS", default_value_t = 600)]

@@ -51,7 +51,7 @@ pub struct PublishSettings {
 impl Default for PublishSettings {
     fn default() -> Self {
         PublishSettings {
-            interval: Duration::from_millis(500),
+            interval: Duration::from_millis(250),
             snapshot_interval: Duration::from_secs(600),
             chunk_bytes: 512 << 10,
         }
@@ -119,7 +119,9 @@ impl Publisher {
 
     /// The records that publish `m` (a delta when one will do), and what
     /// kind of publication they are.
-    pub fn publish(&mut self, m: &Model, now_ms: u64) -> (Vec<Outgoing>, Kind) {
+    /// `oldest_update_ms`: when the oldest update not yet published was
+    /// learned (0: unknown).
+    pub fn publish(&mut self, m: &Model, now_ms: u64, oldest_update_ms: u64) -> (Vec<Outgoing>, Kind) {
         let mut image = scoring_image(m);
         let version = m.version();
         let model = image.model.take().unwrap_or_default();
@@ -137,6 +139,7 @@ impl Publisher {
                 epoch: self.epoch,
                 version,
                 published_unix_ms: now_ms,
+                oldest_update_unix_ms: oldest_update_ms,
                 body: Some(pb::model_record::Body::Delta(pb::ModelDelta {
                     base_version: *base_version,
                     model: Some(d),
@@ -175,6 +178,7 @@ impl Publisher {
                         epoch: self.epoch,
                         version,
                         published_unix_ms: now_ms,
+                        oldest_update_unix_ms: oldest_update_ms,
                         body: Some(pb::model_record::Body::Chunk(pb::SnapshotChunk {
                             index: i as u32,
                             count,
@@ -207,6 +211,8 @@ struct Held {
     epoch: u64,
     version: u64,
     published_ms: u64,
+    /// When the learner learned the oldest update this version brought.
+    oldest_update_ms: u64,
     image: pb::Checkpoint,
 }
 
@@ -258,7 +264,10 @@ impl Assembler {
             return Ok(false);
         }
         match r.body {
-            Some(pb::model_record::Body::Chunk(c)) => self.chunk(r.epoch, r.version, r.published_unix_ms, c),
+            Some(pb::model_record::Body::Chunk(c)) => {
+                let times = (r.published_unix_ms, r.oldest_update_unix_ms);
+                self.chunk(r.epoch, r.version, times, c)
+            }
             Some(pb::model_record::Body::Delta(d)) => {
                 let Some(h) = self.held.as_mut() else { return Ok(false) };
                 if h.epoch != r.epoch || h.version != d.base_version {
@@ -271,13 +280,16 @@ impl Assembler {
                 apply(&mut next, d).map_err(|e| format!("model record {key}: {e}"))?;
                 h.image.model = Some(next);
                 (h.version, h.published_ms) = (r.version, r.published_unix_ms);
+                h.oldest_update_ms = r.oldest_update_unix_ms;
                 Ok(true)
             }
             None => Err(format!("model record {key} is empty")),
         }
     }
 
-    fn chunk(&mut self, epoch: u64, version: u64, published_ms: u64, c: pb::SnapshotChunk) -> Result<bool, String> {
+    /// A snapshot chunk; `times`: when it was published and when its
+    /// oldest update was learned.
+    fn chunk(&mut self, epoch: u64, version: u64, times: (u64, u64), c: pb::SnapshotChunk) -> Result<bool, String> {
         let (index, count) = (c.index as usize, c.count as usize);
         if count == 0 || index >= count || count > 1 << 20 {
             return Err(format!("snapshot chunk {index} of {count}"));
@@ -313,7 +325,8 @@ impl Assembler {
         self.held = Some(Held {
             epoch,
             version,
-            published_ms,
+            published_ms: times.0,
+            oldest_update_ms: times.1,
             image,
         });
         Ok(true)
@@ -322,6 +335,12 @@ impl Assembler {
     /// The version held, if any.
     pub fn served(&self) -> Option<Served> {
         self.held.as_ref().map(|h| (h.epoch, h.version, h.published_ms))
+    }
+
+    /// When the learner learned the oldest update of the version held
+    /// that the version before it lacked (0: unknown).
+    pub fn oldest_update_ms(&self) -> u64 {
+        self.held.as_ref().map_or(0, |h| h.oldest_update_ms)
     }
 
     /// The newest (epoch, version) any record has named.

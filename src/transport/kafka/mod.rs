@@ -225,6 +225,7 @@ pub async fn run(
         checkpoints: 0,
         messages: 0,
         publisher,
+        unpublished_since: None,
         buf: Vec::new(),
         key: String::new(),
     }));
@@ -311,6 +312,7 @@ pub async fn run(
                         Some(Ok(model)) => {
                             lock(&state).pipeline.replace_model(model);
                             crate::metrics::model_swapped();
+                            crate::metrics::model_staleness(assembler.oldest_update_ms());
                         }
                         Some(Err(error)) => tracing::error!(%error, "a model version cannot be restored; keeping the one served"),
                         None => {}

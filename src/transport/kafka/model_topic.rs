@@ -62,7 +62,11 @@ pub(super) fn consumer(s: &KafkaSettings) -> Result<StreamConsumer, DaemonError>
     c.set("group.id", format!("{}-model-reader", s.group_id))
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
-        .set("enable.partition.eof", "false");
+        .set("enable.partition.eof", "false")
+        // A fetch returns at once when there is a record; with none, it
+        // waits at the broker at most this long (librdkafka's 500 ms would
+        // add up to half a second of staleness on brokers that wait it out).
+        .set("fetch.wait.max.ms", "100");
     for (k, v) in &s.properties {
         c.set(k, v);
     }

@@ -69,6 +69,8 @@ pub(super) struct State {
     pub(super) messages: u64,
     /// A learner's publisher and the model topic.
     pub(super) publisher: Option<(Publisher, String)>,
+    /// When the learner learned the oldest update not yet published.
+    pub(super) unpublished_since: Option<u64>,
     /// Reused output buffer.
     pub(super) buf: Vec<u8>,
     /// Reused buffer for a position's key.
@@ -98,6 +100,11 @@ impl State {
         let started = Instant::now();
         let outcome = self.pipeline.handle(payload, &default_id, now);
         crate::metrics::handled(&outcome, started.elapsed());
+        if let (Some((publisher, _)), None) = (&self.publisher, self.unpublished_since)
+            && publisher.published_version() != Some(self.pipeline.model().version())
+        {
+            self.unpublished_since = Some(now_ms());
+        }
         match outcome {
             Outcome::Predicted(p) => {
                 self.buf.clear();
@@ -232,7 +239,7 @@ impl State {
             return;
         }
         let started = Instant::now();
-        let (records, kind) = publisher.publish(self.pipeline.model(), now_ms());
+        let (records, kind) = publisher.publish(self.pipeline.model(), now_ms(), self.unpublished_since.take().unwrap_or(0));
         let topic = topic.clone();
         let bytes: usize = records
             .iter()

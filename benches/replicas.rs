@@ -1,0 +1,400 @@
+//! One model, many instances, measured through a real broker (not a test):
+//! run by `scripts/bench_replicas.sh`, which starts the test broker and
+//! sets KAFKA_BOOTSTRAP. Every figure comes from one run on one broker.
+//!
+//! 1. Published accuracy: the SMS stream sent by `classifyd demo-produce`
+//!    (one label in five held back and sent later as feedback) to a
+//!    4-partition input, served by (a) one standalone daemon, (b) two
+//!    standalone daemons in one group (today's way to scale out), (c) one
+//!    learner and two predictors. Accuracy = published predictions that
+//!    match the gold label, over all predictions. For (c) also: staleness
+//!    p50/p99 (from the predictors' `classifyd_model_staleness_seconds`:
+//!    learner learns an update -> a predictor serves a version with it),
+//!    bytes published per learned example and per full version.
+//! 2. Prediction throughput: BENCH_MESSAGES unlabeled messages preloaded on
+//!    a 4-partition topic, drained by a standalone daemon resumed from the
+//!    learner's final checkpoint (its predict path, same model), by one
+//!    predictor and by two; rate = messages / (last prediction's timestamp
+//!    - first's). Peak RSS of each (VmHWM), against the model's bytes.
+//!
+//! BENCH_DATA (the SMS stream), BENCH_RATE (500 msg/s), BENCH_MESSAGES (50000).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Message, Timestamp};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+const BIN: &str = env!("CARGO_BIN_EXE_classifyd");
+
+fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
+    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn unique(p: &str) -> String {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    format!("{p}-{}-{nanos}", std::process::id())
+}
+
+fn free_addr() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("127.0.0.1:{}", l.local_addr().unwrap().port())
+}
+
+struct Topics {
+    input: String,
+    feedback: String,
+    output: String,
+    dead: String,
+    model: String,
+}
+
+impl Topics {
+    fn create(bootstrap: &str) -> Topics {
+        let t = Topics {
+            input: unique("in"),
+            feedback: unique("fb"),
+            output: unique("out"),
+            dead: unique("dlq"),
+            model: unique("model"),
+        };
+        let admin: AdminClient<DefaultClientContext> =
+            ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let new: Vec<NewTopic> = [(&t.input, 4), (&t.feedback, 4), (&t.output, 4), (&t.dead, 1)]
+            .iter()
+            .map(|(n, p)| NewTopic::new(n, *p, TopicReplication::Fixed(1)))
+            .collect();
+        for r in rt.block_on(admin.create_topics(&new, &AdminOptions::new())).unwrap() {
+            r.unwrap();
+        }
+        t
+    }
+
+    fn flags(&self) -> Vec<String> {
+        [
+            ("--input-topic", &self.input),
+            ("--feedback-topic", &self.feedback),
+            ("--output-topic", &self.output),
+            ("--dead-letter-topic", &self.dead),
+            ("--model-topic", &self.model),
+        ]
+        .iter()
+        .flat_map(|(f, v)| [f.to_string(), v.to_string()])
+        .collect()
+    }
+}
+
+/// A daemon of `role` with its metrics address.
+struct Daemon {
+    child: Child,
+    addr: String,
+}
+
+fn spawn(bootstrap: &str, t: &Topics, group: &str, role: &str, dir: Option<&Path>) -> Daemon {
+    let addr = free_addr();
+    let mut c = Command::new(BIN);
+    c.args(["run", "--brokers", bootstrap, "--group-id", group, "--role", role, "--metrics-addr", &addr])
+        .args(t.flags())
+        .args(["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"])
+        .env("CLASSIFYD_LOG", "warn")
+        .stdout(Stdio::null());
+    if let Some(d) = dir {
+        c.arg("--checkpoint-dir").arg(d);
+    }
+    Daemon {
+        child: c.spawn().unwrap(),
+        addr,
+    }
+}
+
+fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, buf.split_once("\r\n\r\n").map(|x| x.1.to_string()).unwrap_or_default()))
+}
+
+impl Daemon {
+    fn wait_ready(&self) {
+        let start = Instant::now();
+        while http_get(&self.addr, "/readyz").is_none_or(|r| r.0 != 200) {
+            assert!(start.elapsed() < Duration::from_secs(120), "not ready");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn metrics(&self) -> String {
+        http_get(&self.addr, "/metrics").map(|r| r.1).unwrap_or_default()
+    }
+
+    /// Peak resident memory (VmHWM), in MiB.
+    fn peak_rss_mib(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    }
+
+    fn stop(mut self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+/// The value of a series: `name{labels}` or `name` alone, summed over its lines.
+fn series(body: &str, name: &str) -> f64 {
+    body.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{', '_']).then_some(()).is_some())
+        .filter(|l| l.split_whitespace().next().is_some_and(|s| s == name || s.starts_with(&format!("{name}{{"))))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Quantile `q` of a histogram summed over `bodies` (linear within a bucket).
+fn quantile(bodies: &[String], name: &str, q: f64) -> f64 {
+    let mut buckets: Vec<(f64, f64)> = Vec::new();
+    for body in bodies {
+        for l in body.lines().filter(|l| l.starts_with(&format!("{name}_bucket{{le=\""))) {
+            let le = l.split('"').nth(1).unwrap();
+            let le = if le == "+Inf" { f64::INFINITY } else { le.parse().unwrap() };
+            let n: f64 = l.rsplit(' ').next().unwrap().parse().unwrap();
+            match buckets.iter_mut().find(|b| b.0 == le) {
+                Some(b) => b.1 += n,
+                None => buckets.push((le, n)),
+            }
+        }
+    }
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = buckets.last().map_or(0.0, |b| b.1);
+    let rank = q * total;
+    let mut prev = (0.0, 0.0);
+    for &(le, n) in &buckets {
+        if n >= rank {
+            if le.is_infinite() {
+                return prev.0;
+            }
+            let within = if n > prev.1 { (rank - prev.1) / (n - prev.1) } else { 1.0 };
+            return prev.0 + (le - prev.0) * within;
+        }
+        prev = (le, n);
+    }
+    f64::NAN
+}
+
+/// (key, value, timestamp) of every message of `topic`, until `want` or the deadline.
+fn read(bootstrap: &str, topic: &str, want: usize, deadline: Duration) -> Vec<(String, String, i64)> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", unique("bench-reader"))
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    c.subscribe(&[topic]).unwrap();
+    let start = Instant::now();
+    let mut out = Vec::with_capacity(want);
+    while out.len() < want && start.elapsed() < deadline {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+            let ts = match m.timestamp() {
+                Timestamp::CreateTime(t) | Timestamp::LogAppendTime(t) => t,
+                Timestamp::NotAvailable => 0,
+            };
+            let key = String::from_utf8_lossy(m.key().unwrap_or(&[])).into_owned();
+            out.push((key, String::from_utf8_lossy(m.payload().unwrap_or(&[])).into_owned(), ts));
+        }
+    }
+    out
+}
+
+fn load(bootstrap: &str, topic: &str, msgs: &[(String, String)]) {
+    let p: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("linger.ms", "5")
+        .create()
+        .unwrap();
+    for (k, v) in msgs {
+        let mut rec = Some(BaseRecord::to(topic).key(k.as_str()).payload(v.as_str()));
+        while let Some(r) = rec.take() {
+            if let Err((_, r)) = p.send(r) {
+                p.poll(Duration::from_millis(5));
+                rec = Some(r);
+            }
+        }
+        p.poll(Duration::ZERO);
+    }
+    p.flush(Duration::from_secs(60)).unwrap();
+}
+
+/// The gold label of every id of the stream.
+fn gold(data: &Path) -> HashMap<String, String> {
+    std::fs::read_to_string(data)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| Some((v["id"].as_str()?.to_string(), v["label"].as_str()?.to_string())))
+        .collect()
+}
+
+/// Sends the stream with `demo-produce` and waits for its predictions:
+/// (accuracy of the published predictions, predictions, distinct ids).
+fn stream_through(bootstrap: &str, t: &Topics, data: &Path, rate: f64, gold: &HashMap<String, String>) -> (f64, usize, usize) {
+    let st = Command::new(BIN)
+        .args(["demo-produce", "--brokers", bootstrap, "--input-topic", &t.input, "--feedback-topic", &t.feedback])
+        .arg("--input")
+        .arg(data)
+        .args(["--rate", &rate.to_string()])
+        .env("CLASSIFYD_LOG", "warn")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let want = gold.len() / 5;
+    let preds = read(bootstrap, &t.output, want, Duration::from_secs(120));
+    let mut ids = std::collections::HashSet::new();
+    let correct = preds
+        .iter()
+        .filter(|(k, v, _)| {
+            ids.insert(k.clone());
+            let p: serde_json::Value = serde_json::from_str(v).unwrap();
+            gold.get(k).is_some_and(|g| p["label"].as_str() == Some(g))
+        })
+        .count();
+    (correct as f64 / preds.len().max(1) as f64, preds.len(), ids.len())
+}
+
+/// Starts `daemons` (in one group), waits until each holds partitions,
+/// loads `msgs` as fast as the producer goes, and measures how fast the
+/// predictions come out: messages per second, and each daemon's peak RSS.
+fn drain(bootstrap: &str, t: &Topics, msgs: &[(String, String)], started: impl FnOnce() -> Vec<Daemon>) -> (f64, Vec<f64>) {
+    let n = msgs.len();
+    let daemons = started();
+    daemons.iter().for_each(Daemon::wait_ready);
+    load(bootstrap, &t.input, msgs);
+    let preds = read(bootstrap, &t.output, n, Duration::from_secs(300));
+    let (first, last) = preds.iter().fold((i64::MAX, i64::MIN), |(a, b), p| (a.min(p.2), b.max(p.2)));
+    let rate = preds.len() as f64 / ((last - first).max(1) as f64 / 1000.0);
+    let rss = daemons.iter().map(Daemon::peak_rss_mib).collect();
+    for d in daemons {
+        d.stop();
+    }
+    (rate, rss)
+}
+
+fn main() {
+    let bootstrap = std::env::var("KAFKA_BOOTSTRAP").expect("KAFKA_BOOTSTRAP (scripts/bench_replicas.sh sets it)");
+    let data: PathBuf = env_or("BENCH_DATA", PathBuf::from("../shared/data/sms_spam_collection/stream.jsonl"));
+    let rate: f64 = env_or("BENCH_RATE", 500.0);
+    let n: usize = env_or("BENCH_MESSAGES", 50_000);
+    let gold = gold(&data);
+    let tmp = std::env::temp_dir().join(unique("bench-replicas"));
+    println!("stream {} ({} messages) at {rate} msg/s, 4 partitions\n", data.display(), gold.len());
+    println!("| deployment | published accuracy | predictions | distinct ids |");
+    println!("|---|---:|---:|---:|");
+    for (name, standalone) in [("one standalone daemon", 1), ("two standalone daemons, one group", 2)] {
+        let t = Topics::create(&bootstrap);
+        let group = unique("g");
+        let daemons: Vec<Daemon> = (0..standalone)
+            .map(|i| spawn(&bootstrap, &t, &group, "standalone", Some(&tmp.join(format!("{group}-{i}")))))
+            .collect();
+        daemons.iter().for_each(Daemon::wait_ready);
+        let (acc, preds, ids) = stream_through(&bootstrap, &t, &data, rate, &gold);
+        println!("| {name} | {acc:.4} | {preds} | {ids} |");
+        daemons.into_iter().for_each(Daemon::stop);
+    }
+    let t = Topics::create(&bootstrap);
+    let group = unique("g");
+    let learner_dir = tmp.join("learner");
+    let learner = spawn(&bootstrap, &t, &group, "learner", Some(&learner_dir));
+    learner.wait_ready();
+    let predictors: Vec<Daemon> = (0..2).map(|_| spawn(&bootstrap, &t, &group, "predictor", None)).collect();
+    predictors.iter().for_each(Daemon::wait_ready);
+    let (acc, preds, ids) = stream_through(&bootstrap, &t, &data, rate, &gold);
+    println!("| one learner, two predictors | {acc:.4} | {preds} | {ids} |");
+    // Let the last feedback be learned and published.
+    std::thread::sleep(Duration::from_secs(3));
+    let bodies: Vec<String> = predictors.iter().map(Daemon::metrics).collect();
+    let lm = learner.metrics();
+    let learned = series(&lm, "classifyd_model_version");
+    let bytes = |kind: &str| series(&lm, &format!("classifyd_model_published_bytes_total{{kind=\"{kind}\"}}"));
+    let count = |kind: &str| series(&lm, &format!("classifyd_model_publications_total{{kind=\"{kind}\"}}"));
+    println!(
+        "\nstaleness (learner learns an update -> a predictor serves it): p50 {:.3} s, p99 {:.3} s over {} swaps",
+        quantile(&bodies, "classifyd_model_staleness_seconds", 0.5),
+        quantile(&bodies, "classifyd_model_staleness_seconds", 0.99),
+        bodies.iter().map(|b| series(b, "classifyd_model_swaps_total")).sum::<f64>()
+    );
+    println!(
+        "published: {:.0} bytes per learned example ({} examples; deltas {:.0} B in {}, full versions {:.0} B in {}: {:.0} B each)",
+        (bytes("delta") + bytes("snapshot")) / learned.max(1.0),
+        learned,
+        bytes("delta"),
+        count("delta"),
+        bytes("snapshot"),
+        count("snapshot"),
+        bytes("snapshot") / count("snapshot").max(1.0),
+    );
+    predictors.into_iter().for_each(Daemon::stop);
+    learner.stop();
+    // A restarted learner publishes its model whole under a new epoch: the
+    // size of a full version of the final model.
+    let again = spawn(&bootstrap, &t, &group, "learner", Some(&learner_dir));
+    again.wait_ready();
+    let start = Instant::now();
+    let full = loop {
+        let b = series(&again.metrics(), "classifyd_model_published_bytes_total{kind=\"snapshot\"}");
+        if b > 0.0 || start.elapsed() > Duration::from_secs(30) {
+            break b;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    println!("a full version of the final model (a restarted learner's first publication): {full:.0} B");
+    again.stop();
+
+    // Throughput of the predict path, same model everywhere.
+    let base: Vec<serde_json::Value> = std::fs::read_to_string(&data)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let msgs: Vec<(String, String)> = (0..n)
+        .map(|i| {
+            let id = format!("req-{i}");
+            let v = serde_json::json!({"id": id, "text": base[i % base.len()]["text"]});
+            (id, v.to_string())
+        })
+        .collect();
+    println!("\n| predict path ({n} requests) | messages/s | peak RSS MiB |");
+    println!("|---|---:|---:|");
+    for (name, how) in [("standalone (learner's checkpoint)", 0), ("one predictor", 1), ("two predictors", 2)] {
+        let run = Topics {
+            model: t.model.clone(),
+            ..Topics::create(&bootstrap)
+        };
+        let group = unique("g");
+        let (rate, rss) = drain(&bootstrap, &run, &msgs, || match how {
+            0 => {
+                let dir = tmp.join(unique("standalone"));
+                let st = Command::new("cp").arg("-r").arg(&learner_dir).arg(&dir).status().unwrap();
+                assert!(st.success());
+                let _ = std::fs::remove_file(dir.join("LOCK"));
+                vec![spawn(&bootstrap, &run, &group, "standalone", Some(&dir))]
+            }
+            k => (0..k).map(|_| spawn(&bootstrap, &run, &group, "predictor", None)).collect(),
+        });
+        let rss: Vec<String> = rss.iter().map(|r| format!("{r:.0}")).collect();
+        println!("| {name} | {rate:.0} | {} |", rss.join(", "));
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
