@@ -64,9 +64,14 @@ impl Topics {
             dead: unique("dlq"),
             model: unique("model"),
         };
-        let admin: AdminClient<DefaultClientContext> =
-            ClientConfig::new().set("bootstrap.servers", bootstrap).create().unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .create()
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         let new: Vec<NewTopic> = [(&t.input, 4), (&t.feedback, 4), (&t.output, 4), (&t.dead, 1)]
             .iter()
             .map(|(n, p)| NewTopic::new(n, *p, TopicReplication::Fixed(1)))
@@ -100,11 +105,21 @@ struct Daemon {
 fn spawn(bootstrap: &str, t: &Topics, group: &str, role: &str, dir: Option<&Path>) -> Daemon {
     let addr = free_addr();
     let mut c = Command::new(BIN);
-    c.args(["run", "--brokers", bootstrap, "--group-id", group, "--role", role, "--metrics-addr", &addr])
-        .args(t.flags())
-        .args(["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"])
-        .env("CLASSIFYD_LOG", "warn")
-        .stdout(Stdio::null());
+    c.args([
+        "run",
+        "--brokers",
+        bootstrap,
+        "--group-id",
+        group,
+        "--role",
+        role,
+        "--metrics-addr",
+        &addr,
+    ])
+    .args(t.flags())
+    .args(["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"])
+    .env("CLASSIFYD_LOG", "warn")
+    .stdout(Stdio::null());
     if let Some(d) = dir {
         c.arg("--checkpoint-dir").arg(d);
     }
@@ -121,7 +136,10 @@ fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
     let mut buf = String::new();
     s.read_to_string(&mut buf).ok()?;
     let code = buf.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, buf.split_once("\r\n\r\n").map(|x| x.1.to_string()).unwrap_or_default()))
+    Some((
+        code,
+        buf.split_once("\r\n\r\n").map(|x| x.1.to_string()).unwrap_or_default(),
+    ))
 }
 
 impl Daemon {
@@ -158,7 +176,11 @@ impl Daemon {
 fn series(body: &str, name: &str) -> f64 {
     body.lines()
         .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{', '_']).then_some(()).is_some())
-        .filter(|l| l.split_whitespace().next().is_some_and(|s| s == name || s.starts_with(&format!("{name}{{"))))
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|s| s == name || s.starts_with(&format!("{name}{{")))
+        })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
@@ -169,7 +191,11 @@ fn quantile(bodies: &[String], name: &str, q: f64) -> f64 {
     for body in bodies {
         for l in body.lines().filter(|l| l.starts_with(&format!("{name}_bucket{{le=\""))) {
             let le = l.split('"').nth(1).unwrap();
-            let le = if le == "+Inf" { f64::INFINITY } else { le.parse().unwrap() };
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().unwrap()
+            };
             let n: f64 = l.rsplit(' ').next().unwrap().parse().unwrap();
             match buckets.iter_mut().find(|b| b.0 == le) {
                 Some(b) => b.1 += n,
@@ -186,7 +212,11 @@ fn quantile(bodies: &[String], name: &str, q: f64) -> f64 {
             if le.is_infinite() {
                 return prev.0;
             }
-            let within = if n > prev.1 { (rank - prev.1) / (n - prev.1) } else { 1.0 };
+            let within = if n > prev.1 {
+                (rank - prev.1) / (n - prev.1)
+            } else {
+                1.0
+            };
             return prev.0 + (le - prev.0) * within;
         }
         prev = (le, n);
@@ -213,7 +243,11 @@ fn read(bootstrap: &str, topic: &str, want: usize, deadline: Duration) -> Vec<(S
                 Timestamp::NotAvailable => 0,
             };
             let key = String::from_utf8_lossy(m.key().unwrap_or(&[])).into_owned();
-            out.push((key, String::from_utf8_lossy(m.payload().unwrap_or(&[])).into_owned(), ts));
+            out.push((
+                key,
+                String::from_utf8_lossy(m.payload().unwrap_or(&[])).into_owned(),
+                ts,
+            ));
         }
     }
     out
@@ -250,9 +284,23 @@ fn gold(data: &Path) -> HashMap<String, String> {
 
 /// Sends the stream with `demo-produce` and waits for its predictions:
 /// (accuracy of the published predictions, predictions, distinct ids).
-fn stream_through(bootstrap: &str, t: &Topics, data: &Path, rate: f64, gold: &HashMap<String, String>) -> (f64, usize, usize) {
+fn stream_through(
+    bootstrap: &str,
+    t: &Topics,
+    data: &Path,
+    rate: f64,
+    gold: &HashMap<String, String>,
+) -> (f64, usize, usize) {
     let st = Command::new(BIN)
-        .args(["demo-produce", "--brokers", bootstrap, "--input-topic", &t.input, "--feedback-topic", &t.feedback])
+        .args([
+            "demo-produce",
+            "--brokers",
+            bootstrap,
+            "--input-topic",
+            &t.input,
+            "--feedback-topic",
+            &t.feedback,
+        ])
         .arg("--input")
         .arg(data)
         .args(["--rate", &rate.to_string()])
@@ -277,13 +325,20 @@ fn stream_through(bootstrap: &str, t: &Topics, data: &Path, rate: f64, gold: &Ha
 /// Starts `daemons` (in one group), waits until each holds partitions,
 /// loads `msgs` as fast as the producer goes, and measures how fast the
 /// predictions come out: messages per second, and each daemon's peak RSS.
-fn drain(bootstrap: &str, t: &Topics, msgs: &[(String, String)], started: impl FnOnce() -> Vec<Daemon>) -> (f64, Vec<f64>) {
+fn drain(
+    bootstrap: &str,
+    t: &Topics,
+    msgs: &[(String, String)],
+    started: impl FnOnce() -> Vec<Daemon>,
+) -> (f64, Vec<f64>) {
     let n = msgs.len();
     let daemons = started();
     daemons.iter().for_each(Daemon::wait_ready);
     load(bootstrap, &t.input, msgs);
     let preds = read(bootstrap, &t.output, n, Duration::from_secs(300));
-    let (first, last) = preds.iter().fold((i64::MAX, i64::MIN), |(a, b), p| (a.min(p.2), b.max(p.2)));
+    let (first, last) = preds
+        .iter()
+        .fold((i64::MAX, i64::MIN), |(a, b), p| (a.min(p.2), b.max(p.2)));
     let rate = preds.len() as f64 / ((last - first).max(1) as f64 / 1000.0);
     let rss = daemons.iter().map(Daemon::peak_rss_mib).collect();
     for d in daemons {
@@ -294,19 +349,34 @@ fn drain(bootstrap: &str, t: &Topics, msgs: &[(String, String)], started: impl F
 
 fn main() {
     let bootstrap = std::env::var("KAFKA_BOOTSTRAP").expect("KAFKA_BOOTSTRAP (scripts/bench_replicas.sh sets it)");
-    let data: PathBuf = env_or("BENCH_DATA", PathBuf::from("../shared/data/sms_spam_collection/stream.jsonl"));
+    let data: PathBuf = env_or(
+        "BENCH_DATA",
+        PathBuf::from("../shared/data/sms_spam_collection/stream.jsonl"),
+    );
     let rate: f64 = env_or("BENCH_RATE", 500.0);
     let n: usize = env_or("BENCH_MESSAGES", 50_000);
     let gold = gold(&data);
     let tmp = std::env::temp_dir().join(unique("bench-replicas"));
-    println!("stream {} ({} messages) at {rate} msg/s, 4 partitions\n", data.display(), gold.len());
+    println!(
+        "stream {} ({} messages) at {rate} msg/s, 4 partitions\n",
+        data.display(),
+        gold.len()
+    );
     println!("| deployment | published accuracy | predictions | distinct ids |");
     println!("|---|---:|---:|---:|");
     for (name, standalone) in [("one standalone daemon", 1), ("two standalone daemons, one group", 2)] {
         let t = Topics::create(&bootstrap);
         let group = unique("g");
         let daemons: Vec<Daemon> = (0..standalone)
-            .map(|i| spawn(&bootstrap, &t, &group, "standalone", Some(&tmp.join(format!("{group}-{i}")))))
+            .map(|i| {
+                spawn(
+                    &bootstrap,
+                    &t,
+                    &group,
+                    "standalone",
+                    Some(&tmp.join(format!("{group}-{i}"))),
+                )
+            })
             .collect();
         daemons.iter().for_each(Daemon::wait_ready);
         let (acc, preds, ids) = stream_through(&bootstrap, &t, &data, rate, &gold);
@@ -318,7 +388,9 @@ fn main() {
     let learner_dir = tmp.join("learner");
     let learner = spawn(&bootstrap, &t, &group, "learner", Some(&learner_dir));
     learner.wait_ready();
-    let predictors: Vec<Daemon> = (0..2).map(|_| spawn(&bootstrap, &t, &group, "predictor", None)).collect();
+    let predictors: Vec<Daemon> = (0..2)
+        .map(|_| spawn(&bootstrap, &t, &group, "predictor", None))
+        .collect();
     predictors.iter().for_each(Daemon::wait_ready);
     let (acc, preds, ids) = stream_through(&bootstrap, &t, &data, rate, &gold);
     println!("| one learner, two predictors | {acc:.4} | {preds} | {ids} |");
@@ -327,13 +399,21 @@ fn main() {
     let bodies: Vec<String> = predictors.iter().map(Daemon::metrics).collect();
     let lm = learner.metrics();
     let learned = series(&lm, "classifyd_model_version");
-    let bytes = |kind: &str| series(&lm, &format!("classifyd_model_published_bytes_total{{kind=\"{kind}\"}}"));
+    let bytes = |kind: &str| {
+        series(
+            &lm,
+            &format!("classifyd_model_published_bytes_total{{kind=\"{kind}\"}}"),
+        )
+    };
     let count = |kind: &str| series(&lm, &format!("classifyd_model_publications_total{{kind=\"{kind}\"}}"));
     println!(
         "\nstaleness (learner learns an update -> a predictor serves it): p50 {:.3} s, p99 {:.3} s over {} swaps",
         quantile(&bodies, "classifyd_model_staleness_seconds", 0.5),
         quantile(&bodies, "classifyd_model_staleness_seconds", 0.99),
-        bodies.iter().map(|b| series(b, "classifyd_model_swaps_total")).sum::<f64>()
+        bodies
+            .iter()
+            .map(|b| series(b, "classifyd_model_swaps_total"))
+            .sum::<f64>()
     );
     println!(
         "published: {:.0} bytes per learned example ({} examples; deltas {:.0} B in {}, full versions {:.0} B in {}: {:.0} B each)",
@@ -353,7 +433,10 @@ fn main() {
     again.wait_ready();
     let start = Instant::now();
     let full = loop {
-        let b = series(&again.metrics(), "classifyd_model_published_bytes_total{kind=\"snapshot\"}");
+        let b = series(
+            &again.metrics(),
+            "classifyd_model_published_bytes_total{kind=\"snapshot\"}",
+        );
         if b > 0.0 || start.elapsed() > Duration::from_secs(30) {
             break b;
         }
@@ -377,7 +460,11 @@ fn main() {
         .collect();
     println!("\n| predict path ({n} requests) | messages/s | peak RSS MiB |");
     println!("|---|---:|---:|");
-    for (name, how) in [("standalone (learner's checkpoint)", 0), ("one predictor", 1), ("two predictors", 2)] {
+    for (name, how) in [
+        ("standalone (learner's checkpoint)", 0),
+        ("one predictor", 1),
+        ("two predictors", 2),
+    ] {
         let run = Topics {
             model: t.model.clone(),
             ..Topics::create(&bootstrap)
@@ -386,12 +473,19 @@ fn main() {
         let (rate, rss) = drain(&bootstrap, &run, &msgs, || match how {
             0 => {
                 let dir = tmp.join(unique("standalone"));
-                let st = Command::new("cp").arg("-r").arg(&learner_dir).arg(&dir).status().unwrap();
+                let st = Command::new("cp")
+                    .arg("-r")
+                    .arg(&learner_dir)
+                    .arg(&dir)
+                    .status()
+                    .unwrap();
                 assert!(st.success());
                 let _ = std::fs::remove_file(dir.join("LOCK"));
                 vec![spawn(&bootstrap, &run, &group, "standalone", Some(&dir))]
             }
-            k => (0..k).map(|_| spawn(&bootstrap, &run, &group, "predictor", None)).collect(),
+            k => (0..k)
+                .map(|_| spawn(&bootstrap, &run, &group, "predictor", None))
+                .collect(),
         });
         let rss: Vec<String> = rss.iter().map(|r| format!("{r:.0}")).collect();
         println!("| {name} | {rate:.0} | {} |", rss.join(", "));

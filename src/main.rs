@@ -153,6 +153,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let (sent, labels) = classifyd::demo::run(&s, &shutdown).map_err(anyhow::Error::msg)?;
             tracing::info!(sent, labels, "demo producer finished");
         }
+        Command::Tail(a) => {
+            let shutdown = Shutdown::new();
+            shutdown
+                .install_signal_handlers()
+                .context("cannot install signal handlers")?;
+            let s = kafka::tail::TailSettings {
+                brokers: a.brokers,
+                topic: a.topic,
+                max: a.max,
+                no_follow: a.no_follow,
+                properties: properties(&a.kafka_property, std::env::vars_os()).map_err(anyhow::Error::msg)?,
+            };
+            let n = kafka::tail::tail(&s, &shutdown, &mut std::io::stdout().lock()).map_err(anyhow::Error::msg)?;
+            tracing::debug!(records = n, "tail finished");
+        }
         Command::Inspect(a) => {
             let i = commands::inspect(&a)?;
             let mut out = std::io::stdout().lock();

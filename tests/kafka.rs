@@ -304,3 +304,39 @@ fn two_instances_in_one_group_split_the_partitions_and_lose_nothing() {
     let parts: HashSet<&String> = ca.positions.keys().chain(cb.positions.keys()).collect();
     assert_eq!(parts.iter().filter(|k| k.starts_with(&topics.input)).count(), 4);
 }
+
+/// `classifyd tail TOPIC --no-follow` prints every record of every
+/// partition, one line each, and stops at the end; `--max` stops sooner.
+#[test]
+fn tail_prints_a_topics_records() {
+    let topics = Topics::create(2);
+    let msgs: Vec<(String, Vec<u8>, Option<i64>)> = (0..6)
+        .map(|i| (format!("k{i}"), format!(r#"{{"id":"p{i}"}}"#).into_bytes(), None))
+        .collect();
+    produce(&topics.output, None, &msgs);
+    let tail = |extra: &[&str]| {
+        let out = Command::new(BIN)
+            .args(["tail", &topics.output, "--brokers", &bootstrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let mut lines: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        lines.sort();
+        lines
+    };
+    let want: Vec<String> = (0..6).map(|i| format!(r#"{{"id":"p{i}"}}"#)).collect();
+    assert_eq!(tail(&["--no-follow"]), want);
+    assert_eq!(tail(&["--max", "2"]).len(), 2);
+    // A topic that does not exist is said to be missing.
+    let out = Command::new(BIN)
+        .args(["tail", &unique("nope"), "--brokers", &bootstrap(), "--no-follow"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+}

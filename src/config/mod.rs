@@ -46,6 +46,27 @@ pub enum Command {
     /// Stream a labeled JSON-lines file into Kafka, holding some labels back
     /// and sending them later as feedback (demos).
     DemoProduce(DemoArgs),
+    /// Print a topic's records (predictions by default) as lines on
+    /// stdout, from its start, following it until Ctrl-C.
+    Tail(TailArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TailArgs {
+    /// The topic to print (default: the output topic).
+    #[arg(env = "CLASSIFYD_OUTPUT_TOPIC", default_value = "predictions")]
+    pub topic: String,
+    #[arg(long, env = "CLASSIFYD_BROKERS")]
+    pub brokers: String,
+    /// Stop after this many records.
+    #[arg(long)]
+    pub max: Option<u64>,
+    /// Stop at the topic's end as it is now instead of following it.
+    #[arg(long)]
+    pub no_follow: bool,
+    /// librdkafka property key=value (repeatable); also from CLASSIFYD_KAFKA_<NAME> variables.
+    #[arg(short = 'X', value_name = "KEY=VALUE")]
+    pub kafka_property: Vec<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -29,6 +29,7 @@ mod context;
 mod errors;
 mod model_topic;
 mod state;
+pub mod tail;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

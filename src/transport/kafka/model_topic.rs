@@ -118,9 +118,15 @@ pub(super) async fn catch_up(
     };
     let mut read = 0u64;
     let mut next = 0i64;
-    while next < high && !shutdown.is_triggered() {
-        match tokio::time::timeout(Duration::from_secs(1), consumer.recv()).await {
+    // Until past the end and quiet for a moment (some brokers, the test
+    // broker among them, report an end short of the last record), or out
+    // of patience.
+    let quiet = Duration::from_millis(500);
+    let mut last_record = Instant::now();
+    while !(next >= high && last_record.elapsed() >= quiet) && !shutdown.is_triggered() {
+        match tokio::time::timeout(Duration::from_millis(100), consumer.recv()).await {
             Ok(Ok(msg)) => {
+                last_record = Instant::now();
                 next = msg.offset() + 1;
                 read += 1;
                 take(assembler, &msg);

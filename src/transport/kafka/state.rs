@@ -239,7 +239,11 @@ impl State {
             return;
         }
         let started = Instant::now();
-        let (records, kind) = publisher.publish(self.pipeline.model(), now_ms(), self.unpublished_since.take().unwrap_or(0));
+        let (records, kind) = publisher.publish(
+            self.pipeline.model(),
+            now_ms(),
+            self.unpublished_since.take().unwrap_or(0),
+        );
         let topic = topic.clone();
         let bytes: usize = records
             .iter()
