@@ -123,7 +123,11 @@ pub(super) async fn catch_up(
     // of patience.
     let quiet = Duration::from_millis(500);
     let mut last_record = Instant::now();
-    while !(next >= high && last_record.elapsed() >= quiet) && !shutdown.is_triggered() {
+    loop {
+        let at_end = next >= high && last_record.elapsed() >= quiet;
+        if at_end || shutdown.is_triggered() {
+            break;
+        }
         match tokio::time::timeout(Duration::from_millis(100), consumer.recv()).await {
             Ok(Ok(msg)) => {
                 last_record = Instant::now();
