@@ -78,6 +78,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     properties: properties(&a.kafka_property, std::env::vars_os()).map_err(anyhow::Error::msg)?,
                     checkpoint_dir: a.checkpoint_dir,
                     model_topic: a.model_topic,
+                    create_topics: a.create_topics,
+                    topic_partitions: a.topic_partitions,
                     publish: PublishSettings {
                         interval: Duration::from_millis(a.model_publish_ms),
                         snapshot_interval: Duration::from_secs(a.model_snapshot_secs),

@@ -291,6 +291,12 @@ pub struct RunArgs {
     /// predictor (serve the learner's model; needs --brokers).
     #[arg(long, env = "CLASSIFYD_ROLE", default_value = "standalone")]
     pub role: crate::pipeline::Role,
+    /// Create the topics this process reads and writes when they are missing.
+    #[arg(long, env = "CLASSIFYD_CREATE_TOPICS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub create_topics: bool,
+    /// Partitions of the topics it creates (the model topic has one).
+    #[arg(long, env = "CLASSIFYD_TOPIC_PARTITIONS", default_value_t = 4)]
+    pub topic_partitions: i32,
     /// The compacted topic that carries the learner's model to predictors.
     #[arg(long, env = "CLASSIFYD_MODEL_TOPIC", default_value = "classifyd-model")]
     pub model_topic: String,

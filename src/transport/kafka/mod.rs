@@ -30,6 +30,7 @@ mod errors;
 mod model_topic;
 mod state;
 pub mod tail;
+mod topics;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -82,6 +83,10 @@ pub struct KafkaSettings {
     pub hyper: HyperChoice,
     /// Its `role` says what this process does.
     pub pipeline: PipelineConfig,
+    /// Create the topics this process needs when they are missing.
+    pub create_topics: bool,
+    /// Partitions of the topics it creates (the model topic has one).
+    pub topic_partitions: i32,
 }
 
 /// What a run did.
@@ -165,9 +170,7 @@ pub async fn run(
     let role = s.pipeline.role;
     let (mut model_consumer, mut assembler) = (None, Assembler::default());
     let mut publisher = None;
-    if role != Role::Standalone {
-        model_topic::ensure_topic(s).await?;
-    }
+    topics::ensure(s).await;
     let (pipeline, positions, resumed_from, dir) = if role == Role::Predictor {
         let mut f = ModelFeed {
             consumer: model_topic::consumer(s)?,
@@ -243,7 +246,14 @@ pub async fn run(
         .set("partition.assignment.strategy", "range")
         .set("statistics.interval.ms", "5000")
         // Notice topics created after start (e.g. the feedback topic on first use) within seconds.
-        .set("topic.metadata.refresh.interval.ms", "10000");
+        .set("topic.metadata.refresh.interval.ms", "10000")
+        // A 10 s session (librdkafka's default is 45 s): a dead member's
+        // partitions move within 10 s, and a fresh group is assigned within
+        // seconds on brokers that wait out part of the session timeout
+        // before the first assignment (the test broker took 23 s at 45 s).
+        // -X session.timeout.ms=... overrides it.
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "1000");
     for (k, v) in &s.properties {
         cc.set(k, v);
     }

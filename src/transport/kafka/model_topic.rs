@@ -1,16 +1,13 @@
-//! The model topic on Kafka: created compacted when missing, read from its
+//! The model topic on Kafka (created by [`super::topics`]): read from its
 //! start by a predictor (and by a learner, which learns from it the keys a
 //! new full version supersedes and the newest epoch), each record handed
 //! to the [`Assembler`]. The format and the logic are [`crate::replica`]'s.
 
 use std::time::{Duration, Instant};
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use rdkafka::types::RDKafkaErrorCode;
 
 use super::KafkaSettings;
 use super::context::client_config;
@@ -20,39 +17,6 @@ use crate::transport::DaemonError;
 
 fn kafka_error(what: &str) -> impl Fn(rdkafka::error::KafkaError) -> DaemonError + '_ {
     move |e| DaemonError::Io(std::io::Error::other(format!("kafka: {what}: {e}")))
-}
-
-/// Creates the model topic (one partition, `cleanup.policy=compact`) if it
-/// is missing. A broker that refuses (no rights, say) is logged: the topic
-/// may exist anyway, and reading it says so if not.
-pub(super) async fn ensure_topic(s: &KafkaSettings) -> Result<(), DaemonError> {
-    let admin: AdminClient<DefaultClientContext> = client_config(s).create().map_err(kafka_error("admin client"))?;
-    // The broker's default replication (-1), else one replica (brokers
-    // that predate KIP-464 and single-broker test setups).
-    for replication in [-1, 1] {
-        let topic =
-            NewTopic::new(&s.model_topic, 1, TopicReplication::Fixed(replication)).set("cleanup.policy", "compact");
-        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-        match admin.create_topics([&topic], &opts).await {
-            Ok(results) => match results.into_iter().next() {
-                Some(Ok(_)) => {
-                    tracing::info!(topic = %s.model_topic, "created the model topic (compacted)");
-                    return Ok(());
-                }
-                Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) | None => return Ok(()),
-                Some(Err((_, RDKafkaErrorCode::InvalidReplicationFactor))) if replication < 0 => continue,
-                Some(Err((_, code))) => {
-                    tracing::warn!(topic = %s.model_topic, error = %code, "cannot create the model topic; assuming it exists");
-                    return Ok(());
-                }
-            },
-            Err(error) => {
-                tracing::warn!(topic = %s.model_topic, %error, "cannot create the model topic; assuming it exists");
-                return Ok(());
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A consumer of the model topic's one partition from its start, outside
