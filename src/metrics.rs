@@ -428,29 +428,27 @@ pub fn publish(p: &Pipeline) {
     let total = prog.total();
     let window = prog.window();
     counter!("classifyd_progressive_examples_total").absolute(total.examples);
-    if total.examples > 0 {
-        gauge!("classifyd_progressive_accuracy_ratio", "window" => "cumulative").set(total.accuracy());
-        gauge!("classifyd_progressive_accuracy_ratio", "window" => "sliding").set(window.accuracy());
-        gauge!("classifyd_progressive_macro_f1_ratio", "window" => "cumulative").set(total.macro_f1());
-        gauge!("classifyd_progressive_macro_f1_ratio", "window" => "sliding").set(window.macro_f1());
-    }
+    // Before the first example the ratios are NaN (exported, so that a
+    // dashboard shows "no value yet" rather than "no data", and no alert
+    // compares true against it), not 0.
+    let or_nan = |seen: u64, v: f64| if seen > 0 { v } else { f64::NAN };
+    let n = total.examples;
+    gauge!("classifyd_progressive_accuracy_ratio", "window" => "cumulative").set(or_nan(n, total.accuracy()));
+    gauge!("classifyd_progressive_accuracy_ratio", "window" => "sliding").set(or_nan(n, window.accuracy()));
+    gauge!("classifyd_progressive_macro_f1_ratio", "window" => "cumulative").set(or_nan(n, total.macro_f1()));
+    gauge!("classifyd_progressive_macro_f1_ratio", "window" => "sliding").set(or_nan(n, window.macro_f1()));
     for (name, cc) in prog.labels().iter().zip(&window.per_class).take(MAX_CLASS_SERIES) {
         let class = name.clone();
         gauge!("classifyd_class_precision_ratio", "class" => class.clone(), "window" => "sliding").set(cc.precision());
         gauge!("classifyd_class_recall_ratio", "class" => class.clone(), "window" => "sliding").set(cc.recall());
         gauge!("classifyd_class_f1_ratio", "class" => class, "window" => "sliding").set(cc.f1());
     }
-    if let Some(auc) = prog.window_roc_auc() {
-        gauge!("classifyd_roc_auc_ratio", "window" => "sliding").set(auc);
-    }
-    if let Some(auc) = prog.roc_auc() {
-        gauge!("classifyd_roc_auc_ratio", "window" => "cumulative").set(auc);
-    }
+    gauge!("classifyd_roc_auc_ratio", "window" => "sliding").set(prog.window_roc_auc().unwrap_or(f64::NAN));
+    gauge!("classifyd_roc_auc_ratio", "window" => "cumulative").set(prog.roc_auc().unwrap_or(f64::NAN));
     let published = p.published();
-    if published.total().examples > 0 {
-        gauge!("classifyd_published_accuracy_ratio", "window" => "cumulative").set(published.total().accuracy());
-        gauge!("classifyd_published_accuracy_ratio", "window" => "sliding").set(published.window().accuracy());
-    }
+    let n = published.total().examples;
+    gauge!("classifyd_published_accuracy_ratio", "window" => "cumulative").set(or_nan(n, published.total().accuracy()));
+    gauge!("classifyd_published_accuracy_ratio", "window" => "sliding").set(or_nan(n, published.window().accuracy()));
     gauge!("classifyd_classes").set(labels.len() as f64);
     gauge!("classifyd_model_version").set(p.model().version() as f64);
 }
