@@ -184,13 +184,18 @@ fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Resul
     T::deserialize(d).map(Some)
 }
 
+/// The refusal of a message of `length` bytes over the cap of `max_bytes`.
+pub fn too_large(length: u64, max_bytes: usize) -> Bad {
+    Bad::new(
+        BadReason::TooLarge,
+        format!("message of {length} bytes is over the cap of {max_bytes}"),
+    )
+}
+
 /// Parses one message. `max_bytes` caps its size.
 pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Message, Bad> {
     if bytes.len() > max_bytes {
-        return Err(Bad::new(
-            BadReason::TooLarge,
-            format!("message of {} bytes is over the cap of {max_bytes}", bytes.len()),
-        ));
+        return Err(too_large(bytes.len() as u64, max_bytes));
     }
     let text = std::str::from_utf8(bytes).map_err(|e| {
         Bad::new(

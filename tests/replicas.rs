@@ -147,7 +147,7 @@ fn a_learner_and_two_predictors_serve_one_model() {
     for (_, v, _) in &preds {
         let p: serde_json::Value = serde_json::from_slice(v).unwrap();
         let version = p["model_version"].as_u64().unwrap();
-        assert!(version >= 40, "served before the first labels were learned: {p}");
+        assert!(version > 0, "served before any label was learned: {p}");
     }
 
     produce(&topics.feedback, None, &feedback);

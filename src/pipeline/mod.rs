@@ -537,6 +537,14 @@ impl Pipeline {
         Outcome::Predicted(prediction)
     }
 
+    /// Counts bad input that never reached the pipeline whole (a line over
+    /// the size cap, skipped by the reader), and hands it back for the
+    /// dead-letter output.
+    pub fn refuse(&mut self, bad: Bad) -> Bad {
+        self.counters.bad[bad.reason.index()] += 1;
+        bad
+    }
+
     /// A message this role leaves to another.
     fn passed(&mut self) -> Outcome {
         self.counters.passed += 1;

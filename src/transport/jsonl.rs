@@ -65,7 +65,12 @@ pub fn run_jsonl(
     };
     let (mut pipeline, mut positions, resumed_from) =
         load_or_new(dir.as_ref(), &s.features, &s.hyper, s.pipeline.clone())?;
-    let mut source = LineSource::open(&s.input, positions.clone(), s.input_name.clone())?;
+    let mut source = LineSource::open(
+        &s.input,
+        positions.clone(),
+        s.input_name.clone(),
+        s.pipeline.max_message_bytes,
+    )?;
     let mut predictions = PredictionSink::new(open_output(&s.output)?);
     let mut dead = DeadLetterSink::open(s.dead_letter.as_deref())?;
     let mut summary = RunSummary {
@@ -158,6 +163,14 @@ pub fn run_jsonl(
             }
             Some(LineEvent::End) => break,
             Some(LineEvent::Error(e)) => return Err(DaemonError::Io(e)),
+            Some(LineEvent::Oversized { number, prefix, length }) => {
+                // Read past, never held: refused with its first bytes and its length.
+                let bad = pipeline.refuse(crate::message::too_large(length, s.pipeline.max_message_bytes));
+                dead.write_prefix(&format!("{name}:{}", number + 1), &bad, &prefix, length)?;
+                summary.lines += 1;
+                summary.next_line = number + 1;
+                last_line = Some(prefix);
+            }
             Some(LineEvent::Line { number, bytes }) => {
                 let default_id = || (number + 1).to_string();
                 let started = Instant::now();

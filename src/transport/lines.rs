@@ -8,11 +8,12 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufReader, Read};
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 
+use super::bounded::{Got, read_bounded};
 use crate::checkpoint::mark_key;
 
 /// The prefix of a JSON-lines input's position key in checkpoints.
@@ -103,6 +104,9 @@ pub enum LineEvent {
     Start(Resume),
     /// Line `number` (0-based) of the input, without its newline.
     Line { number: u64, bytes: Vec<u8> },
+    /// Line `number`, longer than the cap: only its first bytes were kept
+    /// (the rest was read past in chunks, never held), and its length.
+    Oversized { number: u64, prefix: Vec<u8>, length: u64 },
     /// The input ended.
     End,
     /// Reading failed.
@@ -135,7 +139,13 @@ impl LineSource {
     /// which input it is.
     /// `input_name`, if given, keys the input's position instead of its
     /// first line (`--input-name`).
-    pub fn open(input: &str, positions: BTreeMap<String, u64>, input_name: Option<String>) -> io::Result<Self> {
+    /// A line over `max_line` bytes is never held whole: see [`LineEvent::Oversized`].
+    pub fn open(
+        input: &str,
+        positions: BTreeMap<String, u64>,
+        input_name: Option<String>,
+        max_line: usize,
+    ) -> io::Result<Self> {
         let (reader, name): (Box<dyn Read + Send>, String) = if input == "-" {
             (Box::new(io::stdin()), "stdin".to_string())
         } else {
@@ -155,6 +165,7 @@ impl LineSource {
             positions,
             label,
             input_name,
+            max_line,
         };
         Ok(Self::spawn(reader, reading, name))
     }
@@ -166,11 +177,13 @@ impl LineSource {
         positions: BTreeMap<String, u64>,
         name: String,
         input_name: Option<String>,
+        max_line: usize,
     ) -> Self {
         let reading = Reading {
             positions,
             label: name.clone(),
             input_name,
+            max_line,
         };
         Self::spawn(reader, reading, name)
     }
@@ -215,6 +228,8 @@ struct Reading {
     label: String,
     /// `--input-name`: keys the input instead of its first line.
     input_name: Option<String>,
+    /// The longest line held whole.
+    max_line: usize,
 }
 
 /// The error for an input that has the position key of one the checkpoint
@@ -243,21 +258,27 @@ fn another_input(reading: &Reading, skip: u64, why: &str) -> LineEvent {
 /// early when the receiver has gone. An input whose last skipped line is
 /// not the one its mark says the checkpoint learned is refused with an
 /// error: it is another input with the same first line (or name).
+/// A chunk is also sent once its lines hold this many bytes, so the lines
+/// read ahead (at most 64 chunks) stay within 64 x (this + one line).
+const CHUNK_BYTES: usize = 256 << 10;
+
 fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &Reading, tx: &mpsc::SyncSender<Vec<LineEvent>>) {
     let label = &reading.label;
     let mut number = 0u64;
     let mut skip = 0u64;
     let mut mark = None;
     let mut chunk = Vec::with_capacity(CHUNK_LINES);
+    // Bytes of the lines in `chunk`.
+    let mut bytes = 0;
     loop {
         let mut buf = Vec::new();
-        let last = match r.read_until(b'\n', &mut buf) {
-            Ok(0) if number < skip && mark.is_some() => Some(another_input(
+        let last = match read_bounded(&mut r, reading.max_line, &mut buf) {
+            Ok(Got::End) if number < skip && mark.is_some() => Some(another_input(
                 reading,
                 skip,
                 &format!("it has only {number} lines (unless that input was cut short)"),
             )),
-            Ok(0) => {
+            Ok(Got::End) => {
                 if number < skip {
                     // A checkpoint from before marks: the line to check against is not known.
                     tracing::warn!(
@@ -269,13 +290,8 @@ fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &Reading, tx: &mp
                 }
                 Some(LineEvent::End)
             }
-            Ok(_) => {
-                if buf.last() == Some(&b'\n') {
-                    buf.pop();
-                    if buf.last() == Some(&b'\r') {
-                        buf.pop();
-                    }
-                }
+            Ok(got) => {
+                // An oversized line is known by its prefix (its key, its mark).
                 if number == 0 {
                     let resume = Resume::find(&reading.positions, &buf, reading.input_name.as_deref());
                     (skip, mark) = (resume.skip, resume.mark);
@@ -289,7 +305,15 @@ fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &Reading, tx: &mp
                     ))
                 } else {
                     if number >= skip {
-                        chunk.push(LineEvent::Line { number, bytes: buf });
+                        bytes += buf.len();
+                        chunk.push(match got {
+                            Got::Oversized(length) => LineEvent::Oversized {
+                                number,
+                                prefix: buf,
+                                length,
+                            },
+                            _ => LineEvent::Line { number, bytes: buf },
+                        });
                     }
                     number += 1;
                     None
@@ -305,8 +329,9 @@ fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &Reading, tx: &mp
         chunk.extend(last);
         // Send when full, at the end, or before a read that may block: the
         // buffer holds nothing more of what the input has given so far.
-        if !chunk.is_empty() && (done || chunk.len() >= CHUNK_LINES || r.buffer().is_empty()) {
+        if !chunk.is_empty() && (done || chunk.len() >= CHUNK_LINES || bytes >= CHUNK_BYTES || r.buffer().is_empty()) {
             let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK_LINES));
+            bytes = 0;
             if tx.send(full).is_err() {
                 return; // the daemon has gone
             }
@@ -337,6 +362,7 @@ mod tests {
                     start = Some(r);
                 }
                 Some(LineEvent::Line { number, bytes }) => out.push((number, bytes)),
+                Some(LineEvent::Oversized { number, .. }) => out.push((number, b"(oversized)".to_vec())),
                 Some(LineEvent::End) => return (start, out, None),
                 Some(LineEvent::Error(e)) => return (start, out, Some(e.to_string())),
                 None => panic!("the source went quiet"),
@@ -362,7 +388,7 @@ mod tests {
     fn named_source(text: &str, positions: &[(&str, u64)], name: Option<&str>) -> LineSource {
         let positions = positions.iter().map(|&(k, v)| (k.to_string(), v)).collect();
         let reader = Box::new(io::Cursor::new(text.to_string()));
-        LineSource::from_reader(reader, positions, "t".into(), name.map(String::from))
+        LineSource::from_reader(reader, positions, "t".into(), name.map(String::from), 1 << 20)
     }
 
     fn source_of(text: &str, positions: &[(&str, u64)]) -> LineSource {
@@ -485,7 +511,7 @@ mod tests {
     #[test]
     fn a_lone_line_is_passed_on_without_waiting_for_more() {
         let (reader, mut writer) = io::pipe().unwrap();
-        let mut source = LineSource::from_reader(Box::new(reader), BTreeMap::new(), "pipe".into(), None);
+        let mut source = LineSource::from_reader(Box::new(reader), BTreeMap::new(), "pipe".into(), None, 1 << 20);
         writer.write_all(b"{\"text\": \"first\"}\n").unwrap();
         // The writer stays open: a reader holding lines back to fill a chunk
         // would time out here.
@@ -501,5 +527,27 @@ mod tests {
         writer.write_all(b"second\n").unwrap();
         drop(writer);
         assert_eq!(lines_of(&mut source), (None, vec![(1, b"second".to_vec())]));
+    }
+
+    /// The source hands an oversized line on as such, and the lines after it.
+    #[test]
+    fn the_source_passes_oversized_lines_on() {
+        let input = format!("{{\"text\": \"{}\"}}\n{{\"text\": \"ok\"}}\n", "y".repeat(5000));
+        let reader = Box::new(std::io::Cursor::new(input.into_bytes()));
+        let mut source = LineSource::from_reader(reader, BTreeMap::new(), "t".into(), None, 1000);
+        let mut events = Vec::new();
+        loop {
+            match source.next(Duration::from_secs(10)) {
+                Some(LineEvent::End) | None => break,
+                Some(LineEvent::Oversized { number, prefix, length }) => {
+                    events.push(format!("{number} over {length} {}", prefix.len()))
+                }
+                Some(LineEvent::Line { number, bytes }) => {
+                    events.push(format!("{number} {}", String::from_utf8(bytes).unwrap()))
+                }
+                Some(_) => {}
+            }
+        }
+        assert_eq!(events, ["0 over 5012 1000", r#"1 {"text": "ok"}"#]);
     }
 }

@@ -75,6 +75,13 @@ impl DeadLetterSink {
     }
 
     pub fn write(&mut self, position: &str, bad: &Bad, raw: &[u8]) -> io::Result<()> {
+        self.write_prefix(position, bad, raw, raw.len() as u64)
+    }
+
+    /// Writes a refusal of which only `prefix` is at hand, of a message
+    /// `length` bytes long (a line over the size cap).
+    pub fn write_prefix(&mut self, position: &str, bad: &Bad, prefix: &[u8], length: u64) -> io::Result<()> {
+        let raw = prefix;
         let Some(out) = &mut self.out else {
             self.logged += 1;
             if self.logged <= 10 || self.logged.is_multiple_of(1000) {
@@ -82,7 +89,7 @@ impl DeadLetterSink {
             }
             return Ok(());
         };
-        let record = dead_letter_record(position, bad, raw);
+        let record = dead_letter_record(position, bad, raw, length);
         serde_json::to_writer(&mut *out, &record)?;
         out.write_all(b"\n")
     }
@@ -95,13 +102,31 @@ impl DeadLetterSink {
     }
 }
 
-/// The JSON record of a refused message.
-pub fn dead_letter_record(position: &str, bad: &Bad, raw: &[u8]) -> serde_json::Value {
+/// The most of a refused message's bytes a dead-letter record copies: a
+/// record stays small whatever the message (its `length` says how long the
+/// message was when the copy is cut).
+pub const DEAD_LETTER_PREFIX: usize = 16 << 10;
+
+/// The JSON record of a refused message `length` bytes long, of which
+/// `raw` is at hand (all of it, or a prefix); at most
+/// [`DEAD_LETTER_PREFIX`] bytes of it are copied.
+pub fn dead_letter_record(position: &str, bad: &Bad, raw: &[u8], length: u64) -> serde_json::Value {
     let mut v = serde_json::json!({
         "position": position,
         "reason": bad.reason.as_str(),
         "error": bad.detail,
     });
+    let mut raw = &raw[..raw.len().min(DEAD_LETTER_PREFIX)];
+    if (raw.len() as u64) < length {
+        v["length"] = length.into();
+        v["truncated"] = true.into();
+        // Cut at a char boundary, so a UTF-8 text stays one.
+        if let Err(e) = std::str::from_utf8(raw)
+            && e.error_len().is_none()
+        {
+            raw = &raw[..e.valid_up_to()];
+        }
+    }
     match std::str::from_utf8(raw) {
         Ok(s) => v["raw"] = s.into(),
         Err(_) => v["raw_base64"] = base64::engine::general_purpose::STANDARD.encode(raw).into(),

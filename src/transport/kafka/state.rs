@@ -22,6 +22,7 @@ use crate::checkpoint::{self, CheckpointDir};
 use crate::clock::now_ms;
 use crate::pipeline::{Outcome, Pipeline};
 use crate::replica::Publisher;
+use crate::transport::sinks::DEAD_LETTER_PREFIX;
 use crate::transport::{Cadence, DaemonError};
 
 /// Counts deliveries; librdkafka retries until `message.timeout.ms`, which
@@ -133,8 +134,20 @@ impl State {
                         key: "classifyd-source",
                         value: Some(source.as_str()),
                     });
+                // A dead letter is never larger than the prefix cap: a
+                // message over it goes as its first bytes and its length.
+                let length = payload.len().to_string();
+                let (copy, headers) = if payload.len() > DEAD_LETTER_PREFIX {
+                    let headers = headers.insert(Header {
+                        key: "classifyd-length",
+                        value: Some(length.as_str()),
+                    });
+                    (&payload[..DEAD_LETTER_PREFIX], headers)
+                } else {
+                    (payload, headers)
+                };
                 let key = msg.key().unwrap_or(&[]).to_vec();
-                self.send(&self.dead_letter_topic, &key, payload, Some(headers));
+                self.send(&self.dead_letter_topic, &key, copy, Some(headers));
             }
             _ => {}
         }
@@ -230,6 +243,11 @@ impl State {
             return;
         };
         let version = self.pipeline.model().version();
+        // A model that has learned nothing predicts nothing: replicas wait
+        // (not ready) for the first one that has.
+        if version == 0 {
+            return;
+        }
         let due = if force {
             publisher.published_version() != Some(version)
         } else {
