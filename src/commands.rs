@@ -355,7 +355,7 @@ pub fn predict(args: &PredictArgs) -> Result<(u64, u64), CommandError> {
     } else {
         Box::new(File::open(&args.input).map_err(io_at(&args.input))?)
     };
-    let mut out = PredictionSink::new(open_output(&args.output).map_err(io_at(&args.output))?);
+    let mut out = PredictionSink::new(open_output(&args.output).map_err(io_at(&args.output))?, &args.output);
     let (mut ok, mut bad) = (0, 0);
     for (i, line) in BufReader::new(input).split(b'\n').enumerate() {
         let mut line = line.map_err(io_at(&args.input))?;

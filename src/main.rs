@@ -20,6 +20,10 @@ use classifyd::{commands, shutdown::Shutdown};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // A file size limit (ulimit -f) makes a write fail with EFBIG, which
+    // the daemon reports naming the file, instead of killing it (SIGXFSZ).
+    // SAFETY: setting a signal's disposition to ignore, before any thread starts.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let args: Vec<String> = std::env::args().collect();
     if let Some(path) = config::config_path_from_args(&args)
         && let Err(e) = config::apply_config_file(&path)

@@ -114,3 +114,90 @@ fn a_second_writer_is_refused_and_a_killed_ones_lock_is_gone() {
     drop(writer.stdin.take());
     assert!(writer.wait().unwrap().success());
 }
+
+/// `classifyd run` over `input` with a file size limit of `limit` bytes
+/// (none: no limit) on every file it writes.
+fn run_limited(input: &Path, out: &Path, dir: &Path, limit: Option<u64>) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut c = classifyd();
+    c.args(["run", "--bits", "16", "--input"])
+        .arg(input)
+        .arg("--output")
+        .arg(out)
+        .arg("--checkpoint-dir")
+        .arg(dir);
+    if let Some(limit) = limit {
+        // SAFETY: setrlimit is async-signal-safe, and this runs in the child before exec.
+        unsafe {
+            c.pre_exec(move || {
+                let l = libc::rlimit {
+                    rlim_cur: limit,
+                    rlim_max: limit,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &l) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    c.output().unwrap()
+}
+
+/// A full disk, as /dev/full and as a file size limit (ulimit -f): the
+/// error names the file and what was being written; no temporary file is
+/// left; a run without the limit then cuts the output's torn last line, so
+/// every line parses, and learns every example once.
+#[test]
+fn a_full_disk_is_named_and_the_next_run_recovers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = data("sms_demo.jsonl");
+    let full = run_limited(&input, Path::new("/dev/full"), &tmp.path().join("ck-full"), None);
+    let stderr = String::from_utf8_lossy(&full.stderr);
+    assert!(!full.status.success());
+    assert!(stderr.contains("cannot write predictions to /dev/full"), "{stderr}");
+
+    let out = tmp.path().join("predictions.jsonl");
+    let dir = tmp.path().join("ck");
+    // Room for some predictions, not all: the output is torn mid-line.
+    let small = run_limited(&input, &out, &dir, Some(3000));
+    let stderr = String::from_utf8_lossy(&small.stderr);
+    assert!(!small.status.success());
+    assert!(
+        stderr.contains(&format!("cannot write predictions to {}", out.display())),
+        "{stderr}"
+    );
+    let torn = std::fs::read(&out).unwrap();
+    assert_eq!(torn.len(), 3000);
+    assert_ne!(torn.last(), Some(&b'\n'), "the limit tore a line");
+    // Room for the predictions, not for a checkpoint.
+    std::fs::remove_file(&out).unwrap();
+    let ckpt = run_limited(&input, &out, &dir, Some(40_000));
+    let stderr = String::from_utf8_lossy(&ckpt.stderr);
+    assert!(!ckpt.status.success());
+    assert!(stderr.contains(".checkpoint-") && stderr.contains(".tmp"), "{stderr}");
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // Tear the output, then run without a limit.
+    let mut f = std::fs::OpenOptions::new().append(true).open(&out).unwrap();
+    f.write_all(br#"{"id":"torn","lab"#).unwrap();
+    drop(f);
+    let ok = run_limited(&input, &out, &dir, None);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    for line in std::fs::read_to_string(&out).unwrap().lines() {
+        assert!(serde_json::from_str::<serde_json::Value>(line).is_ok(), "{line}");
+    }
+    let labeled = std::fs::read_to_string(&input)
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .is_ok_and(|v| v.get("text").is_some() && v.get("label").is_some())
+        })
+        .count() as u64;
+    assert_eq!(learned(&dir), labeled, "every example learned once");
+}

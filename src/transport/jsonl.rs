@@ -71,7 +71,7 @@ pub fn run_jsonl(
         s.input_name.clone(),
         s.pipeline.max_message_bytes,
     )?;
-    let mut predictions = PredictionSink::new(open_output(&s.output)?);
+    let mut predictions = PredictionSink::new(open_output(&s.output)?, &s.output);
     let mut dead = DeadLetterSink::open(s.dead_letter.as_deref())?;
     let mut summary = RunSummary {
         resumed_from,

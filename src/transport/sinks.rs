@@ -3,7 +3,7 @@
 //! knows nothing of where the lines came from or of checkpoints.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use base64::Engine as _;
@@ -11,17 +11,65 @@ use base64::Engine as _;
 use crate::message::Bad;
 use crate::pipeline::Prediction;
 
-/// Opens an output: "-" is stdout, anything else a file opened for appending.
+/// An I/O error that names the file and what was being done to it.
+fn named(what: &str, file: &str) -> impl Fn(io::Error) -> io::Error {
+    let what = format!("{what} {file}");
+    move |e| io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// Opens a JSON-lines file for appending. A last line without its newline
+/// (torn by a crash or a full disk) is cut off first, so that every line
+/// of the file parses; what it held comes after the last checkpoint, and
+/// the resumed run writes it again.
+pub fn open_append(path: &Path) -> io::Result<File> {
+    let name = path.display().to_string();
+    let mut f = OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(path)
+        .map_err(named("cannot open", &name))?;
+    let len = f.metadata().map_err(named("cannot stat", &name))?.len();
+    let is_file = f.metadata().is_ok_and(|m| m.is_file());
+    if len == 0 || !is_file {
+        return Ok(f);
+    }
+    let mut last = [0u8; 1];
+    f.seek(SeekFrom::Start(len - 1))
+        .and_then(|_| f.read_exact(&mut last))
+        .map_err(named("cannot read", &name))?;
+    if last[0] == b'\n' {
+        return Ok(f);
+    }
+    // Back to the last newline, 64 KiB at a time.
+    let mut end = len;
+    let mut block = vec![0u8; 64 << 10];
+    let keep = loop {
+        let start = end.saturating_sub(block.len() as u64);
+        let part = &mut block[..(end - start) as usize];
+        f.seek(SeekFrom::Start(start))
+            .and_then(|_| f.read_exact(part))
+            .map_err(named("cannot read", &name))?;
+        if let Some(i) = memchr::memrchr(b'\n', part) {
+            break start + i as u64 + 1;
+        }
+        if start == 0 {
+            break 0;
+        }
+        end = start;
+    };
+    f.set_len(keep).map_err(named("cannot truncate", &name))?;
+    tracing::warn!(file = %name, cut = len - keep, "the last line was torn (a crash or a full disk): cut back to the last whole line");
+    Ok(f)
+}
+
+/// Opens an output: "-" is stdout, anything else a file opened for
+/// appending (its torn last line cut: [`open_append`]).
 pub fn open_output(output: &str) -> io::Result<Box<dyn Write + Send>> {
     if output == "-" {
         Ok(Box::new(io::stdout()))
     } else {
-        let f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(output)
-            .map_err(|e| io::Error::new(e.kind(), format!("cannot open output {output}: {e}")))?;
-        Ok(Box::new(f))
+        Ok(Box::new(open_append(Path::new(output))?))
     }
 }
 
@@ -29,13 +77,17 @@ pub fn open_output(output: &str) -> io::Result<Box<dyn Write + Send>> {
 pub struct PredictionSink {
     out: BufWriter<Box<dyn Write + Send>>,
     buf: Vec<u8>,
+    /// The output's name, for errors.
+    name: String,
 }
 
 impl PredictionSink {
-    pub fn new(out: Box<dyn Write + Send>) -> Self {
+    /// Predictions to `out`, which errors call `name`.
+    pub fn new(out: Box<dyn Write + Send>, name: &str) -> Self {
         PredictionSink {
             out: BufWriter::with_capacity(1 << 16, out),
             buf: Vec::with_capacity(256),
+            name: if name == "-" { "stdout".into() } else { name.into() },
         }
     }
 
@@ -43,11 +95,15 @@ impl PredictionSink {
         self.buf.clear();
         p.write_json(&mut self.buf);
         self.buf.push(b'\n');
-        self.out.write_all(&self.buf)
+        self.out
+            .write_all(&self.buf)
+            .map_err(named("cannot write predictions to", &self.name))
     }
 
     pub fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
+        self.out
+            .flush()
+            .map_err(named("cannot write predictions to", &self.name))
     }
 }
 
@@ -56,6 +112,8 @@ impl PredictionSink {
 /// `"raw_base64"` when the bytes are not UTF-8).
 pub struct DeadLetterSink {
     out: Option<BufWriter<File>>,
+    /// The file's name, for errors.
+    name: String,
     /// Refusals logged when there is no file.
     logged: u64,
 }
@@ -65,13 +123,10 @@ impl DeadLetterSink {
     pub fn open(path: Option<&Path>) -> io::Result<Self> {
         let out = match path {
             None => None,
-            Some(p) => Some(BufWriter::new(
-                OpenOptions::new().create(true).append(true).open(p).map_err(|e| {
-                    io::Error::new(e.kind(), format!("cannot open dead-letter file {}: {e}", p.display()))
-                })?,
-            )),
+            Some(p) => Some(BufWriter::new(open_append(p)?)),
         };
-        Ok(DeadLetterSink { out, logged: 0 })
+        let name = path.map_or_else(String::new, |p| p.display().to_string());
+        Ok(DeadLetterSink { out, name, logged: 0 })
     }
 
     pub fn write(&mut self, position: &str, bad: &Bad, raw: &[u8]) -> io::Result<()> {
@@ -90,13 +145,15 @@ impl DeadLetterSink {
             return Ok(());
         };
         let record = dead_letter_record(position, bad, raw, length);
-        serde_json::to_writer(&mut *out, &record)?;
-        out.write_all(b"\n")
+        serde_json::to_writer(&mut *out, &record)
+            .map_err(io::Error::from)
+            .and_then(|()| out.write_all(b"\n"))
+            .map_err(named("cannot write dead letters to", &self.name))
     }
 
     pub fn flush(&mut self) -> io::Result<()> {
         match &mut self.out {
-            Some(o) => o.flush(),
+            Some(o) => o.flush().map_err(named("cannot write dead letters to", &self.name)),
             None => Ok(()),
         }
     }
