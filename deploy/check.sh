@@ -17,7 +17,8 @@ promtool check config prometheus/compose.yml
 promtool check rules prometheus/alerts.yml
 "$venv/bin/kubernetes-validate" --strict kubernetes/*.yaml
 if command -v systemd-analyze >/dev/null 2>&1 && systemd-analyze --version >/dev/null 2>&1; then
-  systemd-analyze verify --man=no systemd/classifyd.service 2>&1 | grep -v "not found\|Failed to prepare filename" || true
+  # The unit names /usr/local/bin/classifyd, which a CI machine lacks.
+  systemd-analyze verify --man=no systemd/classifyd.service 2>&1 | grep -v "not found\|Failed to prepare filename\|is not executable" || true
 fi
 "$venv/bin/python" - <<'PY'
 import json, re, sys, yaml, pathlib

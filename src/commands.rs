@@ -41,7 +41,8 @@ fn io_at(path: impl Into<String>) -> impl FnOnce(io::Error) -> CommandError {
 /// The result of `eval`, printed by `--json`.
 #[derive(Debug, Serialize)]
 pub struct EvalResult {
-    /// Lines handled in the first pass (examples, requests, test lines).
+    /// Lines handled in the first pass (examples, requests, test lines,
+    /// bad lines; not blank ones).
     pub examples: u64,
     pub seconds: f64,
     /// CPU time of the whole process over the same span (the reader thread
@@ -169,10 +170,12 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     dead.flush().map_err(io_at(&path))?;
     let seconds = start.elapsed().as_secs_f64();
     let cpu_seconds = process_cpu_seconds() - cpu_start;
+    // Blank lines are no examples.
+    let examples = number - pipeline.counters().skipped;
     let result = EvalResult {
-        examples: number,
+        examples,
         seconds,
-        examples_per_second: number as f64 / seconds.max(1e-9),
+        examples_per_second: examples as f64 / seconds.max(1e-9),
         bytes,
         megabytes_per_second: bytes as f64 / 1e6 / seconds.max(1e-9),
         cpu_seconds,
@@ -547,7 +550,10 @@ mod tests {
             let number = n as u64 + 1;
             inline.handle(line.as_bytes(), &|| number.to_string(), number);
         }
-        assert_eq!(result.examples, text.lines().count() as u64);
+        // Blank lines are not counted.
+        let blank = text.lines().filter(|l| l.trim().is_empty()).count();
+        assert!(blank > 0);
+        assert_eq!(result.examples, (text.lines().count() - blank) as u64);
         assert_eq!(threaded.progressive(), inline.progressive());
         assert_eq!(threaded.counters(), inline.counters());
         assert_eq!(threaded.model().version(), inline.model().version());

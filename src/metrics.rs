@@ -312,6 +312,12 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
     for name in ["classifyd_model_swaps_total", "classifyd_model_records_refused_total"] {
         counter!(name).absolute(0);
     }
+    // Before the first checkpoint: none written, and the state is as
+    // fresh as the start (a checkpoint-age alert counts from there).
+    counter!("classifyd_checkpoints_total").absolute(0);
+    gauge!("classifyd_checkpoint_size_bytes").set(0.0);
+    gauge!("classifyd_checkpoint_timestamp_seconds").set(crate::clock::now_ms() as f64 / 1000.0);
+    let _ = metrics::histogram!("classifyd_checkpoint_duration_seconds");
     // Registered, so that it is exported (empty) before the first swap.
     let _ = metrics::histogram!("classifyd_model_staleness_seconds");
     for kind in ["snapshot", "delta"] {

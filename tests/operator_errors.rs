@@ -201,3 +201,26 @@ fn a_full_disk_is_named_and_the_next_run_recovers() {
         .count() as u64;
     assert_eq!(learned(&dir), labeled, "every example learned once");
 }
+
+/// A rerun with nothing new to read writes no checkpoint: the one it
+/// resumed from still says it all.
+#[test]
+fn a_rerun_with_nothing_new_writes_no_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ck");
+    let input = data("sms_demo.jsonl");
+    let out = tmp.path().join("out.jsonl");
+    assert!(run_limited(&input, &out, &dir, None).status.success());
+    let files = |d: &Path| {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.ends_with(".ckpt"))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = files(&dir);
+    assert!(run_limited(&input, &out, &dir, None).status.success());
+    assert_eq!(files(&dir), before);
+}

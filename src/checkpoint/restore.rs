@@ -157,6 +157,10 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
         other => return Err(format!("unknown task {other:?}")),
     };
     let hyper = choice.for_task(task.unwrap_or(Task::SingleLabel)).clone();
+    let mut seen = std::collections::HashSet::new();
+    if let Some(twice) = m.labels.iter().find(|l| !seen.insert(l.as_str())) {
+        return Err(format!("label {twice:?} appears twice"));
+    }
     let k = m.labels.len();
     let buckets = features.buckets();
     let state = match m.state.ok_or("no model state")? {

@@ -206,3 +206,17 @@ fn a_failed_save_leaves_no_temporary_file() {
     let (_, newest) = d.load_latest().unwrap().unwrap();
     assert!(newest.ends_with("checkpoint-000000000001.ckpt"), "{}", newest.display());
 }
+
+/// A checkpoint whose label set names a label twice (hand-edited) is
+/// refused on load, naming the label, rather than loaded into a model
+/// whose reports would carry the label twice.
+#[test]
+fn a_label_twice_is_refused() {
+    let p = trained(Learner::Logistic);
+    let mut ckpt = capture(&p, &BTreeMap::new());
+    let labels = &mut ckpt.model.as_mut().unwrap().labels;
+    assert_eq!(labels.len(), 2);
+    labels[1] = labels[0].clone();
+    let err = restore(ckpt, PipelineConfig::default()).err().expect("refused");
+    assert!(err.contains("appears twice"), "{err}");
+}

@@ -187,16 +187,22 @@ pub fn run_jsonl(
             }
         }
     }
-    checkpoint(
-        &pipeline,
-        &mut positions,
-        input_key
-            .as_deref()
-            .map(|k| (k, summary.next_line, last_line.as_deref())),
-        &mut predictions,
-        &mut dead,
-    )?;
-    summary.checkpoints += 1;
+    if summary.lines == 0 && summary.resumed_from.is_some() {
+        // Nothing new: the checkpoint it resumed from still says it all.
+        predictions.flush()?;
+        dead.flush()?;
+    } else {
+        checkpoint(
+            &pipeline,
+            &mut positions,
+            input_key
+                .as_deref()
+                .map(|k| (k, summary.next_line, last_line.as_deref())),
+            &mut predictions,
+            &mut dead,
+        )?;
+        summary.checkpoints += 1;
+    }
     let r = pipeline.progressive().report();
     tracing::info!(
         lines = summary.lines,
