@@ -217,6 +217,8 @@ fn a_label_twice_is_refused() {
     let labels = &mut ckpt.model.as_mut().unwrap().labels;
     assert_eq!(labels.len(), 2);
     labels[1] = labels[0].clone();
-    let err = restore(ckpt, PipelineConfig::default()).err().expect("refused");
+    let Err(err) = restore(ckpt, PipelineConfig::default()) else {
+        panic!("a label twice was loaded")
+    };
     assert!(err.contains("appears twice"), "{err}");
 }
