@@ -399,6 +399,10 @@ pub struct Inspection {
     pub labels: Vec<String>,
     pub non_zero_buckets: u64,
     pub named_buckets: usize,
+    /// The xxh3-64 of the model's state as a checkpoint holds it (labels,
+    /// weights, averaging and optimizer state, version): two checkpoints
+    /// with the same digest hold the same model.
+    pub model_digest: String,
     pub progressive: Report,
     /// Per class: its strongest features (name, weight).
     pub top_features: Vec<(String, Vec<(String, f32)>)>,
@@ -409,6 +413,11 @@ pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
     // The marks beside the JSON-lines positions are for the reader's check, not for people.
     positions.retain(|k, _| !k.starts_with(crate::checkpoint::MARK_PREFIX));
     let m = pipeline.model();
+    let model_digest = {
+        use prost::Message as _;
+        let state = checkpoint::capture_model(m).model.unwrap_or_default();
+        format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&state.encode_to_vec()))
+    };
     let k = m.labels().len();
     let non_zero = match m.state() {
         State::Linear(w) => (0..m.features().buckets() as u32)
@@ -436,6 +445,7 @@ pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
         labels: m.labels().names().to_vec(),
         non_zero_buckets: non_zero,
         named_buckets: m.sketch().len(),
+        model_digest,
         progressive: pipeline.progressive().report(),
         top_features,
     })

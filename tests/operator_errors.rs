@@ -224,3 +224,34 @@ fn a_rerun_with_nothing_new_writes_no_checkpoint() {
     assert!(run_limited(&input, &out, &dir, None).status.success());
     assert_eq!(files(&dir), before);
 }
+
+/// The only checkpoint damaged: refused, and the log says there is no
+/// previous one to try (not "trying the previous one").
+#[test]
+fn a_lone_damaged_checkpoint_says_there_is_no_previous_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ck");
+    let input = data("sms_demo.jsonl");
+    let out = tmp.path().join("out.jsonl");
+    assert!(run_limited(&input, &out, &dir, None).status.success());
+    let ckpts: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "ckpt"))
+        .collect();
+    assert_eq!(ckpts.len(), 1);
+    let mut bytes = std::fs::read(&ckpts[0]).unwrap();
+    let n = bytes.len();
+    bytes[n - 10] ^= 0xff;
+    std::fs::write(&ckpts[0], bytes).unwrap();
+    let run = classifyd()
+        .env("CLASSIFYD_LOG", "info")
+        .args(["inspect", "--checkpoint-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success());
+    assert!(stderr.contains("there is no previous one"), "{stderr}");
+    assert!(!stderr.contains("trying the previous one"), "{stderr}");
+}

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Crash soak: kill -9 the daemon at random points over a whole stream and
+check that it ends with the uninterrupted run's model, nothing lost or
+learned twice.
+
+    scripts/soak.py [--kills 100] [--input FILE] [--transport jsonl|kafka|both] [--seed S]
+
+JSON lines: `classifyd run --input FILE` is started, killed with SIGKILL
+after a random 20-400 ms, restarted (it resumes from its checkpoint), and so
+on for --kills kills; then run to the end. Kafka: the stream (its labeled
+lines) is loaded into a one-partition topic, and `classifyd run --brokers`
+is killed and restarted the same way (a random 0.5-6 s each, so some kills
+land before the group has assigned the partition), then left to drain. Each
+ends compared with an uninterrupted JSON-lines run over the same lines:
+the same model digest (`classifyd inspect --json`: labels, weights,
+averaging and optimizer state, version), the same learned count and
+position. Checkpoints every 50 updates, so most kills lose uncheckpointed
+work that the restart must learn again exactly once.
+
+Kafka needs KAFKA_BOOTSTRAP, or starts the test broker (scripts/broker.sh).
+tests/jsonl_daemon.rs and tests/kafka.rs run the short version (3 and 4
+kills) in the test suite. Exits 1 on any difference.
+"""
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "target", "release", "classifyd")
+FLAGS = ["--bits", "18", "--checkpoint-every-updates", "50", "--checkpoint-interval-secs", "3600"]
+
+
+def inspect(ckdir):
+    out = subprocess.run([BIN, "inspect", "--checkpoint-dir", ckdir, "--json"], check=True, capture_output=True, text=True)
+    i = json.loads(out.stdout)
+    return {
+        "digest": i["model_digest"],
+        "version": i["version"],
+        "examples": i["progressive"]["examples"],
+        "positions": {k: v for k, v in i["positions"].items()},
+    }
+
+
+def run_to_end(args, env=None):
+    subprocess.run([BIN, "run", *args, *FLAGS], check=True, stdout=subprocess.DEVNULL, env=env)
+
+
+def soak_jsonl(stream, kills, rng, tmp):
+    ref = os.path.join(tmp, "ref")
+    run_to_end(["--input", stream, "--output", "/dev/null", "--checkpoint-dir", ref])
+    want = inspect(ref)
+    ck = os.path.join(tmp, "soak")
+    done = 0
+    finished_early = 0
+    while done < kills:
+        p = subprocess.Popen(
+            [BIN, "run", "--input", stream, "--output", "/dev/null", "--checkpoint-dir", ck, *FLAGS],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(rng.uniform(0.02, 0.4))
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            done += 1
+        else:
+            # The stream ended before this kill: the checkpoint covers it
+            # all; start over from nothing, so the kills stay spread over it.
+            finished_early += 1
+            got = inspect(ck)
+            if got != want:
+                return report("jsonl", done, want, got)
+            subprocess.run(["rm", "-rf", ck], check=True)
+    run_to_end(["--input", stream, "--output", "/dev/null", "--checkpoint-dir", ck])
+    got = inspect(ck)
+    return report("jsonl", done, want, got, finished_early)
+
+
+def produce(brokers, topic, stream):
+    """Loads the stream's labeled lines into `topic` (one partition, in order)."""
+    import_lines = [l for l in open(stream) if '"label"' in l or '"labels"' in l]
+    path = os.path.join(os.path.dirname(stream), "labeled.jsonl")
+    with open(path, "w") as f:
+        f.writelines(import_lines)
+    subprocess.run(
+        [BIN, "demo-produce", "--brokers", brokers, "--input", path, "--input-topic", topic,
+         "--feedback-topic", topic + "-fb", "--rate", "0", "--holdback-every", "0"],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    return path, len(import_lines)
+
+
+def soak_kafka(stream, kills, rng, tmp, brokers):
+    topic = "soak-" + uuid.uuid4().hex[:8]
+    group = topic + "-g"
+    # One partition: the daemon reads the lines in the file's order.
+    # (A daemon run for a few seconds creates it, with --topic-partitions 1.)
+    subprocess.run(["timeout", "4", BIN, "run", "--brokers", brokers, "--input-topic", topic,
+                    "--feedback-topic", topic + "-fb", "--group-id", group + "-create", "--topic-partitions", "1",
+                    "--checkpoint-dir", os.path.join(tmp, "create")],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    labeled, n = produce(brokers, topic, stream)
+    ref = os.path.join(tmp, "kref")
+    run_to_end(["--input", labeled, "--output", "/dev/null", "--checkpoint-dir", ref])
+    want = inspect(ref)
+    ck = os.path.join(tmp, "ksoak")
+    args = [BIN, "run", "--brokers", brokers, "--input-topic", topic, "--group-id", group,
+            "--feedback-topic", topic + "-fb", "--checkpoint-dir", ck, *FLAGS]
+    for done in range(kills):
+        p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.5, 6.0))
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        try:
+            if inspect(ck)["positions"].get(f"{topic}/0") == n:
+                break
+        except subprocess.CalledProcessError:
+            pass
+        time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)
+    p.wait()
+    got = inspect(ck)
+    got["positions"] = {k: v for k, v in got["positions"].items() if k.startswith(topic + "/")}
+    want["positions"] = {f"{topic}/0": n}
+    return report("kafka", kills, want, got)
+
+
+def report(name, kills, want, got, finished_early=0):
+    same = want == got
+    extra = f", {finished_early} runs ended before their kill" if finished_early else ""
+    print(f"{name}: {kills} kills{extra}: {'final model identical' if same else 'DIFFERENT'} "
+          f"(digest {got['digest']}, version {got['version']}, {got['examples']} examples counted once)")
+    if not same:
+        print(f"  want {want}\n  got  {got}")
+    return same
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kills", type=int, default=100)
+    ap.add_argument("--input", default=os.path.join(ROOT, "..", "shared", "data", "sms_spam_collection", "stream.jsonl"))
+    ap.add_argument("--transport", default="both", choices=["jsonl", "kafka", "both"])
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    subprocess.run(["cargo", "build", "--release", "-q"], cwd=ROOT, check=True)
+    rng = random.Random(a.seed)
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        stream = os.path.join(tmp, "stream.jsonl")
+        with open(a.input) as src, open(stream, "w") as dst:
+            dst.writelines(src)
+        if a.transport in ("jsonl", "both"):
+            ok &= soak_jsonl(stream, a.kills, rng, tmp)
+        if a.transport in ("kafka", "both"):
+            brokers = os.environ.get("KAFKA_BOOTSTRAP")
+            started = False
+            if not brokers:
+                os.environ["CLASSIFYD_BROKER_RUN"] = os.path.join(tmp, "broker")
+                out = subprocess.run([os.path.join(ROOT, "scripts", "broker.sh"), "start"], check=True,
+                                     capture_output=True, text=True).stdout
+                brokers = out.strip().split("=", 1)[1]
+                started = True
+            try:
+                ok &= soak_kafka(stream, a.kills, rng, tmp, brokers)
+            finally:
+                if started:
+                    subprocess.run([os.path.join(ROOT, "scripts", "broker.sh"), "stop"])
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
