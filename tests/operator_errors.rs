@@ -29,6 +29,17 @@ fn spawn_stdin(dir: &Path) -> Child {
         .expect("spawn classifyd")
 }
 
+/// The names of the files in `dir` that end with `suffix`, sorted.
+fn names_ending(dir: &Path, suffix: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(suffix))
+        .collect();
+    v.sort();
+    v
+}
+
 fn learned(dir: &Path) -> u64 {
     newest_checkpoint(dir).map_or(0, |c| c.pipeline.unwrap().counters.unwrap().learned)
 }
@@ -176,11 +187,7 @@ fn a_full_disk_is_named_and_the_next_run_recovers() {
     let stderr = String::from_utf8_lossy(&ckpt.stderr);
     assert!(!ckpt.status.success());
     assert!(stderr.contains(".checkpoint-") && stderr.contains(".tmp"), "{stderr}");
-    let leftovers: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".tmp"))
-        .collect();
+    let leftovers = names_ending(&dir, ".tmp");
     assert!(leftovers.is_empty(), "{leftovers:?}");
     // Tear the output, then run without a limit.
     let mut f = std::fs::OpenOptions::new().append(true).open(&out).unwrap();
@@ -211,18 +218,9 @@ fn a_rerun_with_nothing_new_writes_no_checkpoint() {
     let input = data("sms_demo.jsonl");
     let out = tmp.path().join("out.jsonl");
     assert!(run_limited(&input, &out, &dir, None).status.success());
-    let files = |d: &Path| {
-        let mut v: Vec<String> = std::fs::read_dir(d)
-            .unwrap()
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|n| n.ends_with(".ckpt"))
-            .collect();
-        v.sort();
-        v
-    };
-    let before = files(&dir);
+    let before = names_ending(&dir, ".ckpt");
     assert!(run_limited(&input, &out, &dir, None).status.success());
-    assert_eq!(files(&dir), before);
+    assert_eq!(names_ending(&dir, ".ckpt"), before);
 }
 
 /// The only checkpoint damaged: refused, and the log says there is no
@@ -234,16 +232,13 @@ fn a_lone_damaged_checkpoint_says_there_is_no_previous_one() {
     let input = data("sms_demo.jsonl");
     let out = tmp.path().join("out.jsonl");
     assert!(run_limited(&input, &out, &dir, None).status.success());
-    let ckpts: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "ckpt"))
-        .collect();
+    let ckpts = names_ending(&dir, ".ckpt");
     assert_eq!(ckpts.len(), 1);
-    let mut bytes = std::fs::read(&ckpts[0]).unwrap();
+    let path = dir.join(&ckpts[0]);
+    let mut bytes = std::fs::read(&path).unwrap();
     let n = bytes.len();
     bytes[n - 10] ^= 0xff;
-    std::fs::write(&ckpts[0], bytes).unwrap();
+    std::fs::write(&path, bytes).unwrap();
     let run = classifyd()
         .env("CLASSIFYD_LOG", "info")
         .args(["inspect", "--checkpoint-dir"])

@@ -15,16 +15,7 @@ use crate::pipeline::{Counters, FeedbackCache, Pipeline};
 
 /// The protobuf form of the pipeline's state and the sources' positions.
 pub fn capture(p: &Pipeline, positions: &BTreeMap<String, u64>) -> pb::Checkpoint {
-    let m = &p.model;
     pb::Checkpoint {
-        format_version: FORMAT_VERSION,
-        created_unix_ms: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
-        features: Some(features_to_pb(&m.features)),
-        hyper: Some(hyper_to_pb(&m.choice.single)),
-        multilabel_hyper: Some(hyper_to_pb(&m.choice.multi)),
-        model: Some(model_to_pb(m)),
         pipeline: Some(pb::PipelineState {
             progressive: Some(progressive_to_pb(&p.progressive)),
             test: Some(progressive_to_pb(&p.test)),
@@ -57,7 +48,7 @@ pub fn capture(p: &Pipeline, positions: &BTreeMap<String, u64>) -> pb::Checkpoin
             .iter()
             .filter_map(|(k, v)| Some((k.strip_prefix(MARK_PREFIX)?.to_string(), *v)))
             .collect(),
-        sequence: 0,
+        ..capture_model(&p.model)
     }
 }
 
