@@ -25,9 +25,13 @@ use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Message, Timestamp};
+use rdkafka::message::Message;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{BaseProducer, BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+
+mod common;
+
+use common::{env_or, load, unique};
 
 /// How long a fetch may wait at the broker for data (librdkafka's default,
 /// 500 ms, is what the latency would measure otherwise); the same for the
@@ -45,20 +49,16 @@ fn fetch_wait_ms() -> usize {
 /// batches at all adds.
 const PACED_LINGER_MS: u32 = 1;
 
-fn env_or(key: &str, default: usize) -> usize {
-    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+/// (key, timestamp ms) of every message of `topic`, until `want` or the deadline.
+fn read(bootstrap: &str, topic: &str, want: usize, deadline: Duration) -> Vec<(String, i64)> {
+    common::read(bootstrap, topic, want, deadline)
+        .into_iter()
+        .map(|(k, _, ts)| (k, ts))
+        .collect()
 }
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
-}
-
-fn unique(p: &str) -> String {
-    format!(
-        "{p}-{}-{}",
-        std::process::id(),
-        SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos()
-    )
 }
 
 /// Creates the topics, one partition each (the mock cluster has no admin API).
@@ -84,49 +84,6 @@ fn create(bootstrap: &str, mock: Option<&MockCluster<'static, DefaultProducerCon
     for r in rt.block_on(admin.create_topics(&new, &AdminOptions::new())).unwrap() {
         r.unwrap();
     }
-}
-
-fn load(bootstrap: &str, topic: &str, msgs: &[(String, String)]) {
-    let p: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("linger.ms", "5")
-        .create()
-        .unwrap();
-    for (k, v) in msgs {
-        let mut rec = Some(BaseRecord::to(topic).key(k.as_str()).payload(v.as_str()));
-        while let Some(r) = rec.take() {
-            if let Err((_, r)) = p.send(r) {
-                p.poll(Duration::from_millis(5));
-                rec = Some(r);
-            }
-        }
-        p.poll(Duration::ZERO);
-    }
-    p.flush(Duration::from_secs(60)).unwrap();
-}
-
-/// (key, timestamp ms) of every message of `topic`, until `want` or the deadline.
-fn read(bootstrap: &str, topic: &str, want: usize, deadline: Duration) -> Vec<(String, i64)> {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", unique("bench-reader"))
-        .set("auto.offset.reset", "earliest")
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    c.subscribe(&[topic]).unwrap();
-    let start = Instant::now();
-    let mut out = Vec::with_capacity(want);
-    while out.len() < want && start.elapsed() < deadline {
-        if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
-            let ts = match m.timestamp() {
-                Timestamp::CreateTime(t) | Timestamp::LogAppendTime(t) => t,
-                Timestamp::NotAvailable => 0,
-            };
-            out.push((String::from_utf8_lossy(m.key().unwrap_or(&[])).into_owned(), ts));
-        }
-    }
-    out
 }
 
 /// The no-op pipe: consume, produce the same bytes, with classifyd's client settings.

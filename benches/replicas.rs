@@ -22,25 +22,17 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Message, Timestamp};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+mod common;
+
+use common::{env_or, load, read, unique};
 
 const BIN: &str = env!("CARGO_BIN_EXE_classifyd");
-
-fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
-    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-fn unique(p: &str) -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
-    format!("{p}-{}-{nanos}", std::process::id())
-}
 
 fn free_addr() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -222,54 +214,6 @@ fn quantile(bodies: &[String], name: &str, q: f64) -> f64 {
         prev = (le, n);
     }
     f64::NAN
-}
-
-/// (key, value, timestamp) of every message of `topic`, until `want` or the deadline.
-fn read(bootstrap: &str, topic: &str, want: usize, deadline: Duration) -> Vec<(String, String, i64)> {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", unique("bench-reader"))
-        .set("auto.offset.reset", "earliest")
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    c.subscribe(&[topic]).unwrap();
-    let start = Instant::now();
-    let mut out = Vec::with_capacity(want);
-    while out.len() < want && start.elapsed() < deadline {
-        if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
-            let ts = match m.timestamp() {
-                Timestamp::CreateTime(t) | Timestamp::LogAppendTime(t) => t,
-                Timestamp::NotAvailable => 0,
-            };
-            let key = String::from_utf8_lossy(m.key().unwrap_or(&[])).into_owned();
-            out.push((
-                key,
-                String::from_utf8_lossy(m.payload().unwrap_or(&[])).into_owned(),
-                ts,
-            ));
-        }
-    }
-    out
-}
-
-fn load(bootstrap: &str, topic: &str, msgs: &[(String, String)]) {
-    let p: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("linger.ms", "5")
-        .create()
-        .unwrap();
-    for (k, v) in msgs {
-        let mut rec = Some(BaseRecord::to(topic).key(k.as_str()).payload(v.as_str()));
-        while let Some(r) = rec.take() {
-            if let Err((_, r)) = p.send(r) {
-                p.poll(Duration::from_millis(5));
-                rec = Some(r);
-            }
-        }
-        p.poll(Duration::ZERO);
-    }
-    p.flush(Duration::from_secs(60)).unwrap();
 }
 
 /// The gold label of every id of the stream.
