@@ -276,6 +276,12 @@ fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>, CheckpointError> {
 /// Reads and verifies one checkpoint file.
 pub fn read_file(path: &Path) -> Result<pb::Checkpoint, CheckpointError> {
     let bytes = fs::read(path).map_err(io_err(path))?;
+    decode_file(&bytes, path)
+}
+
+/// Verifies and decodes the bytes of a checkpoint file (`path` names it in
+/// errors): header, checksum, protobuf, and a trial restore.
+pub fn decode_file(bytes: &[u8], path: &Path) -> Result<pb::Checkpoint, CheckpointError> {
     let corrupt = |detail: String| CheckpointError::Corrupt {
         path: path.to_path_buf(),
         detail,

@@ -1,0 +1,20 @@
+//! Tokenizing and feature extraction of any text, with word and character
+//! n-grams on: every bucket is in range and nothing panics.
+#![no_main]
+
+use classifyd::features::{FeatureConfig, Featurizer, SparseVec};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let cfg = FeatureConfig {
+        bits: 12,
+        ..FeatureConfig::default()
+    };
+    let mut f = Featurizer::new(cfg);
+    let mut x = SparseVec::default();
+    f.featurize_raw(text, &mut x);
+    assert!(x.idx.iter().all(|&b| (b as usize) < cfg.buckets()));
+    let names = f.featurize_raw_named(text, &mut x);
+    let _ = names.iter().count();
+});
