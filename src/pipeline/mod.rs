@@ -11,61 +11,19 @@
 mod cache;
 mod outcome;
 mod prepare;
+mod role;
 
 use foldhash::HashMap;
 
 pub use cache::{CacheEntry, FeedbackCache};
 pub use outcome::{Outcome, Prediction};
 pub use prepare::{Prepared, Preparer};
+pub use role::Role;
 
 use crate::eval::Progressive;
 use crate::features::SparseVec;
 use crate::message::{self, Bad, BadReason, Gold, Message, Split};
 use crate::model::{Model, ModelError, Scored, Task};
-
-/// What a process does with the one model (`classifyd run --role`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Role {
-    /// Learns and predicts (one process).
-    #[default]
-    Standalone,
-    /// Learns from labeled messages and joined feedback; publishes no
-    /// predictions (its replicas do). Unlabeled messages are only kept for
-    /// the join.
-    Learner,
-    /// Predicts with a model it is given; learns nothing. Labeled messages
-    /// and feedback are left to the learner.
-    Predictor,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Standalone => "standalone",
-            Role::Learner => "learner",
-            Role::Predictor => "predictor",
-        }
-    }
-}
-
-impl std::fmt::Display for Role {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Role {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "standalone" => Ok(Role::Standalone),
-            "learner" => Ok(Role::Learner),
-            "predictor" => Ok(Role::Predictor),
-            other => Err(format!("unknown role {other:?} (standalone, learner or predictor)")),
-        }
-    }
-}
 
 /// Settings of the pipeline around the model.
 #[derive(Clone, Debug, PartialEq)]
