@@ -483,7 +483,7 @@ pub fn handled(outcome: &crate::pipeline::Outcome, took: Duration) {
 }
 
 /// A learner published a model version of `bytes` (keys and values).
-pub fn model_published(kind: &'static str, bytes: u64, _version: u64) {
+pub fn model_published(kind: &'static str, bytes: u64) {
     counter!("classifyd_model_published_bytes_total", "kind" => kind).increment(bytes);
     counter!("classifyd_model_publications_total", "kind" => kind).increment(1);
 }

@@ -83,6 +83,8 @@ pub struct Publisher {
     last: Option<(u64, pb::ModelState)>,
     last_snapshot: Option<Instant>,
     last_publish: Option<Instant>,
+    /// When the learner learned the oldest update not yet published (ms).
+    unpublished_since: Option<u64>,
     /// Keys in the topic that the next full version makes useless.
     live: BTreeSet<String>,
 }
@@ -97,12 +99,20 @@ impl Publisher {
             last: None,
             last_snapshot: None,
             last_publish: None,
+            unpublished_since: None,
             live,
         }
     }
 
-    pub fn epoch(&self) -> u64 {
-        self.epoch
+    /// The model is at `version` now (after a message): remembers when it
+    /// first moved past the version last published, which the next
+    /// publication carries (a replica's staleness counts from there).
+    /// Reads the clock only then.
+    pub fn observe(&mut self, version: u64, now_ms: impl FnOnce() -> u64) {
+        // Version 0 has learned nothing: nothing to publish yet.
+        if self.unpublished_since.is_none() && version > 0 && self.published_version() != Some(version) {
+            self.unpublished_since = Some(now_ms());
+        }
     }
 
     /// The version last published, if any.
@@ -119,9 +129,9 @@ impl Publisher {
 
     /// The records that publish `m` (a delta when one will do), and what
     /// kind of publication they are.
-    /// `oldest_update_ms`: when the oldest update not yet published was
-    /// learned (0: unknown).
-    pub fn publish(&mut self, m: &Model, now_ms: u64, oldest_update_ms: u64) -> (Vec<Outgoing>, Kind) {
+    pub fn publish(&mut self, m: &Model, now_ms: u64) -> (Vec<Outgoing>, Kind) {
+        // 0: not known (no update was observed since the last publication).
+        let oldest_update_ms = self.unpublished_since.take().unwrap_or(0);
         let mut image = scoring_image(m);
         let version = m.version();
         let model = image.model.take().unwrap_or_default();

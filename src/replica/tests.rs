@@ -169,7 +169,7 @@ fn a_replica_rebuilds_the_learners_model_from_the_records() {
     for part in lines.chunks(100) {
         feed(&mut p, part);
         assert!(publisher.due(p.model().version()));
-        let (records, kind) = publisher.publish(p.model(), 1_000, 0);
+        let (records, kind) = publisher.publish(p.model(), 1_000);
         assert!(!publisher.due(p.model().version()), "nothing new to publish");
         kinds.push(kind);
         assert!(
@@ -220,7 +220,7 @@ fn only_complete_newer_versions_are_served() {
     let mut p = pipeline(Learner::Logistic, false);
     feed(&mut p, &sms()[..200]);
     let mut publisher = Publisher::new(1, settings.clone(), BTreeSet::new());
-    let (v200, _) = publisher.publish(p.model(), 1, 0);
+    let (v200, _) = publisher.publish(p.model(), 1);
     assert!(v200.len() > 2, "several chunks");
     let mut a = Assembler::default();
     // All but the last chunk: nothing held.
@@ -242,14 +242,14 @@ fn only_complete_newer_versions_are_served() {
     assert_eq!(a.served(), Some((1, 200, 1)));
     // A newer version of the same epoch, then the older again: not backwards.
     feed(&mut p, &sms()[200..300]);
-    let (v300, _) = publisher.publish(p.model(), 2, 0);
+    let (v300, _) = publisher.publish(p.model(), 2);
     assert_eq!(offer_all(&mut a, &v300), 1);
     assert_eq!(offer_all(&mut a, &v200), 0);
     assert_eq!(a.served().map(|s| s.1), Some(300));
     // A restarted learner (new epoch) with an older model: it wins.
     let mut q = pipeline(Learner::Logistic, false);
     feed(&mut q, &sms()[..50]);
-    let (e2, _) = Publisher::new(2, settings, BTreeSet::new()).publish(q.model(), 3, 0);
+    let (e2, _) = Publisher::new(2, settings, BTreeSet::new()).publish(q.model(), 3);
     assert_eq!(offer_all(&mut a, &e2), 1);
     assert_eq!(a.served(), Some((2, 50, 3)));
     assert_eq!(a.newest_seen(), (2, 50));

@@ -15,6 +15,7 @@ use rdkafka::types::RDKafkaRespErr;
 
 use super::KafkaSettings;
 use super::state::{State, position_key};
+use crate::transport::DaemonError;
 
 /// The consumer's context: sets start offsets on assignment and checkpoints
 /// before partitions are revoked.
@@ -105,4 +106,9 @@ pub(super) fn client_config(s: &KafkaSettings) -> ClientConfig {
         c.set(k, v);
     }
     c
+}
+
+/// A Kafka client error as the error a run stops with, saying what failed.
+pub(super) fn kafka_error(what: &str) -> impl Fn(rdkafka::error::KafkaError) -> DaemonError + '_ {
+    move |e| DaemonError::Io(std::io::Error::other(format!("kafka: {what}: {e}")))
 }

@@ -43,7 +43,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::BorrowedMessage;
 use rdkafka::producer::{Producer, ThreadedProducer};
 
-use self::context::{Ctx, client_config, lock};
+use self::context::{Ctx, client_config, kafka_error, lock};
 use self::errors::{ErrorSpell, SpellNote};
 use self::state::{DeliveryCounter, State};
 use super::{Cadence, DaemonError, load_or_new};
@@ -100,12 +100,6 @@ pub struct KafkaSummary {
 /// How often the loop does its time-based work.
 const TICK: Duration = Duration::from_millis(100);
 
-/// The model topic as a predictor follows it.
-struct ModelFeed {
-    consumer: StreamConsumer,
-    assembler: Assembler,
-}
-
 /// The next record of the model topic, or never (no feed).
 async fn next_record(consumer: Option<&StreamConsumer>) -> Option<Result<BorrowedMessage<'_>, KafkaError>> {
     match consumer {
@@ -114,37 +108,32 @@ async fn next_record(consumer: Option<&StreamConsumer>) -> Option<Result<Borrowe
     }
 }
 
-fn kafka(e: KafkaError) -> DaemonError {
-    DaemonError::Io(std::io::Error::other(format!("kafka: {e}")))
-}
-
 /// A predictor's first model: the newest complete version on the model
 /// topic, waited for (and logged every ten seconds) until the learner
 /// publishes one; `None` on shutdown.
 async fn first_model(
     s: &KafkaSettings,
-    feed: &mut ModelFeed,
+    consumer: &StreamConsumer,
+    assembler: &mut Assembler,
     shutdown: &Shutdown,
 ) -> Result<Option<Pipeline>, DaemonError> {
-    model_topic::catch_up(
-        &feed.consumer,
-        &s.model_topic,
-        &mut feed.assembler,
-        shutdown,
-        Duration::from_secs(30),
-    )
-    .await?;
+    model_topic::catch_up(consumer, &s.model_topic, assembler, shutdown, Duration::from_secs(30)).await?;
+    // Restored once a version is held, and again only when a newer one
+    // comes (one that cannot be restored is not tried again and again).
+    let mut newer = assembler.served().is_some();
     let mut waiting = Instant::now();
     loop {
-        if let Some(model) = feed.assembler.model() {
-            match model {
-                Ok(m) => {
-                    let served = feed.assembler.served();
-                    tracing::info!(topic = %s.model_topic, ?served, "serving the model");
+        if newer {
+            match assembler.model() {
+                Some(Ok(m)) => {
+                    tracing::info!(topic = %s.model_topic, served = ?assembler.served(), "serving the model");
                     crate::metrics::model_swapped();
                     return Ok(Some(Pipeline::new(m, s.pipeline.clone())));
                 }
-                Err(error) => tracing::error!(%error, "the model on the topic cannot be restored; waiting for another"),
+                Some(Err(error)) => {
+                    tracing::error!(%error, "the model on the topic cannot be restored; waiting for another");
+                }
+                None => {}
             }
         }
         if shutdown.is_triggered() {
@@ -154,9 +143,10 @@ async fn first_model(
             tracing::info!(topic = %s.model_topic, "no complete model on the model topic yet; waiting for the learner");
             waiting = Instant::now();
         }
-        if let Ok(Ok(msg)) = tokio::time::timeout(TICK, feed.consumer.recv()).await {
-            model_topic::take(&mut feed.assembler, &msg);
-        }
+        newer = match tokio::time::timeout(TICK, consumer.recv()).await {
+            Ok(Ok(msg)) => model_topic::take(assembler, &msg),
+            _ => false,
+        };
     }
 }
 
@@ -168,18 +158,16 @@ pub async fn run(
     telemetry: Option<&Telemetry>,
 ) -> Result<KafkaSummary, DaemonError> {
     let role = s.pipeline.role;
+    // A predictor's feed of the model topic.
     let (mut model_consumer, mut assembler) = (None, Assembler::default());
     let mut publisher = None;
     topics::ensure(s).await;
     let (pipeline, positions, resumed_from, dir) = if role == Role::Predictor {
-        let mut f = ModelFeed {
-            consumer: model_topic::consumer(s)?,
-            assembler: Assembler::default(),
-        };
-        let Some(pipeline) = first_model(s, &mut f, shutdown).await? else {
+        let consumer = model_topic::consumer(s)?;
+        let Some(pipeline) = first_model(s, &consumer, &mut assembler, shutdown).await? else {
             return Ok(KafkaSummary::default());
         };
-        (model_consumer, assembler) = (Some(f.consumer), f.assembler);
+        model_consumer = Some(consumer);
         (pipeline, BTreeMap::new(), None, None)
     } else {
         let Some(path) = &s.checkpoint_dir else {
@@ -210,8 +198,9 @@ pub async fn run(
     for (k, v) in &s.properties {
         pc.set(k, v);
     }
-    let producer: ThreadedProducer<DeliveryCounter> =
-        pc.create_with_context(DeliveryCounter::default()).map_err(kafka)?;
+    let producer: ThreadedProducer<DeliveryCounter> = pc
+        .create_with_context(DeliveryCounter::default())
+        .map_err(kafka_error("producer"))?;
     let cadence = Cadence::new(
         s.checkpoint_interval,
         s.checkpoint_every_updates,
@@ -229,7 +218,6 @@ pub async fn run(
         checkpoints: 0,
         messages: 0,
         publisher,
-        unpublished_since: None,
         buf: Vec::new(),
         key: String::new(),
     }));
@@ -262,7 +250,7 @@ pub async fn run(
         state: Arc::clone(&state),
         assigned: Arc::clone(&assigned),
     };
-    let consumer: StreamConsumer<Ctx> = cc.create_with_context(ctx).map_err(kafka)?;
+    let consumer: StreamConsumer<Ctx> = cc.create_with_context(ctx).map_err(kafka_error("consumer"))?;
     let mut last_publish = Instant::now();
     // A predictor leaves feedback to the learner.
     let topics: Vec<&str> = if s.feedback_topic == s.input_topic || role == Role::Predictor {
@@ -270,7 +258,7 @@ pub async fn run(
     } else {
         vec![&s.input_topic, &s.feedback_topic]
     };
-    consumer.subscribe(&topics).map_err(kafka)?;
+    consumer.subscribe(&topics).map_err(kafka_error("subscribe"))?;
     tracing::info!(brokers = %s.brokers, ?topics, %group, %role, "consuming");
     // Time-based work (checkpoints, metrics, publishing the model, the
     // shutdown check while no messages come) runs on a tick rather than per

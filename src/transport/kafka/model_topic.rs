@@ -10,14 +10,10 @@ use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use super::KafkaSettings;
-use super::context::client_config;
+use super::context::{client_config, kafka_error};
 use crate::replica::Assembler;
 use crate::shutdown::Shutdown;
 use crate::transport::DaemonError;
-
-fn kafka_error(what: &str) -> impl Fn(rdkafka::error::KafkaError) -> DaemonError + '_ {
-    move |e| DaemonError::Io(std::io::Error::other(format!("kafka: {what}: {e}")))
-}
 
 /// A consumer of the model topic's one partition from its start, outside
 /// any group (it commits nothing: every start reads the topic again).

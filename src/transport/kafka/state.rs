@@ -70,8 +70,6 @@ pub(super) struct State {
     pub(super) messages: u64,
     /// A learner's publisher and the model topic.
     pub(super) publisher: Option<(Publisher, String)>,
-    /// When the learner learned the oldest update not yet published.
-    pub(super) unpublished_since: Option<u64>,
     /// Reused output buffer.
     pub(super) buf: Vec<u8>,
     /// Reused buffer for a position's key.
@@ -101,10 +99,8 @@ impl State {
         let started = Instant::now();
         let outcome = self.pipeline.handle(payload, &default_id, now);
         crate::metrics::handled(&outcome, started.elapsed());
-        if let (Some((publisher, _)), None) = (&self.publisher, self.unpublished_since)
-            && publisher.published_version() != Some(self.pipeline.model().version())
-        {
-            self.unpublished_since = Some(now_ms());
+        if let Some((publisher, _)) = &mut self.publisher {
+            publisher.observe(self.pipeline.model().version(), now_ms);
         }
         match outcome {
             Outcome::Predicted(p) => {
@@ -257,11 +253,7 @@ impl State {
             return;
         }
         let started = Instant::now();
-        let (records, kind) = publisher.publish(
-            self.pipeline.model(),
-            now_ms(),
-            self.unpublished_since.take().unwrap_or(0),
-        );
+        let (records, kind) = publisher.publish(self.pipeline.model(), now_ms());
         let topic = topic.clone();
         let bytes: usize = records
             .iter()
@@ -270,7 +262,7 @@ impl State {
         for r in &records {
             self.send_opt(&topic, r.key.as_bytes(), r.value.as_deref(), None);
         }
-        crate::metrics::model_published(kind.as_str(), bytes as u64, version);
+        crate::metrics::model_published(kind.as_str(), bytes as u64);
         tracing::debug!(
             version,
             kind = kind.as_str(),
