@@ -68,10 +68,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 if a.checkpoint_dir.is_none() && a.role != Role::Predictor {
                     anyhow::bail!("--checkpoint-dir is required with --brokers (it holds the model and the offsets)");
                 }
-                if a.role == Role::Predictor {
-                    // Nothing to join: feedback goes to the learner.
-                    pipeline.cache_entries = 0;
-                }
                 let settings = kafka::KafkaSettings {
                     brokers,
                     input_topic: a.input_topic,

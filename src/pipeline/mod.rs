@@ -479,19 +479,22 @@ impl Pipeline {
     }
 
     fn predict(&mut self, id: String, text: String, now_ms: u64) -> Outcome {
-        let (prediction, score) = self.prediction(id.clone(), &text);
+        let (prediction, score) = self.prediction(id, &text);
         for l in &prediction.labels {
             *self.counters.predicted_by_label.entry(l.clone()).or_default() += 1;
         }
         self.counters.predicted += 1;
-        let entry = CacheEntry {
-            text,
-            predicted: Some(prediction.labels.clone()),
-            score,
-            gold: None,
-            at_ms: now_ms,
-        };
-        self.cache.insert(id, entry, &self.cfg);
+        // A predictor's late labels go to the learner: nothing to join here.
+        if self.cfg.role != Role::Predictor {
+            let entry = CacheEntry {
+                text,
+                predicted: Some(prediction.labels.clone()),
+                score,
+                gold: None,
+                at_ms: now_ms,
+            };
+            self.cache.insert(prediction.id.clone(), entry, &self.cfg);
+        }
         Outcome::Predicted(prediction)
     }
 

@@ -225,3 +225,40 @@ fn a_null_text_is_bad_input_not_a_late_label() {
     assert_eq!(p.counters().feedback_matched + p.counters().learned, 0);
     assert_eq!(p.model().version(), 0);
 }
+
+/// A predictor predicts and keeps nothing for a join (its late labels go
+/// to the learner) and passes labeled messages and feedback by; a learner
+/// keeps unlabeled messages for the join without predicting them, and
+/// learns their feedback.
+#[test]
+fn roles_do_their_part_of_a_message() {
+    let cfg = |role| PipelineConfig {
+        role,
+        ..PipelineConfig::default()
+    };
+    let labeled: &[u8] = br#"{"text": "win cash now", "label": "spam"}"#;
+    let request: &[u8] = br#"{"id": "u-1", "text": "cash prize"}"#;
+    let feedback: &[u8] = br#"{"id": "u-1", "label": "spam"}"#;
+
+    let mut predictor = pipeline(cfg(Role::Predictor));
+    assert_eq!(predictor.handle(labeled, &id0, 0), Outcome::Passed);
+    assert!(matches!(predictor.handle(request, &id0, 1), Outcome::Predicted(_)));
+    assert_eq!(predictor.handle(feedback, &id0, 2), Outcome::Passed);
+    assert!(predictor.cache().is_empty());
+    assert_eq!(predictor.model().version(), 0);
+    assert_eq!(predictor.counters().passed, 2);
+
+    let mut learner = pipeline(cfg(Role::Learner));
+    assert!(matches!(learner.handle(labeled, &id0, 0), Outcome::Learned { .. }));
+    assert_eq!(learner.handle(request, &id0, 1), Outcome::Passed);
+    assert_eq!(learner.counters().predicted, 0);
+    assert_eq!(learner.cache().len(), 2);
+    assert!(matches!(
+        learner.handle(feedback, &id0, 2),
+        Outcome::FeedbackMatched {
+            correct: None,
+            correction: false
+        }
+    ));
+    assert_eq!(learner.model().version(), 2);
+}
