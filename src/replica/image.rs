@@ -54,9 +54,36 @@ struct Sparse<'a, T> {
     stride: usize,
 }
 
-impl<T> Sparse<'_, T> {
-    fn row(&self, i: usize) -> &[T] {
+impl<'a, T> Sparse<'a, T> {
+    fn row(&self, i: usize) -> &'a [T] {
         &self.values[i * self.stride..(i + 1) * self.stride]
+    }
+}
+
+/// Walks two row sets, both sorted by id, in id order: `f(id, a's row,
+/// b's row)` for every id in either.
+fn walk<'a, T>(a: &Sparse<'a, T>, b: &Sparse<'a, T>, mut f: impl FnMut(u32, Option<&'a [T]>, Option<&'a [T]>)) {
+    let (mut i, mut j) = (0, 0);
+    loop {
+        match (a.ids.get(i), b.ids.get(j)) {
+            (Some(&x), Some(&y)) if x == y => {
+                f(x, Some(a.row(i)), Some(b.row(j)));
+                (i, j) = (i + 1, j + 1);
+            }
+            (Some(&x), Some(&y)) if y < x => {
+                f(y, None, Some(b.row(j)));
+                j += 1;
+            }
+            (Some(&x), _) => {
+                f(x, Some(a.row(i)), None);
+                i += 1;
+            }
+            (None, Some(&y)) => {
+                f(y, None, Some(b.row(j)));
+                j += 1;
+            }
+            (None, None) => return,
+        }
     }
 }
 
@@ -64,37 +91,16 @@ impl<T> Sparse<'_, T> {
 /// zeros). Both sorted by id, with the same stride.
 fn diff<T: Copy + PartialEq + Default>(old: Sparse<'_, T>, new: Sparse<'_, T>) -> (Vec<u32>, Vec<T>) {
     let (mut ids, mut values) = (Vec::new(), Vec::new());
-    let (mut i, mut j) = (0, 0);
     let zeros = vec![T::default(); new.stride];
-    while i < old.ids.len() || j < new.ids.len() {
-        let (o, n) = (old.ids.get(i), new.ids.get(j));
-        match (o, n) {
-            (Some(&a), Some(&b)) if a == b => {
-                if old.row(i) != new.row(j) {
-                    ids.push(b);
-                    values.extend_from_slice(new.row(j));
-                }
-                i += 1;
-                j += 1;
-            }
-            (Some(&a), Some(&b)) if b < a => {
-                ids.push(b);
-                values.extend_from_slice(new.row(j));
-                j += 1;
-            }
-            (Some(&a), _) => {
-                ids.push(a);
-                values.extend_from_slice(&zeros);
-                i += 1;
-            }
-            (None, Some(&b)) => {
-                ids.push(b);
-                values.extend_from_slice(new.row(j));
-                j += 1;
-            }
-            (None, None) => break,
-        }
-    }
+    walk(&old, &new, |id, o, n| {
+        let row = match (o, n) {
+            (Some(o), Some(n)) if o == n => return,
+            (_, Some(n)) => n,
+            (_, None) => &zeros[..],
+        };
+        ids.push(id);
+        values.extend_from_slice(row);
+    });
     (ids, values)
 }
 
@@ -105,35 +111,14 @@ fn merge<T: Copy + PartialEq + Default>(base: Sparse<'_, T>, delta: Sparse<'_, T
         Vec::with_capacity(base.values.len()),
     );
     let zero = T::default();
-    let mut push = |id: u32, row: &[T]| {
-        if row.iter().any(|v| *v != zero) {
+    walk(&base, &delta, |id, b, d| {
+        if let Some(row) = d.or(b)
+            && row.iter().any(|v| *v != zero)
+        {
             ids.push(id);
             values.extend_from_slice(row);
         }
-    };
-    let (mut i, mut j) = (0, 0);
-    while i < base.ids.len() || j < delta.ids.len() {
-        match (base.ids.get(i), delta.ids.get(j)) {
-            (Some(&a), Some(&b)) if a == b => {
-                push(b, delta.row(j));
-                i += 1;
-                j += 1;
-            }
-            (Some(&a), Some(&b)) if b < a => {
-                push(b, delta.row(j));
-                j += 1;
-            }
-            (Some(&a), _) => {
-                push(a, base.row(i));
-                i += 1;
-            }
-            (None, Some(&b)) => {
-                push(b, delta.row(j));
-                j += 1;
-            }
-            (None, None) => break,
-        }
-    }
+    });
     (ids, values)
 }
 

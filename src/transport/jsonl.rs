@@ -98,7 +98,8 @@ pub fn run_jsonl(
 
     let mut checkpoint = |pipeline: &Pipeline,
                           positions: &mut BTreeMap<String, u64>,
-                          position: Option<(&str, u64, Option<&[u8]>)>,
+                          // The input's key (once known), its next line, the last line read.
+                          position: (Option<&str>, u64, Option<&[u8]>),
                           predictions: &mut PredictionSink,
                           dead: &mut DeadLetterSink|
      -> Result<(), DaemonError> {
@@ -106,7 +107,7 @@ pub fn run_jsonl(
         predictions.flush()?;
         dead.flush()?;
         if let Some(dir) = dir.as_mut() {
-            if let Some((key, next_line, last_line)) = position {
+            if let (Some(key), next_line, last_line) = position {
                 record_position(positions, key, next_line, last_line);
             }
             let saved = dir
@@ -131,9 +132,7 @@ pub fn run_jsonl(
             checkpoint(
                 &pipeline,
                 &mut positions,
-                input_key
-                    .as_deref()
-                    .map(|k| (k, summary.next_line, last_line.as_deref())),
+                (input_key.as_deref(), summary.next_line, last_line.as_deref()),
                 &mut predictions,
                 &mut dead,
             )?;
@@ -187,20 +186,10 @@ pub fn run_jsonl(
             }
         }
     }
-    if summary.lines == 0 && summary.resumed_from.is_some() {
-        // Nothing new: the checkpoint it resumed from still says it all.
-        predictions.flush()?;
-        dead.flush()?;
-    } else {
-        checkpoint(
-            &pipeline,
-            &mut positions,
-            input_key
-                .as_deref()
-                .map(|k| (k, summary.next_line, last_line.as_deref())),
-            &mut predictions,
-            &mut dead,
-        )?;
+    // With nothing new read, the checkpoint it resumed from still says it all.
+    if summary.lines > 0 || summary.resumed_from.is_none() {
+        let position = (input_key.as_deref(), summary.next_line, last_line.as_deref());
+        checkpoint(&pipeline, &mut positions, position, &mut predictions, &mut dead)?;
         summary.checkpoints += 1;
     }
     let r = pipeline.progressive().report();
