@@ -27,6 +27,9 @@ pub enum CommandError {
     // printed once.
     #[error("{path}: {error}")]
     Io { path: String, error: io::Error },
+    /// An output's error, which names its file itself.
+    #[error(transparent)]
+    Output(io::Error),
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
     #[error("no checkpoint in {0}")]
@@ -84,7 +87,7 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     let file = File::open(&args.input).map_err(io_at(&path))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let reader = BufReader::with_capacity(1 << 16, file);
-    let mut dead = DeadLetterSink::open(args.dead_letter.as_deref()).map_err(io_at(&path))?;
+    let mut dead = DeadLetterSink::open(args.dead_letter.as_deref()).map_err(CommandError::Output)?;
     let mut pipeline = Pipeline::new(Model::new(choice.clone(), features), cfg);
     let progress = progress_bar(size);
     let start = Instant::now();
@@ -123,7 +126,7 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
                     Outcome::Test { deferred: Some(t) } => test.push(t),
                     Outcome::Bad(bad) => dead
                         .write(&format!("{path}:{number}"), &bad, line)
-                        .map_err(io_at(&path))?,
+                        .map_err(CommandError::Output)?,
                     _ => {}
                 }
                 if let Some(c) = &mut curve
@@ -167,7 +170,7 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
         let title = parts.into_iter().rev().collect::<Vec<_>>().join("/");
         crate::plot::render(c, m.labels(), &support, &title, path).map_err(CommandError::Usage)?;
     }
-    dead.flush().map_err(io_at(&path))?;
+    dead.flush().map_err(CommandError::Output)?;
     let seconds = start.elapsed().as_secs_f64();
     let cpu_seconds = process_cpu_seconds() - cpu_start;
     // Blank lines are no examples.
@@ -358,7 +361,7 @@ pub fn predict(args: &PredictArgs) -> Result<(u64, u64), CommandError> {
     } else {
         Box::new(File::open(&args.input).map_err(io_at(&args.input))?)
     };
-    let mut out = PredictionSink::new(open_output(&args.output).map_err(io_at(&args.output))?, &args.output);
+    let mut out = PredictionSink::new(open_output(&args.output).map_err(CommandError::Output)?, &args.output);
     let (mut ok, mut bad) = (0, 0);
     for (i, line) in BufReader::new(input).split(b'\n').enumerate() {
         let mut line = line.map_err(io_at(&args.input))?;
@@ -370,7 +373,7 @@ pub fn predict(args: &PredictArgs) -> Result<(u64, u64), CommandError> {
         }
         match pipeline.predict_only(&line, &|| (i + 1).to_string()) {
             Ok(p) => {
-                out.write(&p).map_err(io_at(&args.output))?;
+                out.write(&p).map_err(CommandError::Output)?;
                 ok += 1;
             }
             Err(b) => {
@@ -379,7 +382,7 @@ pub fn predict(args: &PredictArgs) -> Result<(u64, u64), CommandError> {
             }
         }
     }
-    out.flush().map_err(io_at(&args.output))?;
+    out.flush().map_err(CommandError::Output)?;
     Ok((ok, bad))
 }
 

@@ -138,28 +138,7 @@ impl CheckpointDir {
     /// first, and refuses a directory another process writes
     /// ([`CheckpointError::Locked`], naming its pid) before reading anything.
     pub fn open(dir: impl Into<PathBuf>, keep: usize) -> Result<Self, CheckpointError> {
-        let mut d = Self::open_dir(dir.into(), keep)?;
-        d._lock = Some(lock(&d.dir)?);
-        // Listed again under the lock: the previous writer may have saved since.
-        d.next_sequence = list(&d.dir)?.first().map_or(1, |(s, _)| s + 1);
-        Ok(d)
-    }
-
-    /// Opens `dir` to read its checkpoints only (`predict`, `inspect`),
-    /// without the writer's lock: a running daemon may keep writing there.
-    pub fn open_read(dir: impl Into<PathBuf>) -> Result<Self, CheckpointError> {
         let dir = dir.into();
-        let next_sequence = list(&dir)?.first().map_or(1, |(s, _)| s + 1);
-        Ok(CheckpointDir {
-            dir,
-            keep: DEFAULT_KEEP,
-            next_sequence,
-            _lock: None,
-        })
-    }
-
-    /// Creates `dir` if need be and lists it.
-    fn open_dir(dir: PathBuf, keep: usize) -> Result<Self, CheckpointError> {
         fs::create_dir_all(&dir).map_err(|error| {
             // A file in the way: create_dir_all says only "File exists".
             let error = match error.kind() {
@@ -171,12 +150,24 @@ impl CheckpointDir {
             };
             io_err(&dir)(error)
         })?;
+        let lock = lock(&dir)?;
+        Self::listed(dir, keep, Some(lock))
+    }
+
+    /// Opens `dir` to read its checkpoints only (`predict`, `inspect`),
+    /// without the writer's lock: a running daemon may keep writing there.
+    pub fn open_read(dir: impl Into<PathBuf>) -> Result<Self, CheckpointError> {
+        Self::listed(dir.into(), DEFAULT_KEEP, None)
+    }
+
+    /// `dir` as it stands (listed after the lock is taken, for a writer).
+    fn listed(dir: PathBuf, keep: usize, lock: Option<File>) -> Result<Self, CheckpointError> {
         let next_sequence = list(&dir)?.first().map_or(1, |(s, _)| s + 1);
         Ok(CheckpointDir {
             dir,
             keep: keep.max(1),
             next_sequence,
-            _lock: None,
+            _lock: lock,
         })
     }
 

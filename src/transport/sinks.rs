@@ -29,9 +29,10 @@ pub fn open_append(path: &Path) -> io::Result<File> {
         .append(true)
         .open(path)
         .map_err(named("cannot open", &name))?;
-    let len = f.metadata().map_err(named("cannot stat", &name))?.len();
-    let is_file = f.metadata().is_ok_and(|m| m.is_file());
-    if len == 0 || !is_file {
+    let meta = f.metadata().map_err(named("cannot stat", &name))?;
+    let len = meta.len();
+    // Not a regular file (/dev/full, a pipe): nothing to cut.
+    if len == 0 || !meta.is_file() {
         return Ok(f);
     }
     let mut last = [0u8; 1];
