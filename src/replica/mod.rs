@@ -13,7 +13,7 @@
 pub mod image;
 pub mod records;
 
-pub use records::{Assembler, Kind, MODEL_FORMAT_VERSION, Outgoing, PublishSettings, Publisher, Served};
+pub use records::{Assembler, Kind, MODEL_FORMAT_VERSION, Outgoing, PublishSettings, Publisher, Served, TopicIndex};
 
 #[cfg(test)]
 mod tests;

@@ -235,30 +235,22 @@ struct Staging {
     chunks: Vec<Option<Vec<u8>>>,
 }
 
-/// The replica's side: reads records in topic order and holds the newest
-/// complete version. A full version counts once all its chunks are in and
-/// their checksum holds; a delta only on the exact version it was taken
-/// against. Nothing older than what it holds is ever taken.
+/// What a model topic holds, as its records pass in topic order: the keys
+/// not deleted and the newest (epoch, version) any record names. All a
+/// learner needs of the topic before it publishes; a replica's
+/// [`Assembler`] keeps one too.
 #[derive(Debug, Default)]
-pub struct Assembler {
-    held: Option<Held>,
-    staging: Option<Staging>,
-    /// The newest (epoch, version) any record has named.
+pub struct TopicIndex {
     newest_seen: (u64, u64),
-    /// Keys whose latest record is not a deletion.
     live: BTreeSet<String>,
 }
 
-/// What a replica serves: (epoch, version, when the learner published it).
-pub type Served = (u64, u64, u64);
-
-impl Assembler {
-    /// Takes one record; `Ok(true)` when a newer complete version is now
-    /// held. An `Err` names a record that cannot be used (it is skipped).
-    pub fn offer(&mut self, key: &str, value: Option<&[u8]>) -> Result<bool, String> {
+impl TopicIndex {
+    /// Notes one record, and returns it decoded (`None`: a deletion).
+    pub fn note(&mut self, key: &str, value: Option<&[u8]>) -> Result<Option<pb::ModelRecord>, String> {
         let Some(value) = value else {
             self.live.remove(key);
-            return Ok(false);
+            return Ok(None);
         };
         self.live.insert(key.to_string());
         let r = pb::ModelRecord::decode(value).map_err(|e| format!("model record {key}: {e}"))?;
@@ -269,6 +261,42 @@ impl Assembler {
             ));
         }
         self.newest_seen = self.newest_seen.max((r.epoch, r.version));
+        Ok(Some(r))
+    }
+
+    /// The newest (epoch, version) any record has named.
+    pub fn newest_seen(&self) -> (u64, u64) {
+        self.newest_seen
+    }
+
+    /// Keys whose latest record is not a deletion (a learner deletes them
+    /// after its first full version).
+    pub fn live_keys(&self) -> &BTreeSet<String> {
+        &self.live
+    }
+}
+
+/// The replica's side: reads records in topic order and holds the newest
+/// complete version. A full version counts once all its chunks are in and
+/// their checksum holds; a delta only on the exact version it was taken
+/// against. Nothing older than what it holds is ever taken.
+#[derive(Debug, Default)]
+pub struct Assembler {
+    held: Option<Held>,
+    staging: Option<Staging>,
+    index: TopicIndex,
+}
+
+/// What a replica serves: (epoch, version, when the learner published it).
+pub type Served = (u64, u64, u64);
+
+impl Assembler {
+    /// Takes one record; `Ok(true)` when a newer complete version is now
+    /// held. An `Err` names a record that cannot be used (it is skipped).
+    pub fn offer(&mut self, key: &str, value: Option<&[u8]>) -> Result<bool, String> {
+        let Some(r) = self.index.note(key, value)? else {
+            return Ok(false);
+        };
         let held = self.held.as_ref().map(|h| (h.epoch, h.version));
         if held.is_some_and(|h| (r.epoch, r.version) <= h) {
             return Ok(false);
@@ -353,15 +381,9 @@ impl Assembler {
         self.held.as_ref().map_or(0, |h| h.oldest_update_ms)
     }
 
-    /// The newest (epoch, version) any record has named.
-    pub fn newest_seen(&self) -> (u64, u64) {
-        self.newest_seen
-    }
-
-    /// Keys whose latest record is not a deletion (a learner deletes them
-    /// after its first full version).
-    pub fn live_keys(&self) -> &BTreeSet<String> {
-        &self.live
+    /// What the records read so far hold.
+    pub fn index(&self) -> &TopicIndex {
+        &self.index
     }
 
     /// The model of the version held.

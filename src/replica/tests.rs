@@ -252,5 +252,41 @@ fn only_complete_newer_versions_are_served() {
     let (e2, _) = Publisher::new(2, settings, BTreeSet::new()).publish(q.model(), 3);
     assert_eq!(offer_all(&mut a, &e2), 1);
     assert_eq!(a.served(), Some((2, 50, 3)));
-    assert_eq!(a.newest_seen(), (2, 50));
+    assert_eq!(a.index().newest_seen(), (2, 50));
+}
+
+/// A learner's index of the topic: after a full version and deltas, then
+/// another full version, the live keys are that version's chunks only
+/// (the rest deleted), and the newest version is the last one named.
+#[test]
+fn the_index_holds_the_live_keys_and_the_newest_version() {
+    let settings = PublishSettings {
+        interval: Duration::ZERO,
+        snapshot_interval: Duration::from_secs(3600),
+        chunk_bytes: 4096,
+    };
+    let mut publisher = Publisher::new(3, settings, BTreeSet::new());
+    let mut p = pipeline(Learner::Logistic, false);
+    let mut index = TopicIndex::default();
+    let note = |index: &mut TopicIndex, records: &[Outgoing]| {
+        for r in records {
+            index.note(&r.key, r.value.as_deref()).unwrap();
+        }
+    };
+    for part in sms().chunks(250).take(3) {
+        feed(&mut p, part);
+        note(&mut index, &publisher.publish(p.model(), 1).0);
+    }
+    // A restarted learner (epoch 4) publishes whole and deletes the rest.
+    let mut again = Publisher::new(4, PublishSettings::default(), index.live_keys().clone());
+    let (last, kind) = again.publish(p.model(), 2);
+    assert_eq!(kind, Kind::Snapshot);
+    note(&mut index, &last);
+    let chunks: BTreeSet<String> = last
+        .iter()
+        .filter(|r| r.value.is_some())
+        .map(|r| r.key.clone())
+        .collect();
+    assert_eq!(index.live_keys(), &chunks);
+    assert_eq!(index.newest_seen(), (4, p.model().version()));
 }

@@ -53,7 +53,7 @@ use crate::features::FeatureConfig;
 use crate::metrics::Telemetry;
 use crate::model::HyperChoice;
 use crate::pipeline::{Pipeline, PipelineConfig, Role};
-use crate::replica::{Assembler, PublishSettings, Publisher};
+use crate::replica::{Assembler, PublishSettings, Publisher, TopicIndex};
 use crate::shutdown::Shutdown;
 
 /// Settings of a Kafka run.
@@ -117,7 +117,11 @@ async fn first_model(
     assembler: &mut Assembler,
     shutdown: &Shutdown,
 ) -> Result<Option<Pipeline>, DaemonError> {
-    model_topic::catch_up(consumer, &s.model_topic, assembler, shutdown, Duration::from_secs(30)).await?;
+    let patience = Duration::from_secs(30);
+    model_topic::catch_up(consumer, &s.model_topic, shutdown, patience, |m| {
+        model_topic::take(assembler, m);
+    })
+    .await?;
     // Restored once a version is held, and again only when a newer one
     // comes (one that cannot be restored is not tried again and again).
     let mut newer = assembler.served().is_some();
@@ -180,9 +184,13 @@ pub async fn run(
         if role == Role::Learner {
             // What the topic holds: the keys the first full version
             // supersedes, and the newest epoch (this run's must be later).
-            let mut seen = Assembler::default();
+            let mut seen = TopicIndex::default();
             let consumer = model_topic::consumer(s)?;
-            model_topic::catch_up(&consumer, &s.model_topic, &mut seen, shutdown, Duration::from_secs(10)).await?;
+            let patience = Duration::from_secs(10);
+            model_topic::catch_up(&consumer, &s.model_topic, shutdown, patience, |m| {
+                model_topic::note(&mut seen, m)
+            })
+            .await?;
             let epoch = now_ms().max(seen.newest_seen().0 + 1);
             tracing::info!(epoch, topic = %s.model_topic, "publishing the model");
             publisher = Some((
@@ -290,7 +298,7 @@ pub async fn run(
                     && last_publish.elapsed() >= crate::metrics::PUBLISH_INTERVAL
                 {
                     crate::metrics::publish(&st.pipeline);
-                    crate::metrics::model_served(assembler.served(), assembler.newest_seen());
+                    crate::metrics::model_served(assembler.served(), assembler.index().newest_seen());
                     let c = st.producer.context();
                     metrics::counter!("classifyd_delivery_failures_total").absolute(c.failed.load(Ordering::Relaxed));
                     metrics::gauge!("classifyd_producer_queue_messages").set(st.producer.in_flight_count() as f64);

@@ -11,7 +11,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use super::KafkaSettings;
 use super::context::{client_config, kafka_error};
-use crate::replica::Assembler;
+use crate::replica::{Assembler, TopicIndex};
 use crate::shutdown::Shutdown;
 use crate::transport::DaemonError;
 
@@ -41,26 +41,37 @@ pub(super) fn consumer(s: &KafkaSettings) -> Result<StreamConsumer, DaemonError>
 /// Hands one record to the assembler; true when it completes a newer version.
 pub(super) fn take(assembler: &mut Assembler, msg: &BorrowedMessage<'_>) -> bool {
     let key = msg.key().map(String::from_utf8_lossy).unwrap_or_default();
-    match assembler.offer(&key, msg.payload()) {
-        Ok(newer) => newer,
-        Err(error) => {
-            metrics::counter!("classifyd_model_records_refused_total").increment(1);
-            tracing::warn!(%error, offset = msg.offset(), "model record refused");
-            false
-        }
+    assembler
+        .offer(&key, msg.payload())
+        .unwrap_or_else(|e| refused(&e, msg))
+}
+
+/// Notes one record in a learner's index of the topic (nothing rebuilt).
+pub(super) fn note(index: &mut TopicIndex, msg: &BorrowedMessage<'_>) {
+    let key = msg.key().map(String::from_utf8_lossy).unwrap_or_default();
+    if let Err(e) = index.note(&key, msg.payload()) {
+        refused(&e, msg);
     }
 }
 
+/// Counts and logs a record that cannot be used.
+fn refused(error: &str, msg: &BorrowedMessage<'_>) -> bool {
+    metrics::counter!("classifyd_model_records_refused_total").increment(1);
+    tracing::warn!(%error, offset = msg.offset(), "model record refused");
+    false
+}
+
 /// Reads the model topic up to its end as it is now (its high watermark),
-/// so that a replica serves the newest version from the start and a
-/// learner knows what the topic holds. Gives up on the watermark after
-/// `patience` (a broker not yet reachable: the records come later).
+/// handing each record to `take`: so that a replica serves the newest
+/// version from the start ([`take`]) and a learner knows what the topic
+/// holds ([`note`]). Gives up on the watermark after `patience` (a broker
+/// not yet reachable: the records come later).
 pub(super) async fn catch_up(
     consumer: &StreamConsumer,
     topic: &str,
-    assembler: &mut Assembler,
     shutdown: &Shutdown,
     patience: Duration,
+    mut take: impl FnMut(&BorrowedMessage<'_>),
 ) -> Result<(), DaemonError> {
     let started = Instant::now();
     let high = loop {
@@ -93,7 +104,7 @@ pub(super) async fn catch_up(
                 last_record = Instant::now();
                 next = msg.offset() + 1;
                 read += 1;
-                take(assembler, &msg);
+                take(&msg);
             }
             Ok(Err(error)) => {
                 tracing::warn!(%error, "model topic read error; retrying");
@@ -107,7 +118,6 @@ pub(super) async fn catch_up(
     tracing::info!(
         topic,
         records = read,
-        served = ?assembler.served().map(|(e, v, _)| (e, v)),
         ms = started.elapsed().as_millis() as u64,
         "read the model topic"
     );
