@@ -143,19 +143,24 @@ impl Publisher {
             _ => None,
         };
         self.last_publish = Some(Instant::now());
-        if let (Some(d), Some((base_version, _))) = (change, &self.last) {
-            let record = pb::ModelRecord {
+        let epoch = self.epoch;
+        // Every record of this publication: the same header, its own body.
+        let record = |body| {
+            pb::ModelRecord {
                 format_version: MODEL_FORMAT_VERSION,
-                epoch: self.epoch,
+                epoch,
                 version,
                 published_unix_ms: now_ms,
                 oldest_update_unix_ms: oldest_update_ms,
-                body: Some(pb::model_record::Body::Delta(pb::ModelDelta {
-                    base_version: *base_version,
-                    model: Some(d),
-                })),
+                body: Some(body),
             }
-            .encode_to_vec();
+            .encode_to_vec()
+        };
+        if let (Some(d), Some((base_version, _))) = (change, &self.last) {
+            let record = record(pb::model_record::Body::Delta(pb::ModelDelta {
+                base_version: *base_version,
+                model: Some(d),
+            }));
             // A delta over a record's room, or over half a full version
             // (cheaper to read whole), gives way to a full version.
             let whole = image.encoded_len() + model.encoded_len();
@@ -182,22 +187,12 @@ impl Publisher {
             .enumerate()
             .map(|(i, data)| Outgoing {
                 key: snapshot_key(self.epoch, version, i),
-                value: Some(
-                    pb::ModelRecord {
-                        format_version: MODEL_FORMAT_VERSION,
-                        epoch: self.epoch,
-                        version,
-                        published_unix_ms: now_ms,
-                        oldest_update_unix_ms: oldest_update_ms,
-                        body: Some(pb::model_record::Body::Chunk(pb::SnapshotChunk {
-                            index: i as u32,
-                            count,
-                            crc32: crc,
-                            data: data.to_vec(),
-                        })),
-                    }
-                    .encode_to_vec(),
-                ),
+                value: Some(record(pb::model_record::Body::Chunk(pb::SnapshotChunk {
+                    index: i as u32,
+                    count,
+                    crc32: crc,
+                    data: data.to_vec(),
+                }))),
             })
             .collect();
         // Then delete what this full version supersedes.
