@@ -22,8 +22,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::mocking::MockCluster;
@@ -69,21 +67,8 @@ fn create(bootstrap: &str, mock: Option<&MockCluster<'static, DefaultProducerCon
         }
         return;
     }
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let new: Vec<NewTopic> = names
-        .iter()
-        .map(|n| NewTopic::new(n, 1, TopicReplication::Fixed(1)))
-        .collect();
-    for r in rt.block_on(admin.create_topics(&new, &AdminOptions::new())).unwrap() {
-        r.unwrap();
-    }
+    let topics: Vec<(&str, i32)> = names.iter().map(|n| (*n, 1)).collect();
+    common::create_topics(bootstrap, &topics);
 }
 
 /// The no-op pipe: consume, produce the same bytes, with classifyd's client settings.

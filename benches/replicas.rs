@@ -24,13 +24,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
-
 mod common;
 
-use common::{env_or, load, read, unique};
+use common::{create_topics, env_or, load, read, unique};
 
 const BIN: &str = env!("CARGO_BIN_EXE_classifyd");
 
@@ -56,21 +52,8 @@ impl Topics {
             dead: unique("dlq"),
             model: unique("model"),
         };
-        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-            .set("bootstrap.servers", bootstrap)
-            .create()
-            .unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let new: Vec<NewTopic> = [(&t.input, 4), (&t.feedback, 4), (&t.output, 4), (&t.dead, 1)]
-            .iter()
-            .map(|(n, p)| NewTopic::new(n, *p, TopicReplication::Fixed(1)))
-            .collect();
-        for r in rt.block_on(admin.create_topics(&new, &AdminOptions::new())).unwrap() {
-            r.unwrap();
-        }
+        let topics = [(t.input.as_str(), 4), (&t.feedback, 4), (&t.output, 4), (&t.dead, 1)];
+        create_topics(bootstrap, &topics);
         t
     }
 

@@ -1,9 +1,12 @@
-//! What the end-to-end benches share: names, loading a topic, reading one.
+//! What the end-to-end benches share: names, creating topics, loading a
+//! topic, reading one.
 #![allow(dead_code)]
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Message, Timestamp};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -67,4 +70,23 @@ pub fn read(bootstrap: &str, topic: &str, want: usize, deadline: Duration) -> Ve
         }
     }
     out
+}
+
+/// Creates `topics` (name, partitions) on the broker, one replica each.
+pub fn create_topics(bootstrap: &str, topics: &[(&str, i32)]) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let new: Vec<NewTopic> = topics
+        .iter()
+        .map(|(n, p)| NewTopic::new(n, *p, TopicReplication::Fixed(1)))
+        .collect();
+    for r in rt.block_on(admin.create_topics(&new, &AdminOptions::new())).unwrap() {
+        r.unwrap();
+    }
 }
