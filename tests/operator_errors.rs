@@ -3,7 +3,7 @@
 //! lock is taken by the checkpoint directory, the same for Kafka).
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -209,15 +209,25 @@ fn a_full_disk_is_named_and_the_next_run_recovers() {
     assert_eq!(learned(&dir), labeled, "every example learned once");
 }
 
+/// A run over the demo file into a fresh checkpoint directory, which must
+/// succeed: (its temporary directory, the input, the output, the
+/// checkpoint directory).
+fn demo_run() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (input, out, dir) = (
+        data("sms_demo.jsonl"),
+        tmp.path().join("out.jsonl"),
+        tmp.path().join("ck"),
+    );
+    assert!(run_limited(&input, &out, &dir, None).status.success());
+    (tmp, input, out, dir)
+}
+
 /// A rerun with nothing new to read writes no checkpoint: the one it
 /// resumed from still says it all.
 #[test]
 fn a_rerun_with_nothing_new_writes_no_checkpoint() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("ck");
-    let input = data("sms_demo.jsonl");
-    let out = tmp.path().join("out.jsonl");
-    assert!(run_limited(&input, &out, &dir, None).status.success());
+    let (_tmp, input, out, dir) = demo_run();
     let before = names_ending(&dir, ".ckpt");
     assert!(run_limited(&input, &out, &dir, None).status.success());
     assert_eq!(names_ending(&dir, ".ckpt"), before);
@@ -227,11 +237,7 @@ fn a_rerun_with_nothing_new_writes_no_checkpoint() {
 /// previous one to try (not "trying the previous one").
 #[test]
 fn a_lone_damaged_checkpoint_says_there_is_no_previous_one() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("ck");
-    let input = data("sms_demo.jsonl");
-    let out = tmp.path().join("out.jsonl");
-    assert!(run_limited(&input, &out, &dir, None).status.success());
+    let (_tmp, _, _, dir) = demo_run();
     let ckpts = names_ending(&dir, ".ckpt");
     assert_eq!(ckpts.len(), 1);
     let path = dir.join(&ckpts[0]);

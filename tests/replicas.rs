@@ -4,66 +4,89 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::*;
 
-/// Kills the daemons a test started when the test ends, so that a
-/// failed assertion leaves none behind.
-#[derive(Default)]
-struct Reaper(std::cell::RefCell<Vec<u32>>);
+/// One deployment under test: its topics (4 input partitions), model
+/// topic, group and the learner's checkpoint directory. Dropped by a
+/// failing test, it kills the daemons it started, so none is left behind.
+struct Deployment {
+    topics: Topics,
+    model_topic: String,
+    group: String,
+    tmp: tempfile::TempDir,
+    /// The learner's checkpoint directory.
+    dir: PathBuf,
+    pids: std::cell::RefCell<Vec<u32>>,
+}
 
-impl Drop for Reaper {
+impl Deployment {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        Deployment {
+            topics: Topics::create(4),
+            model_topic: unique("model"),
+            group: unique("g"),
+            dir: tmp.path().join("learner"),
+            tmp,
+            pids: Default::default(),
+        }
+    }
+
+    /// Starts the learner, with `extra` flags.
+    fn learner(&self, extra: &[&str]) -> Child {
+        self.spawn("learner", Some(&self.dir), extra)
+    }
+
+    /// Starts a predictor, with `extra` flags.
+    fn predictor(&self, extra: &[&str]) -> Child {
+        self.spawn("predictor", None, extra)
+    }
+
+    fn spawn(&self, role: &str, dir: Option<&Path>, extra: &[&str]) -> Child {
+        let mut c = Command::new(BIN);
+        c.arg("run")
+            .args(["--brokers", &bootstrap(), "--group-id", &self.group, "--role", role])
+            .args(["--model-topic", &self.model_topic])
+            .args(self.topics.flags())
+            .args(["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"])
+            .args([
+                "--bits",
+                "16",
+                "--checkpoint-interval-secs",
+                "1",
+                "--model-publish-ms",
+                "200",
+            ])
+            .args(extra)
+            .env(
+                "CLASSIFYD_LOG",
+                std::env::var("CLASSIFYD_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdout(Stdio::null());
+        if let Some(d) = dir {
+            c.arg("--checkpoint-dir").arg(d);
+        }
+        let child = c.spawn().expect("spawn classifyd");
+        self.pids.borrow_mut().push(child.id());
+        child
+    }
+}
+
+impl Drop for Deployment {
     fn drop(&mut self) {
         // A test that passed has stopped its daemons itself.
         if !std::thread::panicking() {
             return;
         }
-        for &pid in self.0.borrow().iter() {
+        for &pid in self.pids.borrow().iter() {
             // SAFETY: kill(2) on a pid this test spawned (at worst it has exited).
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         }
     }
-}
-
-/// Starts `classifyd run --role ROLE` on `topics` with the model on `model_topic`.
-fn spawn_role(
-    reaper: &Reaper,
-    topics: &Topics,
-    group: &str,
-    role: &str,
-    dir: Option<&Path>,
-    model_topic: &str,
-    extra: &[&str],
-) -> Child {
-    let mut c = Command::new(BIN);
-    c.arg("run")
-        .args(["--brokers", &bootstrap(), "--group-id", group, "--role", role])
-        .args(["--model-topic", model_topic])
-        .args(topics.flags())
-        .args(["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"])
-        .args([
-            "--bits",
-            "16",
-            "--checkpoint-interval-secs",
-            "1",
-            "--model-publish-ms",
-            "200",
-        ])
-        .args(extra)
-        .env(
-            "CLASSIFYD_LOG",
-            std::env::var("CLASSIFYD_TEST_LOG").unwrap_or_else(|_| "warn".into()),
-        )
-        .stdout(Stdio::null());
-    if let Some(d) = dir {
-        c.arg("--checkpoint-dir").arg(d);
-    }
-    let child = c.spawn().expect("spawn classifyd");
-    reaper.0.borrow_mut().push(child.id());
-    child
 }
 
 /// A metric's value in a scrape (the first series of that name).
@@ -106,29 +129,12 @@ fn stream() -> (Vec<String>, Messages) {
 /// catches up from the topic alone.
 #[test]
 fn a_learner_and_two_predictors_serve_one_model() {
-    let reaper = Reaper::default();
-    let topics = Topics::create(4);
-    let model_topic = unique("model");
-    let group = unique("g");
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("learner");
+    let d = Deployment::new();
+    let (topics, dir) = (&d.topics, d.dir.clone());
     let (input, feedback) = stream();
     let addrs: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
-    let learner = spawn_role(&reaper, &topics, &group, "learner", Some(&dir), &model_topic, &[]);
-    let predictors: Vec<Child> = addrs[..2]
-        .iter()
-        .map(|a| {
-            spawn_role(
-                &reaper,
-                &topics,
-                &group,
-                "predictor",
-                None,
-                &model_topic,
-                &["--metrics-addr", a],
-            )
-        })
-        .collect();
+    let learner = d.learner(&[]);
+    let predictors: Vec<Child> = addrs[..2].iter().map(|a| d.predictor(&["--metrics-addr", a])).collect();
     // The first model comes with the first labeled messages.
     produce(&topics.input, None, &lines_as_messages(&input[..50]));
     for a in &addrs[..2] {
@@ -170,15 +176,7 @@ fn a_learner_and_two_predictors_serve_one_model() {
 
     // The learner is down: the predictors keep serving its last version,
     // and a new replica gets it from the topic alone.
-    let late = spawn_role(
-        &reaper,
-        &topics,
-        &group,
-        "predictor",
-        None,
-        &model_topic,
-        &["--metrics-addr", &addrs[2]],
-    );
+    let late = d.predictor(&["--metrics-addr", &addrs[2]]);
     for a in &addrs {
         wait_for("the final version served", Duration::from_secs(60), || {
             metric(a, "classifyd_model_version") == Some(final_version as f64)
@@ -210,7 +208,7 @@ fn a_learner_and_two_predictors_serve_one_model() {
         .filter(|(k, _)| k.starts_with("probe-"))
         .collect();
     assert_eq!(served.len(), probes.len());
-    let probe_file = tmp.path().join("probes.jsonl");
+    let probe_file = d.tmp.path().join("probes.jsonl");
     write_lines(&probe_file, &probes);
     let out = Command::new(BIN)
         .args(["predict", "--checkpoint-dir"])
@@ -242,21 +240,15 @@ fn a_learner_and_two_predictors_serve_one_model() {
 /// that the learner's sequence is the reference's.
 #[test]
 fn kill_9_of_a_predictor_and_of_the_learner_loses_nothing() {
-    let reaper = Reaper::default();
-    let topics = Topics::create(4);
-    let model_topic = unique("model");
-    let group = unique("g");
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("learner");
+    let d = Deployment::new();
+    let (topics, dir) = (&d.topics, d.dir.clone());
     let (input, feedback) = stream();
     let is_request = |l: &String| !l.contains("\"label\"");
     let labeled: Vec<String> = input.iter().filter(|l| !is_request(l)).cloned().collect();
     let requests: Vec<String> = input.iter().filter(|l| is_request(l)).cloned().collect();
     let flags = ["--checkpoint-every-updates", "50"];
-    let mut learner = spawn_role(&reaper, &topics, &group, "learner", Some(&dir), &model_topic, &flags);
-    let mut predictors: Vec<Child> = (0..2)
-        .map(|_| spawn_role(&reaper, &topics, &group, "predictor", None, &model_topic, &[]))
-        .collect();
+    let mut learner = d.learner(&flags);
+    let mut predictors: Vec<Child> = (0..2).map(|_| d.predictor(&[])).collect();
     let (half, quarter) = (labeled.len() / 2, requests.len() / 2);
     produce(&topics.input, Some(0), &lines_as_messages(&labeled[..half]));
     produce(&topics.input, None, &lines_as_messages(&requests[..quarter]));
@@ -267,8 +259,8 @@ fn kill_9_of_a_predictor_and_of_the_learner_loses_nothing() {
     learner.wait().unwrap();
     predictors[0].kill().unwrap();
     predictors[0].wait().unwrap();
-    predictors[0] = spawn_role(&reaper, &topics, &group, "predictor", None, &model_topic, &[]);
-    let learner = spawn_role(&reaper, &topics, &group, "learner", Some(&dir), &model_topic, &flags);
+    predictors[0] = d.predictor(&[]);
+    let learner = d.learner(&flags);
     produce(&topics.input, Some(0), &lines_as_messages(&labeled[half..]));
     produce(&topics.input, None, &lines_as_messages(&requests[quarter..]));
     wait_for("every message read by the learner", Duration::from_secs(120), || {
@@ -294,7 +286,7 @@ fn kill_9_of_a_predictor_and_of_the_learner_loses_nothing() {
     let mut sequence = labeled.clone();
     sequence.extend(requests.iter().cloned());
     sequence.extend(feedback.iter().map(|f| String::from_utf8(f.1.clone()).unwrap()));
-    let reference = reference_checkpoint(&sequence, tmp.path());
+    let reference = reference_checkpoint(&sequence, d.tmp.path());
     let got = newest_checkpoint(&dir).unwrap();
     assert_eq!(
         got.model, reference.model,
