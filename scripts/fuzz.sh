@@ -13,6 +13,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-1000000}
+if ! cargo +nightly --version >/dev/null 2>&1; then
+  echo "scripts/fuzz.sh needs the nightly toolchain (rustup's 'nightly'), which these machines have" >&2
+  exit 1
+fi
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 root=$PWD
 # Seeds: the SMS lines (messages and texts), a real checkpoint, real model records.
