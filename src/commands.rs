@@ -80,6 +80,7 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
         return Err(CommandError::Usage("--passes must be at least 1".into()));
     }
     let mut cfg = args.pipeline.settings().map_err(CommandError::Usage)?;
+    cfg.limits = args.model.limits(&features).map_err(CommandError::Usage)?;
     cfg.defer_test = true;
     cfg.keep_train = args.passes > 1;
     cfg.name_features = false;

@@ -53,7 +53,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(a) => {
             let a = *a;
             let (features, hyper) = a.model.settings().map_err(anyhow::Error::msg)?;
-            let pipeline = a.pipeline.settings().map_err(anyhow::Error::msg)?;
+            let mut pipeline = a.pipeline.settings().map_err(anyhow::Error::msg)?;
+            pipeline.limits = a.model.limits(&features).map_err(anyhow::Error::msg)?;
             let shutdown = Shutdown::new();
             shutdown
                 .install_signal_handlers()
@@ -62,7 +63,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(addr) => Some(classifyd::metrics::install(addr)?),
                 None => None,
             };
-            let mut pipeline = pipeline;
             pipeline.role = a.role;
             if let Some(brokers) = a.brokers {
                 if a.checkpoint_dir.is_none() && a.role != Role::Predictor {

@@ -122,8 +122,10 @@ fn model_to_pb(m: &Model) -> pb::ModelState {
     let state = match &m.state {
         State::Linear(w) => {
             let parts = w.to_parts();
+            let stride = w.compact_stride() as u32;
             pb::model_state::State::Linear(pb::LinearState {
-                rows: Some(rows_to_pb(&parts.buf, w.compact_stride())),
+                rows: parts.entries.is_none().then(|| rows_to_pb(&parts.buf, stride as usize)),
+                entries: parts.entries.map(|(keys, values)| pb::Entries { stride, keys, values }),
                 scale: parts.scale,
                 bsum: parts.bsum,
                 steps: parts.steps,

@@ -44,8 +44,13 @@ pub mod pb {
 }
 
 /// Version of the on-disk format and of the feature hashing; a checkpoint
-/// with another version is refused.
-pub const FORMAT_VERSION: u32 = 1;
+/// with a version outside `OLDEST_FORMAT_VERSION..=FORMAT_VERSION` is
+/// refused. 2 added the sparse weight layout (`LinearState.entries`),
+/// which a version-1 reader would take for an empty model; a version-1
+/// checkpoint reads the same under 2.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format this build reads.
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
 const MAGIC: &[u8; 8] = b"CLSFYDCK";
 const HEADER: usize = 8 + 4 + 8 + 4;
 /// Checkpoints kept in the directory (the newest first).
@@ -60,7 +65,7 @@ pub enum CheckpointError {
     Io { path: PathBuf, error: io::Error },
     #[error("checkpoint {path} is damaged: {detail}")]
     Corrupt { path: PathBuf, detail: String },
-    #[error("checkpoint {path} has format version {found}, this build reads version {expected}")]
+    #[error("checkpoint {path} has format version {found}, this build reads versions 1 to {expected}")]
     Incompatible { path: PathBuf, found: u32, expected: u32 },
     #[error(
         "checkpoint directory {dir} is in use by process {holder} (one process writes a checkpoint \
@@ -282,7 +287,7 @@ pub fn decode_file(bytes: &[u8], path: &Path) -> Result<pb::Checkpoint, Checkpoi
     }
     // The slices below have the exact lengths of the arrays (HEADER checked above).
     let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap_or_default());
-    if version != FORMAT_VERSION {
+    if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(CheckpointError::Incompatible {
             path: path.to_path_buf(),
             found: version,
@@ -302,7 +307,7 @@ pub fn decode_file(bytes: &[u8], path: &Path) -> Result<pb::Checkpoint, Checkpoi
         return Err(corrupt("checksum mismatch".into()));
     }
     let ckpt = pb::Checkpoint::decode(payload).map_err(|e| corrupt(format!("cannot decode: {e}")))?;
-    if ckpt.format_version != FORMAT_VERSION {
+    if ckpt.format_version != version {
         return Err(CheckpointError::Incompatible {
             path: path.to_path_buf(),
             found: ckpt.format_version,

@@ -172,11 +172,23 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
                 return Err(format!("a mirrored pair of weights with {k} labels"));
             }
             let columns = if l.mirrored { 1 } else { k };
-            let stride = columns * (1 + l.averaged as usize + l.adagrad as usize);
+            let slots = 1 + l.averaged as usize + l.adagrad as usize;
+            let stride = columns * slots;
+            let (buf, entries) = match l.entries {
+                Some(e) if l.rows.is_some() => {
+                    return Err(format!("both dense rows and {} sparse entries", e.keys.len()));
+                }
+                Some(e) if e.stride as usize != slots => {
+                    return Err(format!("entry stride {} where {slots} was expected", e.stride));
+                }
+                Some(e) => (Vec::new(), Some((e.keys, e.values))),
+                None => (rows_from_pb(l.rows, buckets, stride)?, None),
+            };
             let parts = WeightsParts {
                 buckets,
                 classes: k,
-                buf: rows_from_pb(l.rows, buckets, stride)?,
+                buf,
+                entries,
                 scale: l.scale,
                 bsum: l.bsum,
                 steps: l.steps,

@@ -222,3 +222,64 @@ fn a_label_twice_is_refused() {
     };
     assert!(err.contains("appears twice"), "{err}");
 }
+
+/// A model of many classes (sparse rows) round-trips; a version-1
+/// checkpoint (dense rows only) still loads; a newer version is refused
+/// with both versions named.
+#[test]
+fn sparse_rows_round_trip_and_format_versions() {
+    let features = FeatureConfig {
+        bits: 12,
+        ..FeatureConfig::default()
+    };
+    let mut p = Pipeline::new(
+        Model::new(Hyper::defaults(Learner::Logistic), features),
+        PipelineConfig::default(),
+    );
+    for i in 0..400 {
+        let line = format!(
+            r#"{{"text": "topic{} shared words {i}", "label": "c{}"}}"#,
+            i % 30,
+            i % 30
+        );
+        p.handle(line.as_bytes(), &|| i.to_string(), i);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = CheckpointDir::open(dir.path(), 3).unwrap();
+    let mut c = capture(&p, &BTreeMap::new());
+    let Some(pb::model_state::State::Linear(l)) = c.model.as_ref().and_then(|m| m.state.clone()) else {
+        panic!("linear")
+    };
+    assert!(l.entries.is_some() && l.rows.is_none(), "30 classes are sparse rows");
+    d.save(&mut c).unwrap();
+    let (back, _) = d.load_latest().unwrap().unwrap();
+    let (q, _) = restore(back, PipelineConfig::default()).unwrap();
+    let x = SparseVec {
+        idx: vec![1, 77, 300, 4000],
+        val: vec![0.5, 1.0, -0.25, 2.0],
+    };
+    let (mut a, mut b) = (Scored::default(), Scored::default());
+    p.model().predict(&x, &mut a);
+    q.model().predict(&x, &mut b);
+    assert_eq!(a, b);
+
+    // Version 1: the same bytes under the old version (a binary model's
+    // dense rows mean the same in both).
+    let two = trained(Learner::Logistic);
+    let mut c = capture(&two, &BTreeMap::new());
+    c.format_version = 1;
+    let payload = c.encode_to_vec();
+    let mut bytes = MAGIC.to_vec();
+    bytes.extend_from_slice(&1u32.to_le_bytes());
+    bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+    bytes.extend_from_slice(&payload);
+    let path = dir.path().join("v1.ckpt");
+    assert!(decode_file(&bytes, &path).is_ok(), "a version-1 checkpoint loads");
+    bytes[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    let err = decode_file(&bytes, &path).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("format version {}", FORMAT_VERSION + 1)) && err.contains("versions 1 to 2"),
+        "{err}"
+    );
+}

@@ -6,6 +6,7 @@
 //! the config file. The file's keys are the flag names (`learning-rate = 0.5`
 //! or `learning_rate = 0.5`); an unknown key is an error.
 
+pub mod bytes;
 pub mod properties;
 
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use crate::features::{FeatureConfig, ValueMode, parse_char_ngrams};
-use crate::model::{Hyper, HyperChoice, Learner, Schedule};
+use crate::model::{Hyper, HyperChoice, Learner, Limits, Schedule};
 use crate::pipeline::PipelineConfig;
 
 #[derive(Debug, Parser)]
@@ -161,6 +162,15 @@ pub struct ModelArgs {
     /// Multi-label: predict a label when its raw score (log-odds or margin) exceeds this.
     #[arg(long, env = "CLASSIFYD_THRESHOLD", allow_hyphen_values = true)]
     pub threshold: Option<f32>,
+    /// The most memory the weights (or counts) may take, e.g. 256MiB:
+    /// dense rows while they fit, sparse rows past that, the smallest
+    /// weights dropped when even those fill it. Predictors need the same.
+    #[arg(long, env = "CLASSIFYD_MODEL_MEMORY", default_value = "256MiB", value_parser = bytes::parse_bytes)]
+    pub model_memory: usize,
+    /// The most classes a model learns; a message with a new label past it
+    /// is dead-lettered (too_many_classes).
+    #[arg(long, env = "CLASSIFYD_MAX_CLASSES", default_value_t = crate::model::MAX_CLASSES)]
+    pub max_classes: usize,
 }
 
 /// `--model`: a learner, or `auto`.
@@ -207,6 +217,16 @@ impl ModelArgs {
         };
         choice.validate().map_err(|e| e.to_string())?;
         Ok((features, choice))
+    }
+
+    /// The memory and class bounds, checked against the features.
+    pub fn limits(&self, features: &FeatureConfig) -> Result<Limits, String> {
+        let limits = Limits {
+            memory: self.model_memory,
+            max_classes: self.max_classes,
+        };
+        limits.validate(features).map_err(|e| e.to_string())?;
+        Ok(limits)
     }
 
     /// The learner's defaults with the flags that were given.

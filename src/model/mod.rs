@@ -9,8 +9,10 @@
 //! Multi-label tasks run one binary learner per label (one-vs-rest) in the
 //! same buffers.
 
+mod arow;
 mod hinge;
 mod hyper;
+mod limits;
 mod logistic;
 mod naive_bayes;
 mod perceptron;
@@ -20,6 +22,7 @@ pub mod weights;
 use foldhash::HashMap;
 
 pub use hyper::{Hyper, HyperChoice, Learner, Schedule};
+pub use limits::Limits;
 pub use logistic::{sigmoid, softmax};
 pub use naive_bayes::NaiveBayes;
 pub use sketch::NameSketch;
@@ -42,8 +45,10 @@ pub enum ModelError {
     Hyper(String),
     #[error("this model is single-label, but the example has {0} labels")]
     NotSingleLabel(usize),
-    #[error("too many classes: the cap is {0}")]
+    #[error("too many classes: the cap is {0} (--max-classes)")]
     TooManyClasses(usize),
+    #[error("a class more would take naive Bayes' counts past --model-memory ({budget} bytes at {classes} classes)")]
+    OverBudget { classes: usize, budget: usize },
 }
 
 /// The label set, in discovery order.
@@ -101,8 +106,9 @@ pub struct Scored {
     pub probabilities: bool,
 }
 
-/// Most classes a model may discover: a guard against a label field that
-/// carries ids by mistake (each class costs `2^bits` weights).
+/// Most classes a model may discover by default (`--max-classes`): a guard
+/// against a label field that carries ids by mistake, or an attacker's
+/// stream of new labels.
 pub const MAX_CLASSES: usize = 4096;
 
 /// An online classifier: hyperparameters, labels, learned state.
@@ -129,6 +135,10 @@ pub struct Model {
     grad: Vec<f32>,
     /// Scratch: gold membership per class (multi-label).
     gold_mask: Vec<bool>,
+    /// Scratch: the classes a step moves, with their gradients.
+    active: Vec<(usize, f32)>,
+    /// Memory and class bounds.
+    limits: Limits,
 }
 
 impl Model {
@@ -151,6 +161,8 @@ impl Model {
             scratch: Vec::new(),
             grad: Vec::new(),
             gold_mask: Vec::new(),
+            active: Vec::new(),
+            limits: Limits::default(),
         }
     }
 
@@ -193,6 +205,29 @@ impl Model {
             scratch: Vec::new(),
             grad: Vec::new(),
             gold_mask: Vec::new(),
+            active: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
+
+    /// Sets the memory and class bounds: weights over the memory become
+    /// sparse or are pruned to it.
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+        if let State::Linear(w) = &mut self.state {
+            w.set_budget(limits.memory);
+        }
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Bytes the weights or counts hold.
+    pub fn state_bytes(&self) -> usize {
+        match &self.state {
+            State::Linear(w) => w.bytes(),
+            State::NaiveBayes(nb) => (nb.counts.len() + nb.totals.len()) * 4,
         }
     }
 
@@ -250,6 +285,7 @@ impl Model {
                     // No classes exist yet: the task comes with the first label.
                     self.hyper = self.choice.multi.clone();
                     self.state = Self::empty_state(&self.hyper, &self.features, true);
+                    self.set_limits(self.limits);
                 }
                 self.task = Some(task);
                 task
@@ -262,14 +298,25 @@ impl Model {
         if let Some(id) = self.labels.get(name) {
             return Ok(id);
         }
-        if self.labels.len() >= MAX_CLASSES {
-            return Err(ModelError::TooManyClasses(MAX_CLASSES));
+        let k = self.labels.len();
+        if k >= self.limits.max_classes {
+            return Err(ModelError::TooManyClasses(self.limits.max_classes));
         }
         match &mut self.state {
             // Two classes of a single-label task move as a mirrored pair.
             State::Linear(w) if self.task == Some(Task::SingleLabel) => w.add_class_mirrored(),
             State::Linear(w) => w.add_class(),
-            State::NaiveBayes(nb) => nb.add_class(),
+            State::NaiveBayes(nb) => {
+                // Dense counts: a class costs a float per bucket.
+                let bytes = (k + 1 + !nb.totals.is_empty() as usize).saturating_mul(nb.buckets * 4);
+                if bytes > self.limits.memory {
+                    return Err(ModelError::OverBudget {
+                        classes: k,
+                        budget: self.limits.memory,
+                    });
+                }
+                nb.add_class()
+            }
         }
         Ok(self.labels.push(name))
     }
@@ -417,13 +464,32 @@ impl Model {
                 }
                 let eta = eta as f32;
                 if h.schedule == Schedule::Arow {
-                    arow_step(w, x, &self.scratch, &mut self.grad, task, h.arow_r, &mut self.gold_mask);
-                } else if h.schedule == Schedule::AdaGrad {
-                    w.adagrad_step(x, &self.grad, eta, h.adagrad_beta);
+                    arow::arow_step(w, x, &self.scratch, &mut self.grad, task, h.arow_r, &mut self.gold_mask);
                 } else {
-                    for (f, val) in x.iter() {
-                        for (c, &g) in self.grad.iter().enumerate() {
-                            if g != 0.0 {
+                    // The classes that move: softmax moves every class a
+                    // little; past two, those it moves by less than the
+                    // cut-off are left (see SOFTMAX_CUTOFF).
+                    let cutoff = if task == Task::SingleLabel && k > 2 && h.learner == Learner::Logistic {
+                        SOFTMAX_CUTOFF
+                    } else {
+                        0.0
+                    };
+                    self.active.clear();
+                    // Class 0 of a mirrored pair moves with class 1.
+                    let first = w.mirrored() as usize;
+                    self.active.extend(
+                        self.grad
+                            .iter()
+                            .enumerate()
+                            .skip(first)
+                            .filter(|(_, g)| g.abs() > cutoff)
+                            .map(|(c, &g)| (c, g)),
+                    );
+                    if h.schedule == Schedule::AdaGrad {
+                        w.adagrad_step(x, &self.active, eta, h.adagrad_beta);
+                    } else {
+                        for (f, val) in x.iter() {
+                            for &(c, g) in &self.active {
                                 w.add(f, c, eta * g * val);
                             }
                         }
@@ -472,70 +538,13 @@ impl Model {
     }
 }
 
-/// One AROW step. `grad` holds +1/-1 on the classes the hinge loss moves
-/// (see `hinge.rs`); on return it is overwritten (scratch). Single-label:
-/// the gold and competitor rows move together by one step size from the
-/// joint margin; multi-label: each label by its own.
-fn arow_step(
-    w: &mut Weights,
-    x: &SparseVec,
-    scores: &[f32],
-    grad: &mut [f32],
-    task: Task,
-    r: f32,
-    scratch: &mut Vec<bool>,
-) {
-    let k = grad.len();
-    // Which classes move, and with which sign.
-    scratch.clear();
-    scratch.extend(grad.iter().map(|&g| g != 0.0));
-    if !scratch.iter().any(|&m| m) {
-        return;
-    }
-    let sign: Vec<f32> = grad.to_vec();
-    // Confidence-weighted squared norm of x per class.
-    let mut v = vec![0.0f32; k];
-    for (f, val) in x.iter() {
-        for c in 0..k {
-            if scratch[c] {
-                v[c] += val * val * w.variance(f, c);
-            }
-        }
-    }
-    // Step size per class: grad[c] := alpha_c * sign_c.
-    match task {
-        Task::SingleLabel => {
-            let (mut s_gold, mut s_comp, mut total) = (0.0, 0.0, 0.0);
-            for c in 0..k {
-                if sign[c] > 0.0 {
-                    s_gold = scores[c];
-                } else if sign[c] < 0.0 {
-                    s_comp = scores[c];
-                }
-                total += v[c];
-            }
-            let loss = (1.0 - (s_gold - s_comp)).max(0.0);
-            let alpha = loss / (total + r);
-            for c in 0..k {
-                grad[c] = alpha * sign[c];
-            }
-        }
-        Task::MultiLabel => {
-            for c in 0..k {
-                let loss = (1.0 - sign[c] * scores[c]).max(0.0);
-                grad[c] = if scratch[c] { loss / (v[c] + r) * sign[c] } else { 0.0 };
-            }
-        }
-    }
-    let inv_r = 1.0 / r;
-    for (f, val) in x.iter() {
-        for c in 0..k {
-            if scratch[c] {
-                w.arow_add(f, c, grad[c] * val, val * val * inv_r);
-            }
-        }
-    }
-}
+/// The smallest softmax gradient (`|1[k = gold] - P(k|d)|`) a step of a
+/// single-label logistic model with more than two classes applies: with
+/// many classes nearly all are far from the example, and moving each by
+/// a rounding error would make every step cost features x classes and
+/// fill every row (docs/many-classes.md measures it).
+pub const SOFTMAX_CUTOFF: f32 = 1e-3;
+
 
 /// Index of the largest value (the first on ties); 0 for an empty slice.
 #[inline]

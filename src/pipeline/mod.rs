@@ -51,6 +51,8 @@ pub struct PipelineConfig {
     pub name_features: bool,
     /// What this process does with the model.
     pub role: Role,
+    /// The model's memory and class bounds (`--model-memory`, `--max-classes`).
+    pub limits: crate::model::Limits,
 }
 
 impl Default for PipelineConfig {
@@ -66,6 +68,7 @@ impl Default for PipelineConfig {
             keep_train: false,
             role: Role::Standalone,
             name_features: true,
+            limits: crate::model::Limits::default(),
         }
     }
 }
@@ -125,7 +128,8 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    pub fn new(model: Model, cfg: PipelineConfig) -> Self {
+    pub fn new(mut model: Model, cfg: PipelineConfig) -> Self {
+        model.set_limits(cfg.limits);
         let prep = Preparer::new(*model.features(), cfg.max_message_bytes);
         let progressive = Progressive::new(cfg.window, cfg.positive_label.clone());
         let test = Progressive::new(cfg.window, cfg.positive_label.clone());
@@ -277,7 +281,9 @@ impl Pipeline {
             .iter()
             .map(|l| {
                 self.model.intern(l).map_err(|e| match e {
-                    ModelError::TooManyClasses(_) => Bad::new(BadReason::TooManyClasses, e.to_string()),
+                    ModelError::TooManyClasses(_) | ModelError::OverBudget { .. } => {
+                        Bad::new(BadReason::TooManyClasses, e.to_string())
+                    }
                     other => Bad::new(BadReason::BadLabel, other.to_string()),
                 })
             })
@@ -400,11 +406,10 @@ impl Pipeline {
             .iter()
             .filter(|l| self.model.labels().get(l).is_none())
             .count();
-        if self.model.labels().len() + new > crate::model::MAX_CLASSES {
-            return Err(Bad::new(
-                BadReason::TooManyClasses,
-                format!("over the cap of {} classes", crate::model::MAX_CLASSES),
-            ));
+        let cap = self.cfg.limits.max_classes;
+        if self.model.labels().len() + new > cap {
+            let detail = format!("a new label past the cap of {cap} classes (--max-classes)");
+            return Err(Bad::new(BadReason::TooManyClasses, detail));
         }
         Ok(())
     }
@@ -531,7 +536,8 @@ impl Pipeline {
     /// Replaces the model (a predictor's newer version), keeping the
     /// metrics and counters. The front stage follows the new model's
     /// features if they changed.
-    pub fn replace_model(&mut self, model: Model) {
+    pub fn replace_model(&mut self, mut model: Model) {
+        model.set_limits(self.cfg.limits);
         if model.features() != self.model.features() {
             self.prep = Preparer::new(*model.features(), self.cfg.max_message_bytes);
         }

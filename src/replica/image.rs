@@ -29,32 +29,39 @@ pub fn scoring_image(m: &Model) -> pb::Checkpoint {
 }
 
 /// Drops the last slot of every row (AdaGrad's sums: the checkpoint
-/// layout is `[v | A | sums]`, `columns` floats each).
+/// layout is `[v | A | sums]`, `columns` floats each) or sparse entry.
 fn strip_adagrad(l: &mut pb::LinearState) {
     l.adagrad = false;
-    let Some(rows) = &mut l.rows else { return };
-    let stride = rows.stride as usize;
     let slots = 2 + l.averaged as usize;
-    if stride == 0 || !stride.is_multiple_of(slots) {
-        return;
+    let strip = |values: &mut Vec<f32>, stride: &mut u32| {
+        let n = *stride as usize;
+        if n == 0 || !n.is_multiple_of(slots) {
+            return;
+        }
+        let keep = n / slots * (slots - 1);
+        let mut kept = Vec::with_capacity(values.len() / n * keep);
+        for row in values.chunks_exact(n) {
+            kept.extend_from_slice(&row[..keep]);
+        }
+        *values = kept;
+        *stride = keep as u32;
+    };
+    if let Some(rows) = &mut l.rows {
+        strip(&mut rows.values, &mut rows.stride);
     }
-    let keep = stride / slots * (slots - 1);
-    let mut values = Vec::with_capacity(rows.rows.len() * keep);
-    for row in rows.values.chunks_exact(stride) {
-        values.extend_from_slice(&row[..keep]);
+    if let Some(e) = &mut l.entries {
+        strip(&mut e.values, &mut e.stride);
     }
-    rows.values = values;
-    rows.stride = keep as u32;
 }
 
 /// Sparse rows: sorted row ids and `stride` values per row.
-struct Sparse<'a, T> {
-    ids: &'a [u32],
+struct Sparse<'a, T, I = u32> {
+    ids: &'a [I],
     values: &'a [T],
     stride: usize,
 }
 
-impl<'a, T> Sparse<'a, T> {
+impl<'a, T, I> Sparse<'a, T, I> {
     fn row(&self, i: usize) -> &'a [T] {
         &self.values[i * self.stride..(i + 1) * self.stride]
     }
@@ -62,7 +69,11 @@ impl<'a, T> Sparse<'a, T> {
 
 /// Walks two row sets, both sorted by id, in id order: `f(id, a's row,
 /// b's row)` for every id in either.
-fn walk<'a, T>(a: &Sparse<'a, T>, b: &Sparse<'a, T>, mut f: impl FnMut(u32, Option<&'a [T]>, Option<&'a [T]>)) {
+fn walk<'a, T, I: Copy + Ord>(
+    a: &Sparse<'a, T, I>,
+    b: &Sparse<'a, T, I>,
+    mut f: impl FnMut(I, Option<&'a [T]>, Option<&'a [T]>),
+) {
     let (mut i, mut j) = (0, 0);
     loop {
         match (a.ids.get(i), b.ids.get(j)) {
@@ -89,7 +100,10 @@ fn walk<'a, T>(a: &Sparse<'a, T>, b: &Sparse<'a, T>, mut f: impl FnMut(u32, Opti
 
 /// The rows of `new` that differ from `old` (rows gone from `new` come as
 /// zeros). Both sorted by id, with the same stride.
-fn diff<T: Copy + PartialEq + Default>(old: Sparse<'_, T>, new: Sparse<'_, T>) -> (Vec<u32>, Vec<T>) {
+fn diff<T: Copy + PartialEq + Default, I: Copy + Ord>(
+    old: Sparse<'_, T, I>,
+    new: Sparse<'_, T, I>,
+) -> (Vec<I>, Vec<T>) {
     let (mut ids, mut values) = (Vec::new(), Vec::new());
     let zeros = vec![T::default(); new.stride];
     walk(&old, &new, |id, o, n| {
@@ -105,7 +119,10 @@ fn diff<T: Copy + PartialEq + Default>(old: Sparse<'_, T>, new: Sparse<'_, T>) -
 }
 
 /// `base` with `delta`'s rows in place of its own (all-zero rows dropped).
-fn merge<T: Copy + PartialEq + Default>(base: Sparse<'_, T>, delta: Sparse<'_, T>) -> (Vec<u32>, Vec<T>) {
+fn merge<T: Copy + PartialEq + Default, I: Copy + Ord>(
+    base: Sparse<'_, T, I>,
+    delta: Sparse<'_, T, I>,
+) -> (Vec<I>, Vec<T>) {
     let (mut ids, mut values) = (
         Vec::with_capacity(base.ids.len()),
         Vec::with_capacity(base.values.len()),
@@ -168,6 +185,51 @@ fn merge_rows(base: &mut Option<pb::Rows>, delta: Option<pb::Rows>) -> Result<()
     }
 }
 
+fn entries_sparse(e: &pb::Entries) -> Sparse<'_, f32, u64> {
+    Sparse {
+        ids: &e.keys,
+        values: &e.values,
+        stride: e.stride as usize,
+    }
+}
+
+fn entries_valid(e: &pb::Entries) -> bool {
+    e.values.len() == e.keys.len() * e.stride as usize && e.keys.windows(2).all(|w| w[0] < w[1])
+}
+
+/// [`diff_rows`] for sparse entries.
+fn diff_entries(old: Option<&pb::Entries>, new: Option<&pb::Entries>) -> Option<Option<pb::Entries>> {
+    let (Some(old), Some(new)) = (old, new) else {
+        return (old.is_none() && new.is_none()).then_some(None);
+    };
+    if old.stride != new.stride {
+        return None;
+    }
+    let (keys, values) = diff(entries_sparse(old), entries_sparse(new));
+    Some(Some(pb::Entries {
+        stride: new.stride,
+        keys,
+        values,
+    }))
+}
+
+/// [`merge_rows`] for sparse entries.
+fn merge_entries(base: &mut Option<pb::Entries>, delta: Option<pb::Entries>) -> Result<(), String> {
+    match (base.as_mut(), delta) {
+        (_, None) => Ok(()),
+        (Some(b), Some(d)) if b.stride == d.stride && entries_valid(&d) && entries_valid(b) => {
+            let (keys, values) = merge(entries_sparse(b), entries_sparse(&d));
+            (b.keys, b.values) = (keys, values);
+            Ok(())
+        }
+        (None, Some(d)) if entries_valid(&d) => {
+            *base = Some(d);
+            Ok(())
+        }
+        _ => Err("a delta's entries do not fit the model's".into()),
+    }
+}
+
 fn df_sparse(d: &pb::DocFreq) -> Sparse<'_, u32> {
     Sparse {
         ids: &d.buckets,
@@ -184,11 +246,14 @@ pub fn delta(old: &pb::ModelState, new: &pb::ModelState) -> Option<pb::ModelStat
     }
     let state = match (&old.state, &new.state) {
         (Some(State::Linear(o)), Some(State::Linear(n))) => {
-            if (o.averaged, o.adagrad, o.mirrored) != (n.averaged, n.adagrad, n.mirrored) {
+            if (o.averaged, o.adagrad, o.mirrored) != (n.averaged, n.adagrad, n.mirrored)
+                || o.entries.is_some() != n.entries.is_some()
+            {
                 return None;
             }
             State::Linear(pb::LinearState {
                 rows: diff_rows(o.rows.as_ref(), n.rows.as_ref())?,
+                entries: diff_entries(o.entries.as_ref(), n.entries.as_ref())?,
                 scale: n.scale,
                 bsum: n.bsum,
                 steps: n.steps,
@@ -246,10 +311,14 @@ pub fn apply(base: &mut pb::ModelState, d: pb::ModelState) -> Result<(), String>
     }
     match (&mut base.state, d.state) {
         (Some(State::Linear(b)), Some(State::Linear(n))) => {
-            if (b.averaged, b.adagrad, b.mirrored) != (n.averaged, n.adagrad, n.mirrored) {
+            if (b.averaged, b.adagrad, b.mirrored) != (n.averaged, n.adagrad, n.mirrored)
+                || (b.entries.is_some() && n.rows.is_some())
+                || (b.rows.is_some() && n.entries.is_some())
+            {
                 return Err("a delta for another weight layout".into());
             }
             merge_rows(&mut b.rows, n.rows)?;
+            merge_entries(&mut b.entries, n.entries)?;
             (b.scale, b.bsum, b.steps) = (n.scale, n.bsum, n.steps);
         }
         (Some(State::NaiveBayes(b)), Some(State::NaiveBayes(n))) => {

@@ -13,8 +13,10 @@ use super::image::{apply, delta, scoring_image};
 use crate::checkpoint::{self, pb};
 use crate::model::Model;
 
-/// The format of model-topic records this build writes and reads.
-pub const MODEL_FORMAT_VERSION: u32 = 1;
+/// The format of model-topic records this build writes; it reads 1 too.
+/// 2 may carry the sparse weight layout, which a version-1 reader would
+/// take for an empty model.
+pub const MODEL_FORMAT_VERSION: u32 = 2;
 
 /// The most a delta record may take, whatever the chunk size: under
 /// Kafka's default limit of 1 MiB a record, with room for the key and headers.
@@ -249,9 +251,9 @@ impl TopicIndex {
         };
         self.live.insert(key.to_string());
         let r = pb::ModelRecord::decode(value).map_err(|e| format!("model record {key}: {e}"))?;
-        if r.format_version != MODEL_FORMAT_VERSION {
+        if !(1..=MODEL_FORMAT_VERSION).contains(&r.format_version) {
             return Err(format!(
-                "model record {key} has format version {}, this build reads {MODEL_FORMAT_VERSION}",
+                "model record {key} has format version {}, this build reads 1 to {MODEL_FORMAT_VERSION}",
                 r.format_version
             ));
         }

@@ -37,6 +37,21 @@ fn topics(n: usize) -> Vec<String> {
         .collect()
 }
 
+/// `k` topics (past the dense layout's bound: sparse rows), a word of
+/// their own and shared ones.
+fn many_topics(n: usize, k: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            format!(
+                r#"{{"text": "topic{} word{} shared news {i}", "label": "m{}"}}"#,
+                i % k,
+                i % 7,
+                i % k
+            )
+        })
+        .collect()
+}
+
 fn pipeline(learner: Learner, idf: bool) -> Pipeline {
     let features = FeatureConfig {
         bits: 14,
@@ -88,7 +103,8 @@ fn a_delta_applied_gives_the_newer_image() {
         Learner::NaiveBayes,
     ] {
         for idf in [false, true] {
-            for lines in [sms().iter().map(|s| s.to_string()).collect::<Vec<_>>(), topics(300)] {
+            let sms = sms().iter().map(|s| s.to_string()).collect::<Vec<_>>();
+            for lines in [sms, topics(300), many_topics(600, 24)] {
                 let mut p = pipeline(learner, idf);
                 feed(&mut p, &lines[..lines.len() / 2]);
                 let old = scoring_image(p.model());
@@ -106,6 +122,16 @@ fn a_delta_applied_gives_the_newer_image() {
                     "{learner:?}: the delta is smaller than the image"
                 );
                 let m = p.model().clone();
+                if lines.len() == 600 && learner != Learner::NaiveBayes {
+                    let linear = |s: &pb::ModelState| match &s.state {
+                        Some(pb::model_state::State::Linear(l)) => l.entries.is_some() && l.rows.is_none(),
+                        _ => false,
+                    };
+                    assert!(
+                        linear(n) && linear(&d),
+                        "{learner:?}: sparse entries in the image and the delta"
+                    );
+                }
                 assert_eq!(probe_scores(model_of(&new)), probe_scores(m), "{learner:?} idf={idf}");
             }
         }

@@ -32,15 +32,42 @@
 //! 1's update carries the pair. A third class splits the pair into two
 //! columns again. `tests::mirrored_pair_equals_two_columns` checks the two
 //! representations against each other.
+//!
+//! # Few classes dense, many classes sparse
+//!
+//! Dense rows cost buckets x classes floats per slot whatever is learned:
+//! at 2^20 buckets, 118 Reuters labels took 1.9 GB and 1,000 topics 12.5
+//! GB. A model has a memory budget (`--model-memory`); the rows stay dense
+//! while the dense table, with the copy its next doubling needs, fits in
+//! half of it and the classes are at most [`DENSE_MAX_CLASSES`], and move
+//! to [`SparseRows`] (only the non-zero classes of each bucket, within the
+//! budget) past that. The measurements behind the line are in
+//! docs/many-classes.md.
+
+mod dense;
+mod parts;
+mod scoring;
+mod sparse;
+
+pub use dense::widen_buffer;
+pub use parts::WeightsParts;
+pub use sparse::SparseRows;
 
 use crate::features::SparseVec;
 use crate::hugepages::zeroed;
+use dense::{negate_class_0, relayout};
 
 /// How many features ahead [`Weights::prefetch`] reaches.
 const PREFETCH_AHEAD: usize = 12;
 
 /// Below this scale, `s` is folded into `v` to keep precision.
 const MIN_SCALE: f64 = 1e-5;
+
+/// The default model memory budget (`--model-memory`).
+pub const DEFAULT_BUDGET: usize = 256 << 20;
+
+/// Most classes kept in dense rows (see the module's doc).
+pub const DENSE_MAX_CLASSES: usize = 16;
 
 /// Lazily decayed and lazily averaged weights.
 ///
@@ -74,20 +101,10 @@ pub struct Weights {
     adagrad: bool,
     /// Two classes kept as one column (class 1's; class 0 is its negation).
     mirrored: bool,
-}
-
-/// The raw parts of [`Weights`], for checkpoints.
-#[derive(Clone, Debug, PartialEq)]
-pub struct WeightsParts {
-    pub buckets: usize,
-    pub classes: usize,
-    pub buf: Vec<f32>,
-    pub scale: f64,
-    pub bsum: f64,
-    pub steps: u64,
-    pub averaged: bool,
-    pub adagrad: bool,
-    pub mirrored: bool,
+    /// The sparse layout (then `buf` is empty and `cap` 0).
+    sparse: Option<SparseRows>,
+    /// The memory budget in bytes.
+    budget: usize,
 }
 
 impl Weights {
@@ -106,6 +123,71 @@ impl Weights {
             averaged,
             adagrad,
             mirrored: false,
+            sparse: None,
+            budget: DEFAULT_BUDGET,
+        }
+    }
+
+    /// Sets the memory budget (bytes): a dense table over it becomes
+    /// sparse, a sparse one is pruned to it.
+    pub fn set_budget(&mut self, bytes: usize) {
+        self.budget = bytes;
+        let max = self.max_entries();
+        if let Some(s) = &mut self.sparse {
+            s.set_max_entries(max);
+        } else if !self.mirrored && !self.dense_fits(self.cap, 0) {
+            self.make_sparse();
+        }
+    }
+
+    /// Entries the budget holds in the sparse layout.
+    fn max_entries(&self) -> usize {
+        self.budget.saturating_sub(SparseRows::index_bytes(self.buckets)) / SparseRows::entry_bytes(self.slots())
+    }
+
+    /// Whether dense rows with room for `cap` classes, beside a copy with
+    /// room for `old` (a doubling's), fit in half the budget.
+    fn dense_fits(&self, cap: usize, old: usize) -> bool {
+        let bytes = |c: usize| self.buckets.saturating_mul(c).saturating_mul(self.slots() * 4);
+        cap <= DENSE_MAX_CLASSES && bytes(cap).saturating_add(bytes(old)) <= self.budget / 2
+    }
+
+    /// Moves the dense rows into the sparse layout (not a mirrored pair).
+    fn make_sparse(&mut self) {
+        debug_assert!(!self.mirrored);
+        let (slots, cap, k) = (self.slots(), self.cap, self.classes);
+        let entries = self
+            .buf
+            .chunks_exact(slots * cap.max(1))
+            .enumerate()
+            .flat_map(|(b, row)| {
+                (0..k).filter_map(move |c| {
+                    let vals: Vec<f32> = (0..slots).map(|s| row[s * cap + c]).collect();
+                    vals.iter().any(|&x| x != 0.0).then_some((b as u32, c as u32, vals))
+                })
+            });
+        let max = self.max_entries();
+        // The entries come in (bucket, class) order from a well-formed
+        // buffer, so `from_entries` takes them.
+        let rows = match cap {
+            0 => None,
+            _ => SparseRows::from_entries(self.buckets, slots, max, entries),
+        };
+        self.sparse = Some(rows.unwrap_or_else(|| SparseRows::new(self.buckets, slots, max)));
+        self.buf = Vec::new();
+        self.cap = 0;
+    }
+
+    /// The sparse rows, when the model has many classes.
+    pub fn sparse(&self) -> Option<&SparseRows> {
+        self.sparse.as_ref()
+    }
+
+    /// Bytes the weights hold.
+    pub fn bytes(&self) -> usize {
+        match &self.sparse {
+            Some(s) => s.bytes(),
+            None => self.buf.len() * 4,
         }
     }
 
@@ -146,6 +228,10 @@ impl Weights {
 
     /// Adds a class with zero weights (its average and AdaGrad sums are zero too).
     pub fn add_class(&mut self) {
+        if self.sparse.is_some() {
+            self.classes += 1;
+            return;
+        }
         if self.mirrored {
             // Two columns again, room for four classes: class 1's column
             // moves to column 0, is copied to column 1, and column 0 takes
@@ -163,11 +249,19 @@ impl Weights {
                 negate_class_0(row, 4, self.averaged);
             }
             self.classes += 1;
+            if !self.dense_fits(4, 0) {
+                self.make_sparse();
+            }
             return;
         }
         if self.classes == self.cap {
             // One column for the first class (a binary task's pair needs no more).
             let new_cap = (2 * self.cap).max(1);
+            if !self.dense_fits(new_cap, self.cap) {
+                self.make_sparse();
+                self.classes += 1;
+                return;
+            }
             self.buf = relayout(&self.buf, self.buckets, self.slots(), self.cap, new_cap, self.classes);
             self.cap = new_cap;
         }
@@ -194,103 +288,6 @@ impl Weights {
         }
         self.mirrored = true;
         self.classes = 2;
-    }
-
-    /// Scores of every class with the current weights, into `out`.
-    #[inline]
-    pub fn scores(&self, x: &SparseVec, out: &mut [f32]) {
-        let k = self.classes;
-        let stride = self.stride();
-        out[..k].fill(0.0);
-        if self.mirrored {
-            let mut s1 = 0.0;
-            for (j, (i, val)) in x.iter().enumerate() {
-                self.prefetch(x, j + PREFETCH_AHEAD, stride);
-                s1 += val * self.buf[i as usize * stride];
-            }
-            let s1 = s1 * self.scale as f32;
-            out[0] = -s1;
-            out[1] = s1;
-            return;
-        }
-        if k == 2 {
-            // Two columns, without the inner loop.
-            let (mut s0, mut s1) = (0.0, 0.0);
-            for (j, (i, val)) in x.iter().enumerate() {
-                self.prefetch(x, j + PREFETCH_AHEAD, stride);
-                let base = i as usize * stride;
-                s0 += val * self.buf[base];
-                s1 += val * self.buf[base + 1];
-            }
-            out[0] = s0;
-            out[1] = s1;
-        } else {
-            for (j, (i, val)) in x.iter().enumerate() {
-                self.prefetch(x, j + PREFETCH_AHEAD, stride);
-                let base = i as usize * stride;
-                let row = &self.buf[base..base + k];
-                for (o, w) in out[..k].iter_mut().zip(row) {
-                    *o += val * w;
-                }
-            }
-        }
-        let s = self.scale as f32;
-        for o in &mut out[..k] {
-            *o *= s;
-        }
-    }
-
-    /// Scores of every class with the averaged weights (the current ones when
-    /// not averaging or before the first step).
-    #[inline]
-    pub fn scores_averaged(&self, x: &SparseVec, out: &mut [f32]) {
-        if !self.averaged || self.steps == 0 {
-            return self.scores(x, out);
-        }
-        let k = self.classes;
-        let stride = self.stride();
-        out[..k].fill(0.0);
-        let b = self.bsum as f32;
-        let inv_t = (1.0 / self.steps as f64) as f32;
-        if self.mirrored {
-            let mut s1 = 0.0;
-            for (j, (i, val)) in x.iter().enumerate() {
-                self.prefetch(x, j + PREFETCH_AHEAD, stride);
-                let base = i as usize * stride;
-                s1 += val * (self.buf[base + 1] + b * self.buf[base]);
-            }
-            out[0] = -(s1 * inv_t);
-            out[1] = s1 * inv_t;
-            return;
-        }
-        for (j, (i, val)) in x.iter().enumerate() {
-            self.prefetch(x, j + PREFETCH_AHEAD, stride);
-            let base = i as usize * stride;
-            let v = &self.buf[base..base + k];
-            let a = &self.buf[base + self.cap..base + self.cap + k];
-            for c in 0..k {
-                out[c] += val * (a[c] + b * v[c]);
-            }
-        }
-        for o in &mut out[..k] {
-            *o *= inv_t;
-        }
-    }
-
-    /// Hints the CPU to fetch `bucket`'s row.
-    #[inline(always)]
-    pub fn prefetch_row(&self, bucket: u32) {
-        crate::features::prefetch(&self.buf, bucket as usize * self.stride());
-    }
-
-    /// Hints the CPU to fetch the row of the `j`-th feature of `x` ahead of
-    /// use: rows are scattered at random over megabytes, so each one is a
-    /// cache miss, and issuing them early overlaps their latencies.
-    #[inline(always)]
-    fn prefetch(&self, x: &SparseVec, j: usize, stride: usize) {
-        if let Some(&i) = x.idx.get(j) {
-            crate::features::prefetch(&self.buf, i as usize * stride);
-        }
     }
 
     /// Starts a step: multiplies all weights by `1 - decay` (lazily).
@@ -331,8 +328,18 @@ impl Weights {
         if self.implied(class) {
             return;
         }
+        if let Some(sp) = &mut self.sparse {
+            let e = sp.entry(bucket as usize, class as u32);
+            sparse_move(sp, e, delta * self.inv_scale, self.averaged.then_some(self.bsum_f32));
+            return;
+        }
         let (i, _) = self.at(bucket, class);
         self.add_at(i, delta);
+    }
+
+    /// The slot of AdaGrad's sums (AROW's precisions).
+    fn sums_slot(&self) -> usize {
+        1 + self.averaged as usize
     }
 
     #[inline]
@@ -353,6 +360,18 @@ impl Weights {
         if self.implied(class) {
             return;
         }
+        if let Some(sp) = &mut self.sparse {
+            let gs = 1 + self.averaged as usize;
+            let e = sp.entry(bucket as usize, class as u32);
+            let sum = sp.get(e, gs) + g * g;
+            sp.set(e, gs, sum);
+            let denom = beta + sum.sqrt();
+            if denom > 0.0 {
+                let dv = rate * g / denom * self.inv_scale;
+                sparse_move(sp, e, dv, self.averaged.then_some(self.bsum_f32));
+            }
+            return;
+        }
         let (i, _) = self.at(bucket, class);
         let gi = i + self.cap * (1 + self.averaged as usize);
         let sum = self.buf[gi] + g * g;
@@ -364,16 +383,35 @@ impl Weights {
         }
     }
 
-    /// [`Weights::adagrad_add`] for every feature of `x` and every class
-    /// with a non-zero `grad` (the step's gradient is `grad[c] * value`).
-    pub fn adagrad_step(&mut self, x: &SparseVec, grad: &[f32], rate: f32, beta: f32) {
-        // Class 0 of a mirrored pair moves with class 1: skip it up front.
-        let first = self.mirrored as usize;
-        for (f, val) in x.iter() {
-            for (c, &g) in grad[..self.classes].iter().enumerate().skip(first) {
-                if g != 0.0 {
-                    self.adagrad_add(f, c, rate, beta, g * val);
+    /// [`Weights::adagrad_add`] for every feature of `x` and every
+    /// (class, gradient) of `active` (the step's gradient is `g * value`):
+    /// the classes that move, so a step costs features x moving classes,
+    /// not features x classes.
+    pub fn adagrad_step(&mut self, x: &SparseVec, active: &[(usize, f32)], rate: f32, beta: f32) {
+        if let Some(sp) = &mut self.sparse {
+            // Each feature's row gets its missing classes in one merge, then
+            // both sorted lists are walked together: no search per class.
+            let (gs, inv_scale) = (1 + self.averaged as usize, self.inv_scale);
+            let bsum = self.averaged.then_some(self.bsum_f32);
+            for (f, val) in x.iter() {
+                let r = sp.ensure_row(f as usize, active.iter().map(|&(c, _)| c as u32));
+                let mut e = r.start;
+                for &(c, g) in active {
+                    e = sp.seek(e, r.end, c as u32);
+                    let g = g * val;
+                    let sum = sp.get(e, gs) + g * g;
+                    sp.set(e, gs, sum);
+                    let denom = beta + sum.sqrt();
+                    if denom > 0.0 {
+                        sparse_move(sp, e, rate * g / denom * inv_scale, bsum);
+                    }
                 }
+            }
+            return;
+        }
+        for (f, val) in x.iter() {
+            for &(c, g) in active {
+                self.adagrad_add(f, c, rate, beta, g * val);
             }
         }
     }
@@ -382,6 +420,12 @@ impl Weights {
     /// kept in the same slot AdaGrad uses for its sums.
     #[inline]
     pub fn variance(&self, bucket: u32, class: usize) -> f32 {
+        if let Some(sp) = &self.sparse {
+            let p = sp
+                .find(bucket as usize, class as u32)
+                .map_or(0.0, |e| sp.get(e, self.sums_slot()));
+            return 1.0 / (1.0 + p);
+        }
         let gi = self.at(bucket, class).0 + self.cap * (1 + self.averaged as usize);
         1.0 / (1.0 + self.buf[gi])
     }
@@ -391,6 +435,20 @@ impl Weights {
     #[inline]
     pub fn arow_add(&mut self, bucket: u32, class: usize, step: f32, precision: f32) {
         if self.implied(class) {
+            return;
+        }
+        if let Some(sp) = &mut self.sparse {
+            let gs = 1 + self.averaged as usize;
+            let e = sp.entry(bucket as usize, class as u32);
+            let p = sp.get(e, gs);
+            sp.set(e, gs, p + precision);
+            let variance = 1.0 / (1.0 + p);
+            sparse_move(
+                sp,
+                e,
+                step * variance * self.inv_scale,
+                self.averaged.then_some(self.bsum_f32),
+            );
             return;
         }
         let (i, _) = self.at(bucket, class);
@@ -403,6 +461,10 @@ impl Weights {
     /// The true weight of (`bucket`, `class`) now.
     #[inline]
     pub fn get(&self, bucket: u32, class: usize) -> f32 {
+        if let Some(sp) = &self.sparse {
+            let v = sp.find(bucket as usize, class as u32).map_or(0.0, |e| sp.get(e, 0));
+            return (v as f64 * self.scale) as f32;
+        }
         let (i, sign) = self.at(bucket, class);
         (sign as f64 * self.buf[i] as f64 * self.scale) as f32
     }
@@ -411,6 +473,12 @@ impl Weights {
     pub fn get_averaged(&self, bucket: u32, class: usize) -> f32 {
         if !self.averaged || self.steps == 0 {
             return self.get(bucket, class);
+        }
+        if let Some(sp) = &self.sparse {
+            let Some(e) = sp.find(bucket as usize, class as u32) else {
+                return 0.0;
+            };
+            return ((sp.get(e, 1) as f64 + self.bsum * sp.get(e, 0) as f64) / self.steps as f64) as f32;
         }
         let (i, sign) = self.at(bucket, class);
         (sign as f64 * (self.buf[i + self.cap] as f64 + self.bsum * self.buf[i] as f64) / self.steps as f64) as f32
@@ -432,6 +500,9 @@ impl Weights {
         let b = self.bsum as f32;
         let (k, cap, stride) = (self.columns(), self.cap, self.stride());
         let averaged = self.averaged;
+        if let Some(sp) = &mut self.sparse {
+            sp.rescale(s, averaged.then_some(b));
+        }
         if stride > 0 {
             for row in self.buf.chunks_exact_mut(stride) {
                 for c in 0..k {
@@ -447,109 +518,16 @@ impl Weights {
         self.scale = 1.0;
         self.inv_scale = 1.0;
     }
-
-    /// The rows without spare room: `[bucket][slot][column]`, `slots *
-    /// columns` floats per row (the checkpoint layout; one column for a
-    /// mirrored pair).
-    pub fn compact(&self) -> Vec<f32> {
-        relayout(
-            &self.buf,
-            self.buckets,
-            self.slots(),
-            self.cap,
-            self.columns(),
-            self.columns(),
-        )
-    }
-
-    /// Floats per row of [`Weights::compact`].
-    pub fn compact_stride(&self) -> usize {
-        self.slots() * self.columns()
-    }
-
-    pub fn to_parts(&self) -> WeightsParts {
-        WeightsParts {
-            buckets: self.buckets,
-            classes: self.classes,
-            buf: self.compact(),
-            scale: self.scale,
-            bsum: self.bsum,
-            steps: self.steps,
-            averaged: self.averaged,
-            adagrad: self.adagrad,
-            mirrored: self.mirrored,
-        }
-    }
-
-    /// Rebuilds weights from checkpointed parts; `None` if the sizes disagree.
-    pub fn from_parts(p: WeightsParts) -> Option<Self> {
-        let slots = 1 + p.averaged as usize + p.adagrad as usize;
-        if p.mirrored && p.classes != 2 {
-            return None;
-        }
-        let columns = if p.mirrored { 1 } else { p.classes };
-        let n = p.buckets.checked_mul(columns)?.checked_mul(slots)?;
-        if p.buf.len() != n || p.scale.is_nan() || p.scale <= 0.0 {
-            return None;
-        }
-        Some(Weights {
-            buckets: p.buckets,
-            classes: p.classes,
-            cap: columns,
-            buf: p.buf,
-            scale: p.scale,
-            inv_scale: (1.0 / p.scale) as f32,
-            bsum_f32: p.bsum as f32,
-            bsum: p.bsum,
-            steps: p.steps,
-            averaged: p.averaged,
-            adagrad: p.adagrad,
-            mirrored: p.mirrored,
-        })
-    }
 }
 
-/// Negates class 0's `v` and `A` in a row with `cap` floats per slot (its
-/// sums of squares keep their sign): the step between a class and its
-/// mirror. Zeros are left unwritten, so pages never touched stay unbacked.
-fn negate_class_0(row: &mut [f32], cap: usize, averaged: bool) {
-    for s in 0..1 + averaged as usize {
-        let x = &mut row[s * cap];
-        if *x != 0.0 {
-            *x = -*x;
-        }
+/// The sparse layout's move of entry `e`: `v += dv` and, when averaging
+/// (`bsum` is `B`), `A -= B dv`.
+#[inline(always)]
+fn sparse_move(sp: &mut SparseRows, e: usize, dv: f32, bsum: Option<f32>) {
+    sp.set(e, 0, sp.get(e, 0) + dv);
+    if let Some(b) = bsum {
+        sp.set(e, 1, sp.get(e, 1) - b * dv);
     }
-}
-
-/// Copies `[bucket][slot][class]` rows with `from` floats per slot into rows
-/// with `to` per slot, keeping the first `k` classes of each slot.
-fn relayout(buf: &[f32], buckets: usize, slots: usize, from: usize, to: usize, k: usize) -> Vec<f32> {
-    let mut out = zeroed(buckets * slots * to);
-    if k > 0 && from > 0 {
-        for (dst, src) in out.chunks_exact_mut(slots * to).zip(buf.chunks_exact(slots * from)) {
-            // Rows never touched stay unwritten: the new buffer's pages are
-            // only backed where there are weights to copy.
-            if src.iter().all(|&x| x == 0.0) {
-                continue;
-            }
-            for s in 0..slots {
-                dst[s * to..s * to + k].copy_from_slice(&src[s * from..s * from + k]);
-            }
-        }
-    }
-    out
-}
-
-/// Re-lays a `[bucket][k]` buffer out as `[bucket][k + 1]` with a zero new
-/// column (naive Bayes counts).
-pub fn widen_buffer(old: &[f32], buckets: usize, k: usize) -> Vec<f32> {
-    let mut out = zeroed(buckets * (k + 1));
-    if k > 0 {
-        for (dst, src) in out.chunks_exact_mut(k + 1).zip(old.chunks_exact(k)) {
-            dst[..k].copy_from_slice(src);
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -177,7 +177,13 @@ fn adagrad_step_equals_adagrad_add() {
             let grad = [0.3 - (t % 5) as f32 * 0.2, 0.0, -0.7 + (t % 3) as f32 * 0.5];
             a.begin_step(1e-3);
             b.begin_step(1e-3);
-            a.adagrad_step(&x, &grad, 0.5, 0.01);
+            let active: Vec<(usize, f32)> = grad
+                .iter()
+                .enumerate()
+                .filter(|g| *g.1 != 0.0)
+                .map(|(c, &g)| (c, g))
+                .collect();
+            a.adagrad_step(&x, &active, 0.5, 0.01);
             for (f, val) in x.iter() {
                 for (c, &g) in grad.iter().enumerate() {
                     if g != 0.0 {
@@ -190,4 +196,132 @@ fn adagrad_step_equals_adagrad_add() {
         }
         assert_eq!(a, b);
     }
+}
+
+/// A model of 20 classes (past [`DENSE_MAX_CLASSES`]): sparse once a
+/// budget is set.
+fn twenty(averaged: bool) -> (Weights, Weights) {
+    let dense = Weights::new(8, 20, averaged, true);
+    let mut sparse = dense.clone();
+    sparse.set_budget(DEFAULT_BUDGET);
+    (dense, sparse)
+}
+
+proptest! {
+    /// The sparse layout holds the same weights as dense rows under every
+    /// kind of step (plain, AdaGrad, row-at-a-time AdaGrad, AROW, decay
+    /// with its rescales), whether it went sparse at the start or midway,
+    /// and restores them from its checkpoint parts.
+    #[test]
+    fn sparse_rows_equal_dense_rows(steps in steps(), averaged in any::<bool>(), switch in 0usize..8) {
+        let (mut dense, mut sparse) = twenty(averaged);
+        if switch > 0 {
+            sparse = dense.clone();
+        }
+        for (t, step) in steps.iter().enumerate() {
+            if t == switch {
+                sparse.set_budget(DEFAULT_BUDGET);
+                prop_assert!(sparse.sparse().is_some());
+            }
+            for w in [&mut dense, &mut sparse] {
+                w.begin_step(step.decay);
+                for &(b, c, d) in &step.updates {
+                    let c = c * 7 % 20;
+                    match (b + c as u32) % 4 {
+                        0 => w.add(b, c, d),
+                        1 => w.adagrad_add(b, c, 0.5, 0.01, d),
+                        2 => w.arow_add(b, c, d, d * d),
+                        _ => {
+                            let x = sv(&[(b, 1.0), ((b + 3) % 8, -0.5)]);
+                            w.adagrad_step(&x, &[(1, d), (c.max(2), -d), (19, 0.25)], 0.5, 0.01);
+                        }
+                    }
+                }
+                w.end_step();
+            }
+        }
+        if switch >= steps.len() {
+            // Moved to sparse rows after the last step.
+            sparse.set_budget(DEFAULT_BUDGET);
+        }
+        prop_assert!(sparse.sparse().is_some() && dense.sparse().is_none());
+        let close = |a: f32, b: f32| (a - b).abs() <= 1e-5 * (1.0 + b.abs());
+        let back = Weights::from_parts(sparse.to_parts()).unwrap();
+        for b in 0..8u32 {
+            for c in 0..20 {
+                prop_assert!(close(sparse.get(b, c), dense.get(b, c)), "w {b},{c}: {} vs {}", sparse.get(b, c), dense.get(b, c));
+                prop_assert!(close(sparse.get_averaged(b, c), dense.get_averaged(b, c)), "avg {b},{c}");
+                prop_assert!(close(sparse.variance(b, c), dense.variance(b, c)), "sums {b},{c}");
+                prop_assert_eq!(back.get_averaged(b, c), sparse.get_averaged(b, c));
+                prop_assert_eq!(back.variance(b, c), sparse.variance(b, c));
+            }
+        }
+        let x = sv(&[(1, 0.5), (3, -2.0), (7, 1.0)]);
+        let (mut sd, mut ss) = ([0.0f32; 20], [0.0f32; 20]);
+        for avg in [false, true] {
+            if avg {
+                dense.scores_averaged(&x, &mut sd);
+                sparse.scores_averaged(&x, &mut ss);
+            } else {
+                dense.scores(&x, &mut sd);
+                sparse.scores(&x, &mut ss);
+            }
+            for c in 0..20 {
+                prop_assert!((sd[c] - ss[c]).abs() <= 1e-4 * (1.0 + sd[c].abs()), "score {c} (avg {avg}): {} vs {}", sd[c], ss[c]);
+            }
+        }
+    }
+}
+
+/// A budget smaller than what is learned: the arena stays within it, the
+/// smallest weights go first and are counted, the largest stay.
+#[test]
+fn a_full_budget_drops_the_smallest_weights() {
+    let buckets = 1024;
+    let mut w = Weights::new(buckets, 200, false, true);
+    let budget = SparseRows::index_bytes(buckets) + 4000 * SparseRows::entry_bytes(2);
+    w.set_budget(budget);
+    for t in 0..40_000u32 {
+        let (b, c) = (t.wrapping_mul(2_654_435_761) % buckets as u32, (t % 200) as usize);
+        // Class 7's weights are the largest.
+        let g = if c == 7 { 50.0 } else { 1.0 + (t % 13) as f32 * 0.01 };
+        w.begin_step(0.0);
+        w.add(b, c, g);
+        w.end_step();
+        assert!(
+            w.bytes() <= budget,
+            "{} bytes over a budget of {budget} at step {t}",
+            w.bytes()
+        );
+    }
+    let sp = w.sparse().unwrap();
+    assert!(sp.pruned() > 0);
+    // Class 7's last weights (learned after any pruning) are all kept.
+    for t in 40_000 - 2_000..40_000u32 {
+        if t % 200 == 7 {
+            let b = t.wrapping_mul(2_654_435_761) % buckets as u32;
+            assert!(w.get(b, 7) >= 50.0, "bucket {b}");
+        }
+    }
+}
+
+/// A dense model whose classes outgrow its budget moves to sparse rows
+/// with the same weights; a mirrored pair stays dense.
+#[test]
+fn classes_past_the_dense_bound_move_to_sparse_rows() {
+    let mut w = Weights::new(16, 1, false, true);
+    w.set_budget(DEFAULT_BUDGET);
+    w.add_class_mirrored();
+    w.adagrad_add(3, 1, 0.5, 0.01, 1.0);
+    assert!(w.sparse().is_none() && w.mirrored());
+    let before = w.get(3, 0);
+    for k in 3..=DENSE_MAX_CLASSES {
+        w.add_class();
+        assert!(w.sparse().is_none(), "dense at {k} classes");
+    }
+    w.add_class();
+    assert!(w.sparse().is_some());
+    assert_eq!(w.get(3, 0), before);
+    assert_eq!(w.get(3, 1), -before);
+    assert_eq!(w.sparse().unwrap().entries(), 2);
 }
