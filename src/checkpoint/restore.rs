@@ -257,7 +257,9 @@ fn tally_from_pb(t: Option<pb::Tally>, n: usize) -> Result<Tally, String> {
     if t.per_class.len() != n {
         return Err(format!("{} per-class counts for {n} labels", t.per_class.len()));
     }
-    let confusion: Vec<Vec<u64>> = if t.confusion.is_empty() {
+    let confusion: Vec<Vec<u64>> = if n > crate::eval::CONFUSION_MAX_CLASSES {
+        Vec::new()
+    } else if t.confusion.is_empty() {
         vec![vec![0; n + 1]; n]
     } else if t.confusion.len() == n * (n + 1) {
         t.confusion.chunks(n + 1).map(<[u64]>::to_vec).collect()

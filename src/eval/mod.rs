@@ -62,6 +62,11 @@ pub struct Outcome {
     pub score: Option<f32>,
 }
 
+/// Most classes a confusion matrix is kept for: it costs classes squared
+/// (with 4,096 classes, 134 MB a matrix, six per pipeline) and nobody reads
+/// one that large; past it, per-class counts remain.
+pub const CONFUSION_MAX_CLASSES: usize = 64;
+
 /// Counters over a set of examples (the whole stream, or the window).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Tally {
@@ -69,7 +74,8 @@ pub struct Tally {
     /// Examples whose predicted set equals the gold set.
     pub exact: u64,
     pub per_class: Vec<ClassCounts>,
-    /// `confusion[gold][pred]`, single-label only; column `len` is "no prediction".
+    /// `confusion[gold][pred]`, single-label only; column `len` is "no
+    /// prediction"; empty past [`CONFUSION_MAX_CLASSES`].
     pub confusion: Vec<Vec<u64>>,
 }
 
@@ -77,6 +83,10 @@ impl Tally {
     fn grow(&mut self, n: usize) {
         while self.per_class.len() < n {
             self.per_class.push(ClassCounts::default());
+        }
+        if n > CONFUSION_MAX_CLASSES {
+            self.confusion = Vec::new();
+            return;
         }
         for row in &mut self.confusion {
             // The last column counts "no prediction": it stays last.
@@ -108,8 +118,8 @@ impl Tally {
                     self.per_class[p].add(&unit(0, 1, 0), sign);
                 }
             }
-            if single {
-                bump(&mut self.confusion[g][p.unwrap_or(n)]);
+            if single && let Some(row) = self.confusion.get_mut(g) {
+                bump(&mut row[p.unwrap_or(n)]);
             }
             return;
         }
@@ -143,9 +153,11 @@ impl Tally {
         for (c, d) in self.per_class.iter_mut().zip(&delta) {
             c.add(d, sign);
         }
-        if single && let Some(&g) = gold.first() {
-            let col = pred.first().map_or(n, |&p| p as usize);
-            bump(&mut self.confusion[g as usize][col]);
+        if single
+            && let Some(&g) = gold.first()
+            && let Some(row) = self.confusion.get_mut(g as usize)
+        {
+            bump(&mut row[pred.first().map_or(n, |&p| p as usize)]);
         }
     }
 
@@ -351,7 +363,7 @@ impl Progressive {
                 None
             },
             per_class,
-            confusion: self.single.then(|| Confusion {
+            confusion: (self.single && !self.total.confusion.is_empty()).then(|| Confusion {
                 labels: labels.clone(),
                 matrix: self.total.confusion.clone(),
             }),

@@ -545,7 +545,6 @@ impl Model {
 /// fill every row (docs/many-classes.md measures it).
 pub const SOFTMAX_CUTOFF: f32 = 1e-3;
 
-
 /// Index of the largest value (the first on ties); 0 for an empty slice.
 #[inline]
 pub fn argmax(xs: &[f32]) -> usize {

@@ -372,6 +372,14 @@ impl Weights {
             }
             return;
         }
+        self.adagrad_add_dense(bucket, class, rate, beta, g);
+    }
+
+    /// [`Weights::adagrad_add`] on dense rows, class 0 of a mirrored pair
+    /// already left out: the spam filter's hot loop, without a branch on
+    /// the layout per feature.
+    #[inline(always)]
+    fn adagrad_add_dense(&mut self, bucket: u32, class: usize, rate: f32, beta: f32, g: f32) {
         let (i, _) = self.at(bucket, class);
         let gi = i + self.cap * (1 + self.averaged as usize);
         let sum = self.buf[gi] + g * g;
@@ -386,7 +394,7 @@ impl Weights {
     /// [`Weights::adagrad_add`] for every feature of `x` and every
     /// (class, gradient) of `active` (the step's gradient is `g * value`):
     /// the classes that move, so a step costs features x moving classes,
-    /// not features x classes.
+    /// not features x classes. `active` is in ascending class order.
     pub fn adagrad_step(&mut self, x: &SparseVec, active: &[(usize, f32)], rate: f32, beta: f32) {
         if let Some(sp) = &mut self.sparse {
             // Each feature's row gets its missing classes in one merge, then
@@ -409,9 +417,11 @@ impl Weights {
             }
             return;
         }
+        // Class 0 of a mirrored pair moves with class 1: left out up front.
+        let first = (self.mirrored && active.first().is_some_and(|a| a.0 == 0)) as usize;
         for (f, val) in x.iter() {
-            for &(c, g) in active {
-                self.adagrad_add(f, c, rate, beta, g * val);
+            for &(c, g) in &active[first..] {
+                self.adagrad_add_dense(f, c, rate, beta, g * val);
             }
         }
     }

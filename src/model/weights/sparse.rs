@@ -315,6 +315,11 @@ impl SparseRows {
             .map(|(b, h)| (h.off, b as u32))
             .collect();
         order.sort_unstable();
+        // Empty rows point nowhere in particular: at the start, which the
+        // arena never shrinks past.
+        for h in self.heads.iter_mut().filter(|h| h.len == 0) {
+            h.off = 0;
+        }
         let (mut cursor, mut dropped) = (0usize, 0u64);
         for (off, b) in order {
             let (off, len) = (off as usize, self.heads[b as usize].len as usize);
@@ -468,5 +473,39 @@ fn fit<T>(v: &mut Vec<T>, max: usize) {
         v.shrink_to(max);
     } else {
         v.reserve_exact(max - v.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SparseRows;
+    use crate::features::SparseVec;
+
+    /// Rows pruned to nothing by one compaction still read after the next
+    /// one shrinks the arena below where they were (they once pointed past
+    /// its end).
+    #[test]
+    fn emptied_rows_survive_later_compactions() {
+        let mut r = SparseRows::new(4, 2, 1000);
+        for c in 0..8 {
+            let e = r.entry(0, c);
+            r.set(e, 0, (c + 1) as f32);
+        }
+        for c in 0..4 {
+            let e = r.entry(1, c);
+            r.set(e, 0, 0.001);
+        }
+        r.set_max_entries(10);
+        assert_eq!(r.range(1).len(), 0, "bucket 1's tiny weights pruned first");
+        assert!(r.pruned() >= 4);
+        r.set_max_entries(4);
+        let x = SparseVec {
+            idx: vec![0, 1, 2, 3],
+            val: vec![1.0; 4],
+        };
+        let mut out = [0.0; 8];
+        r.accumulate(&x, None, &mut out);
+        assert_eq!(out[7], 8.0, "the largest weight is kept");
+        assert!(r.entries() <= 4, "{} entries", r.entries());
     }
 }
