@@ -401,11 +401,8 @@ impl Pipeline {
                 format!("this model is single-label, but the message has {n} labels"),
             ));
         }
-        let new = gold
-            .as_slice()
-            .iter()
-            .filter(|l| self.model.labels().get(l).is_none())
-            .count();
+        let labels = self.model.labels();
+        let new = gold.as_slice().iter().filter(|l| labels.get(l).is_none()).count();
         let cap = self.cfg.limits.max_classes;
         if self.model.labels().len() + new > cap {
             let detail = format!("a new label past the cap of {cap} classes (--max-classes)");
