@@ -84,8 +84,10 @@ impl Weights {
                 if p.mirrored || !p.buf.is_empty() || values.len() != keys.len().checked_mul(slots)? {
                     return None;
                 }
-                // No pruning here: the owner sets its budget next ([`Weights::set_budget`]).
-                let max = usize::MAX;
+                // Room for the entries (a row's room is under twice its
+                // length), so nothing is pruned here; the owner sets its
+                // budget next ([`Weights::set_budget`]), which sizes the arena.
+                let max = 2 * keys.len() + 1;
                 let mut bad = false;
                 let entries = keys.iter().zip(values.chunks_exact(slots.max(1))).map(|(&k, v)| {
                     let (b, c) = ((k >> 32) as u32, k as u32);
