@@ -4,20 +4,10 @@
 //! children it waits for (getrusage) is the daemon's alone.
 
 use std::io::{BufWriter, Write};
-use std::process::Command;
 
 mod common;
 
-use common::{BIN, newest_checkpoint, sms_lines};
-
-/// Peak RSS, in MiB, of the children this process has waited for.
-fn children_peak_rss_mib() -> f64 {
-    // SAFETY: getrusage fills the struct it is given.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid pointer to a rusage.
-    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) }, 0);
-    usage.ru_maxrss as f64 / 1024.0
-}
+use common::{newest_checkpoint, run_jsonl_peak_rss, sms_lines};
 
 #[test]
 fn a_1_gb_line_is_read_past_in_bounded_memory() {
@@ -40,18 +30,7 @@ fn a_1_gb_line_is_read_past_in_bounded_memory() {
     }
     let dead = tmp.path().join("dead.jsonl");
     let dir = tmp.path().join("ck");
-    let out = Command::new(BIN)
-        .args(["run", "--bits", "16", "--output", "/dev/null", "--input"])
-        .arg(&input)
-        .arg("--dead-letter")
-        .arg(&dead)
-        .arg("--checkpoint-dir")
-        .arg(&dir)
-        .env("CLASSIFYD_LOG", "warn")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let rss = children_peak_rss_mib();
+    let rss = run_jsonl_peak_rss(&["--bits", "16"], &input, &dead, &dir);
     eprintln!("peak RSS of classifyd run over a 1 GiB line: {rss:.1} MiB");
     assert!(rss < 200.0, "peak RSS {rss:.1} MiB");
     let records = std::fs::read_to_string(&dead).unwrap();

@@ -6,20 +6,10 @@
 //! is the daemon's alone.
 
 use std::io::{BufWriter, Write};
-use std::process::Command;
 
 mod common;
 
-use common::{BIN, newest_checkpoint};
-
-/// Peak RSS, in MiB, of the children this process has waited for.
-fn children_peak_rss_mib() -> f64 {
-    // SAFETY: getrusage fills the struct it is given.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid pointer to a rusage.
-    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) }, 0);
-    usage.ru_maxrss as f64 / 1024.0
-}
+use common::{newest_checkpoint, run_jsonl_peak_rss};
 
 #[test]
 fn a_hundred_thousand_labels_stay_bounded() {
@@ -40,27 +30,8 @@ fn a_hundred_thousand_labels_stay_bounded() {
     }
     let dead = tmp.path().join("dead.jsonl");
     let dir = tmp.path().join("ck");
-    let out = Command::new(BIN)
-        .args([
-            "run",
-            "--output",
-            "/dev/null",
-            "--model-memory",
-            "64MiB",
-            "--max-classes",
-        ])
-        .arg(cap.to_string())
-        .arg("--input")
-        .arg(&input)
-        .arg("--dead-letter")
-        .arg(&dead)
-        .arg("--checkpoint-dir")
-        .arg(&dir)
-        .env("CLASSIFYD_LOG", "warn")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let rss = children_peak_rss_mib();
+    let flags = ["--model-memory", "64MiB", "--max-classes", &cap.to_string()];
+    let rss = run_jsonl_peak_rss(&flags, &input, &dead, &dir);
     eprintln!("peak RSS of classifyd run over {n} distinct labels: {rss:.1} MiB");
     // 64 MiB of weights, their copy in the checkpoint being written, the
     // join cache's texts (measured: 246 MiB; unbounded, 2,000 classes of

@@ -139,94 +139,76 @@ fn merge<T: Copy + PartialEq + Default, I: Copy + Ord>(
     (ids, values)
 }
 
-fn sparse(r: &pb::Rows) -> Sparse<'_, f32> {
-    Sparse {
-        ids: &r.rows,
-        values: &r.values,
-        stride: r.stride as usize,
+/// A protobuf row set: ids strictly increasing, `stride` values each.
+/// Dense rows are keyed by bucket, sparse entries by (bucket, class).
+trait RowSet: Sized {
+    type Id: Copy + Ord;
+    fn view(&self) -> Sparse<'_, f32, Self::Id>;
+    fn build(stride: u32, ids: Vec<Self::Id>, values: Vec<f32>) -> Self;
+
+    /// Whether the set is well formed.
+    fn valid(&self) -> bool {
+        let v = self.view();
+        v.values.len() == v.ids.len() * v.stride && v.ids.windows(2).all(|w| w[0] < w[1])
     }
 }
 
-/// Whether rows are well formed: ids strictly increasing, `stride` values each.
-fn valid(r: &pb::Rows) -> bool {
-    r.values.len() == r.rows.len() * r.stride as usize && r.rows.windows(2).all(|w| w[0] < w[1])
+impl RowSet for pb::Rows {
+    type Id = u32;
+    fn view(&self) -> Sparse<'_, f32, u32> {
+        Sparse {
+            ids: &self.rows,
+            values: &self.values,
+            stride: self.stride as usize,
+        }
+    }
+    fn build(stride: u32, rows: Vec<u32>, values: Vec<f32>) -> Self {
+        pb::Rows { stride, rows, values }
+    }
 }
 
-fn diff_rows(old: Option<&pb::Rows>, new: Option<&pb::Rows>) -> Option<Option<pb::Rows>> {
+impl RowSet for pb::Entries {
+    type Id = u64;
+    fn view(&self) -> Sparse<'_, f32, u64> {
+        Sparse {
+            ids: &self.keys,
+            values: &self.values,
+            stride: self.stride as usize,
+        }
+    }
+    fn build(stride: u32, keys: Vec<u64>, values: Vec<f32>) -> Self {
+        pb::Entries { stride, keys, values }
+    }
+}
+
+/// The rows of `new` that differ from `old`, or `None` when the two do
+/// not share a layout.
+fn diff_rows<R: RowSet>(old: Option<&R>, new: Option<&R>) -> Option<Option<R>> {
     let (Some(old), Some(new)) = (old, new) else {
         // Absent on both sides (no classes yet): nothing changed.
         return (old.is_none() && new.is_none()).then_some(None);
     };
-    if old.stride != new.stride {
+    let stride = new.view().stride;
+    if old.view().stride != stride {
         return None;
     }
-    let (rows, values) = diff(sparse(old), sparse(new));
-    Some(Some(pb::Rows {
-        stride: new.stride,
-        rows,
-        values,
-    }))
+    let (ids, values) = diff(old.view(), new.view());
+    Some(Some(R::build(stride as u32, ids, values)))
 }
 
-fn merge_rows(base: &mut Option<pb::Rows>, delta: Option<pb::Rows>) -> Result<(), String> {
+fn merge_rows<R: RowSet>(base: &mut Option<R>, delta: Option<R>) -> Result<(), String> {
     match (base.as_mut(), delta) {
         (_, None) => Ok(()),
-        (Some(b), Some(d)) if b.stride == d.stride && valid(&d) && valid(b) => {
-            let (rows, values) = merge(sparse(b), sparse(&d));
-            b.rows = rows;
-            b.values = values;
+        (Some(b), Some(d)) if b.view().stride == d.view().stride && d.valid() && b.valid() => {
+            let (ids, values) = merge(b.view(), d.view());
+            *b = R::build(d.view().stride as u32, ids, values);
             Ok(())
         }
-        (None, Some(d)) if valid(&d) => {
+        (None, Some(d)) if d.valid() => {
             *base = Some(d);
             Ok(())
         }
         _ => Err("a delta's rows do not fit the model's".into()),
-    }
-}
-
-fn entries_sparse(e: &pb::Entries) -> Sparse<'_, f32, u64> {
-    Sparse {
-        ids: &e.keys,
-        values: &e.values,
-        stride: e.stride as usize,
-    }
-}
-
-fn entries_valid(e: &pb::Entries) -> bool {
-    e.values.len() == e.keys.len() * e.stride as usize && e.keys.windows(2).all(|w| w[0] < w[1])
-}
-
-/// [`diff_rows`] for sparse entries.
-fn diff_entries(old: Option<&pb::Entries>, new: Option<&pb::Entries>) -> Option<Option<pb::Entries>> {
-    let (Some(old), Some(new)) = (old, new) else {
-        return (old.is_none() && new.is_none()).then_some(None);
-    };
-    if old.stride != new.stride {
-        return None;
-    }
-    let (keys, values) = diff(entries_sparse(old), entries_sparse(new));
-    Some(Some(pb::Entries {
-        stride: new.stride,
-        keys,
-        values,
-    }))
-}
-
-/// [`merge_rows`] for sparse entries.
-fn merge_entries(base: &mut Option<pb::Entries>, delta: Option<pb::Entries>) -> Result<(), String> {
-    match (base.as_mut(), delta) {
-        (_, None) => Ok(()),
-        (Some(b), Some(d)) if b.stride == d.stride && entries_valid(&d) && entries_valid(b) => {
-            let (keys, values) = merge(entries_sparse(b), entries_sparse(&d));
-            (b.keys, b.values) = (keys, values);
-            Ok(())
-        }
-        (None, Some(d)) if entries_valid(&d) => {
-            *base = Some(d);
-            Ok(())
-        }
-        _ => Err("a delta's entries do not fit the model's".into()),
     }
 }
 
@@ -253,7 +235,7 @@ pub fn delta(old: &pb::ModelState, new: &pb::ModelState) -> Option<pb::ModelStat
             }
             State::Linear(pb::LinearState {
                 rows: diff_rows(o.rows.as_ref(), n.rows.as_ref())?,
-                entries: diff_entries(o.entries.as_ref(), n.entries.as_ref())?,
+                entries: diff_rows(o.entries.as_ref(), n.entries.as_ref())?,
                 scale: n.scale,
                 bsum: n.bsum,
                 steps: n.steps,
@@ -318,7 +300,7 @@ pub fn apply(base: &mut pb::ModelState, d: pb::ModelState) -> Result<(), String>
                 return Err("a delta for another weight layout".into());
             }
             merge_rows(&mut b.rows, n.rows)?;
-            merge_entries(&mut b.entries, n.entries)?;
+            merge_rows(&mut b.entries, n.entries)?;
             (b.scale, b.bsum, b.steps) = (n.scale, n.bsum, n.steps);
         }
         (Some(State::NaiveBayes(b)), Some(State::NaiveBayes(n))) => {

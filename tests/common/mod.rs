@@ -29,6 +29,36 @@ pub fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
 }
 
+/// Peak RSS, in MiB, of the children this process has waited for (a test
+/// binary of its own measures one daemon: tests in one binary run at once).
+pub fn children_peak_rss_mib() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage.
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) }, 0);
+    usage.ru_maxrss as f64 / 1024.0
+}
+
+/// Runs `classifyd run` on JSON-lines `input` with `flags`, predictions
+/// to /dev/null, bad lines to `dead`, checkpoints in `dir`; asserts that it
+/// succeeds and returns the peak RSS of the children waited for, in MiB.
+pub fn run_jsonl_peak_rss(flags: &[&str], input: &Path, dead: &Path, dir: &Path) -> f64 {
+    let out = Command::new(BIN)
+        .args(["run", "--output", "/dev/null"])
+        .args(flags)
+        .arg("--input")
+        .arg(input)
+        .arg("--dead-letter")
+        .arg(dead)
+        .arg("--checkpoint-dir")
+        .arg(dir)
+        .env("CLASSIFYD_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    children_peak_rss_mib()
+}
+
 /// The lines of the 1,000-message SMS slice.
 pub fn sms_lines() -> Vec<String> {
     fs::read_to_string(data("sms_head1000.jsonl"))
