@@ -401,11 +401,18 @@ impl Weights {
             // both sorted lists are walked together: no search per class.
             let (gs, inv_scale) = (1 + self.averaged as usize, self.inv_scale);
             let bsum = self.averaged.then_some(self.bsum_f32);
+            let k = self.classes;
             for (f, val) in x.iter() {
-                let r = sp.ensure_row(f as usize, active.iter().map(|&(c, _)| c as u32));
+                let mut r = sp.range(f as usize);
+                if r.len() != k {
+                    sp.ensure_row(f as usize, active.iter().map(|&(c, _)| c as u32));
+                    r = sp.fill_row(f as usize, k);
+                }
+                // In a full row class c is the c-th entry.
+                let full = r.len() == k;
                 let mut e = r.start;
                 for &(c, g) in active {
-                    e = sp.seek(e, r.end, c as u32);
+                    e = if full { r.start + c } else { sp.seek(e, r.end, c as u32) };
                     let g = g * val;
                     let sum = sp.get(e, gs) + g * g;
                     sp.set(e, gs, sum);

@@ -13,7 +13,7 @@ impl Weights {
         let stride = self.stride();
         out[..k].fill(0.0);
         if let Some(sp) = &self.sparse {
-            sp.accumulate(x, None, out);
+            sp.accumulate(x, None, &mut out[..k]);
         } else if self.mirrored {
             let mut s1 = 0.0;
             for (j, (i, val)) in x.iter().enumerate() {
@@ -64,7 +64,7 @@ impl Weights {
         let b = self.bsum as f32;
         let inv_t = (1.0 / self.steps as f64) as f32;
         if let Some(sp) = &self.sparse {
-            sp.accumulate(x, Some(b), out);
+            sp.accumulate(x, Some(b), &mut out[..k]);
         } else if self.mirrored {
             let mut s1 = 0.0;
             for (j, (i, val)) in x.iter().enumerate() {

@@ -28,6 +28,9 @@ use std::ops::Range;
 /// Most arena entries: offsets are `u32`.
 const MAX_ARENA: usize = (u32::MAX / 4) as usize;
 
+/// Fewer classes than this never fill rows (see [`SparseRows::fill_row`]).
+const FILL_MIN_CLASSES: usize = 32;
+
 /// One bucket's place in the arena.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Head {
@@ -268,6 +271,19 @@ impl SparseRows {
         off..off + len + missing
     }
 
+    /// Gives `bucket` an entry for every class below `k` when it already
+    /// holds more than half of them: a full row is scored by a plain
+    /// vector loop, without the scatter by class id (the common n-grams of
+    /// a many-class stream carry weights for most classes; their rows are
+    /// most of what scoring reads). Returns the row's range.
+    pub fn fill_row(&mut self, bucket: usize, k: usize) -> Range<usize> {
+        let r = self.range(bucket);
+        if k < FILL_MIN_CLASSES || r.len() == k || 2 * r.len() <= k {
+            return r;
+        }
+        self.ensure_row(bucket, 0..k as u32)
+    }
+
     #[inline(always)]
     fn move_entry(&mut self, from: usize, to: usize) {
         if from != to {
@@ -435,7 +451,8 @@ impl SparseRows {
 
     /// Adds, for every feature of `x`, `value * v` of each entry of its
     /// bucket to `out[class]`; with `avg = Some(b)`, `value * (A + b v)`
-    /// (the averaged weights' running sum, slot 1).
+    /// (the averaged weights' running sum, slot 1). `out` has a place for
+    /// every class and no more (a row as long is full: see `fill_row`).
     #[inline]
     pub fn accumulate(&self, x: &crate::features::SparseVec, avg: Option<f32>, out: &mut [f32]) {
         for (j, (i, val)) in x.iter().enumerate() {
@@ -447,6 +464,13 @@ impl SparseRows {
             }
             let r = self.range(i as usize);
             let row = &self.data[2 * r.start..2 * r.end];
+            if r.len() == out.len() && avg.is_none() {
+                // A full row: class c is its c-th entry.
+                for (o, e) in out.iter_mut().zip(row.chunks_exact(2)) {
+                    *o += val * f32::from_bits(e[1]);
+                }
+                continue;
+            }
             match avg {
                 None => {
                     for e in row.chunks_exact(2) {

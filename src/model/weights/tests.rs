@@ -198,10 +198,10 @@ fn adagrad_step_equals_adagrad_add() {
     }
 }
 
-/// A model of 20 classes (past [`DENSE_MAX_CLASSES`]): sparse once a
-/// budget is set.
-fn twenty(averaged: bool) -> (Weights, Weights) {
-    let dense = Weights::new(8, 20, averaged, true);
+/// A model of 40 classes (past [`DENSE_MAX_CLASSES`], and enough for rows
+/// to fill): sparse once a budget is set.
+fn forty(averaged: bool) -> (Weights, Weights) {
+    let dense = Weights::new(8, 40, averaged, true);
     let mut sparse = dense.clone();
     sparse.set_budget(DEFAULT_BUDGET);
     (dense, sparse)
@@ -214,7 +214,7 @@ proptest! {
     /// and restores them from its checkpoint parts.
     #[test]
     fn sparse_rows_equal_dense_rows(steps in steps(), averaged in any::<bool>(), switch in 0usize..8) {
-        let (mut dense, mut sparse) = twenty(averaged);
+        let (mut dense, mut sparse) = forty(averaged);
         if switch > 0 {
             sparse = dense.clone();
         }
@@ -226,14 +226,14 @@ proptest! {
             for w in [&mut dense, &mut sparse] {
                 w.begin_step(step.decay);
                 for &(b, c, d) in &step.updates {
-                    let c = c * 7 % 20;
+                    let c = c * 7 % 40;
                     match (b + c as u32) % 4 {
                         0 => w.add(b, c, d),
                         1 => w.adagrad_add(b, c, 0.5, 0.01, d),
                         2 => w.arow_add(b, c, d, d * d),
                         _ => {
                             let x = sv(&[(b, 1.0), ((b + 3) % 8, -0.5)]);
-                            w.adagrad_step(&x, &[(1, d), (c.max(2), -d), (19, 0.25)], 0.5, 0.01);
+                            w.adagrad_step(&x, &[(1, d), (c.clamp(2, 38), -d), (39, 0.25)], 0.5, 0.01);
                         }
                     }
                 }
@@ -248,7 +248,7 @@ proptest! {
         let close = |a: f32, b: f32| (a - b).abs() <= 1e-5 * (1.0 + b.abs());
         let back = Weights::from_parts(sparse.to_parts()).unwrap();
         for b in 0..8u32 {
-            for c in 0..20 {
+            for c in 0..40 {
                 prop_assert!(close(sparse.get(b, c), dense.get(b, c)), "w {b},{c}: {} vs {}", sparse.get(b, c), dense.get(b, c));
                 prop_assert!(close(sparse.get_averaged(b, c), dense.get_averaged(b, c)), "avg {b},{c}");
                 prop_assert!(close(sparse.variance(b, c), dense.variance(b, c)), "sums {b},{c}");
@@ -257,7 +257,7 @@ proptest! {
             }
         }
         let x = sv(&[(1, 0.5), (3, -2.0), (7, 1.0)]);
-        let (mut sd, mut ss) = ([0.0f32; 20], [0.0f32; 20]);
+        let (mut sd, mut ss) = ([0.0f32; 40], [0.0f32; 40]);
         for avg in [false, true] {
             if avg {
                 dense.scores_averaged(&x, &mut sd);
@@ -266,7 +266,7 @@ proptest! {
                 dense.scores(&x, &mut sd);
                 sparse.scores(&x, &mut ss);
             }
-            for c in 0..20 {
+            for c in 0..40 {
                 prop_assert!((sd[c] - ss[c]).abs() <= 1e-4 * (1.0 + sd[c].abs()), "score {c} (avg {avg}): {} vs {}", sd[c], ss[c]);
             }
         }
@@ -333,4 +333,32 @@ fn classes_past_the_dense_bound_move_to_sparse_rows() {
     assert_eq!(w.get(3, 0), before);
     assert_eq!(w.get(3, 1), -before);
     assert_eq!(w.sparse().unwrap().entries(), 2);
+}
+
+/// A row that holds more than half of many classes fills up, and scores
+/// by the plain loop what the scattered one gave.
+#[test]
+fn rows_fill_and_score_the_same() {
+    let (mut dense, mut sparse) = forty(false);
+    let x = sv(&[(3, 1.0), (5, 0.5)]);
+    for t in 0..30usize {
+        for w in [&mut dense, &mut sparse] {
+            w.begin_step(0.0);
+            w.adagrad_step(&x, &[(t, 1.0), (39, -0.5)], 0.5, 0.01);
+            w.end_step();
+        }
+    }
+    let sp = sparse.sparse().unwrap();
+    assert_eq!(sp.range(3).len(), 40, "bucket 3 holds 31 of 40 classes: filled");
+    let (mut sd, mut ss) = ([0.0f32; 40], [0.0f32; 40]);
+    dense.scores(&x, &mut sd);
+    sparse.scores(&x, &mut ss);
+    assert_eq!(sd, ss);
+    // A new class makes the row short of full again: the scattered loop.
+    dense.add_class();
+    sparse.add_class();
+    let (mut sd, mut ss) = ([0.0f32; 41], [0.0f32; 41]);
+    dense.scores(&x, &mut sd);
+    sparse.scores(&x, &mut ss);
+    assert_eq!(sd, ss);
 }
