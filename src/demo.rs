@@ -23,7 +23,8 @@ pub struct DemoSettings {
     pub holdback_every: usize,
     /// The held-back label is sent this many messages later.
     pub feedback_delay: usize,
-    /// Start over at the end of the file, with fresh ids, until stopped.
+    /// Start over at the end of the file, with fresh ids and without
+    /// labels (prediction requests only), until stopped.
     pub repeat: bool,
     pub properties: Vec<(String, String)>,
 }
@@ -67,18 +68,8 @@ pub fn run(s: &DemoSettings, stop: &crate::shutdown::Shutdown) -> Result<(u64, u
                     producer.poll(Duration::from_millis(1));
                 }
             }
-            let mut row = row.clone();
-            let id = match row.get("id").and_then(|v| v.as_str()) {
-                Some(id) if round == 0 => id.to_string(),
-                Some(id) => format!("{id}-r{round}"),
-                None => format!("demo-{round}-{i}"),
-            };
-            row["id"] = id.clone().into();
-            if s.holdback_every > 0
-                && i % s.holdback_every == s.holdback_every - 1
-                && let Some(label) = row.as_object_mut().and_then(|o| o.remove("label"))
-            {
-                let fb = serde_json::json!({"id": id, "label": label}).to_string();
+            let (id, row, feedback) = shape(row, i, round, s.holdback_every);
+            if let Some(fb) = feedback {
                 pending.push_back((sent + s.feedback_delay as u64, id.clone(), fb));
             }
             send(&s.input_topic, &id, &row.to_string());
@@ -103,4 +94,66 @@ pub fn run(s: &DemoSettings, stop: &crate::shutdown::Shutdown) -> Result<(u64, u
         .flush(Duration::from_secs(30))
         .map_err(|e| format!("kafka: {e}"))?;
     Ok((sent, labels))
+}
+
+/// The `i`-th row of round `round` as sent: its id (fresh past the first
+/// round), the message, and the feedback record of a held-back label. The
+/// first round is the file as users label it (one label in
+/// `holdback_every` held back for feedback); later rounds carry no labels
+/// at all: the model has learned these texts, and learning or scoring
+/// them again would drive the live accuracy to 1.0 and say nothing (it
+/// stays at the first round's, and predictions keep flowing).
+fn shape(
+    row: &serde_json::Value,
+    i: usize,
+    round: u64,
+    holdback_every: usize,
+) -> (String, serde_json::Value, Option<String>) {
+    let mut row = row.clone();
+    let id = match row.get("id").and_then(|v| v.as_str()) {
+        Some(id) if round == 0 => id.to_string(),
+        Some(id) => format!("{id}-r{round}"),
+        None => format!("demo-{round}-{i}"),
+    };
+    row["id"] = id.clone().into();
+    let obj = row.as_object_mut();
+    let mut feedback = None;
+    if let Some(o) = obj {
+        if round > 0 {
+            o.remove("label");
+            o.remove("labels");
+        } else if holdback_every > 0
+            && i % holdback_every == holdback_every - 1
+            && let Some(label) = o.remove("label")
+        {
+            feedback = Some(serde_json::json!({"id": id, "label": label}).to_string());
+        }
+    }
+    (id, row, feedback)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shape;
+
+    #[test]
+    fn later_rounds_send_no_labels() {
+        let row = serde_json::json!({"id": "m1", "text": "free prize", "label": "spam"});
+        let (id, sent, fb) = shape(&row, 4, 0, 5);
+        assert_eq!(id, "m1");
+        assert!(sent.get("label").is_none(), "the fifth label is held back");
+        assert_eq!(fb.as_deref(), Some(r#"{"id":"m1","label":"spam"}"#));
+        let (_, sent, fb) = shape(&row, 0, 0, 5);
+        assert_eq!(sent["label"], "spam");
+        assert!(fb.is_none());
+        for i in [0, 4] {
+            let (id, sent, fb) = shape(&row, i, 2, 5);
+            assert_eq!(id, "m1-r2");
+            assert!(
+                sent.get("label").is_none() && fb.is_none(),
+                "round 2 is prediction requests only"
+            );
+            assert_eq!(sent["text"], "free prize");
+        }
+    }
 }

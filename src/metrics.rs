@@ -114,6 +114,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Examples learned by the model (published with each prediction)",
     ),
     (
+        "classifyd_model_weights_bytes",
+        "gauge",
+        "Bytes the model's weights or counts hold (bounded by --model-memory)",
+    ),
+    (
+        "classifyd_model_weights_pruned_total",
+        "counter",
+        "Smallest weights dropped to keep the model within --model-memory",
+    ),
+    (
         "classifyd_learn_duration_seconds",
         "histogram",
         "Time to handle a labeled message (parse, features, predict, learn)",
@@ -457,6 +467,8 @@ pub fn publish(p: &Pipeline) {
     gauge!("classifyd_published_accuracy_ratio", "window" => "sliding").set(or_nan(n, published.window().accuracy()));
     gauge!("classifyd_classes").set(labels.len() as f64);
     gauge!("classifyd_model_version").set(p.model().version() as f64);
+    gauge!("classifyd_model_weights_bytes").set(p.model().state_bytes() as f64);
+    counter!("classifyd_model_weights_pruned_total").absolute(p.model().pruned_weights());
 }
 
 /// Records a written checkpoint.

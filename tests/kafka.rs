@@ -47,24 +47,27 @@ fn end_to_end_predictions_and_progressive_accuracy_match_eval() {
             .map(|m| m.0)
             .collect()
     };
-    let start = std::time::Instant::now();
-    let body = loop {
-        let body = http_get(&addr, "/metrics").map(|r| r.1).unwrap_or_default();
-        let m = missing(&body);
-        if m.is_empty() {
-            break body;
-        }
-        assert!(start.elapsed() < Duration::from_secs(60), "missing metrics: {m:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    assert_eq!(http_get(&addr, "/readyz").unwrap().0, 200);
-    assert!(
-        body.contains(&format!(
-            "classifyd_consumer_lag_messages{{topic=\"{}\",partition=\"0\"}} 0",
-            topics.input
-        )),
-        "{body}"
+    // The lag series is there from the assignment (NaN until the first
+    // statistics), then reads 0 once everything is consumed.
+    let lag = format!(
+        "classifyd_consumer_lag_messages{{topic=\"{}\",partition=\"0\"}}",
+        topics.input
     );
+    let start = std::time::Instant::now();
+    loop {
+        let body = http_get(&addr, "/metrics").map(|r| r.1).unwrap_or_default();
+        let value = body.lines().find_map(|l| l.strip_prefix(lag.as_str())).map(str::trim);
+        let m = missing(&body);
+        if m.is_empty() && value == Some("0") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "missing metrics: {m:?}, lag {value:?}\n{body}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(http_get(&addr, "/readyz").unwrap().0, 200);
     terminate(daemon);
 
     // Exactly one prediction per unlabeled message, keyed by its id.

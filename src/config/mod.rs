@@ -89,7 +89,8 @@ pub struct DemoArgs {
     /// The held-back label follows this many messages later.
     #[arg(long, env = "CLASSIFYD_DEMO_FEEDBACK_DELAY", default_value_t = 50)]
     pub feedback_delay: usize,
-    /// Start over at the end of the file (fresh ids) until stopped.
+    /// Start over at the end of the file (fresh ids, no labels: prediction
+    /// requests only, so the live accuracy stays honest) until stopped.
     #[arg(long = "loop", env = "CLASSIFYD_DEMO_LOOP")]
     pub repeat: bool,
     /// librdkafka property key=value (repeatable); also from CLASSIFYD_KAFKA_<NAME>

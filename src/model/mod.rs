@@ -223,6 +223,15 @@ impl Model {
         self.limits
     }
 
+    /// Weights dropped to stay within the memory budget since this
+    /// process started.
+    pub fn pruned_weights(&self) -> u64 {
+        match &self.state {
+            State::Linear(w) => w.sparse().map_or(0, |s| s.pruned()),
+            State::NaiveBayes(_) => 0,
+        }
+    }
+
     /// Bytes the weights or counts hold.
     pub fn state_bytes(&self) -> usize {
         match &self.state {

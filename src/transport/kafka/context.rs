@@ -72,6 +72,10 @@ impl ConsumerContext for Ctx {
                         let _ = tpl.set_partition_offset(topic, *partition, Offset::Offset(start));
                     }
                     tracing::info!(topic, partition, ?from_checkpoint, ?from_group, "partition assigned");
+                    // A series from the assignment on: NaN ("no value yet")
+                    // until librdkafka's first statistics, seconds later.
+                    let labels = [("topic", topic.clone()), ("partition", partition.to_string())];
+                    metrics::gauge!("classifyd_consumer_lag_messages", &labels).set(f64::NAN);
                 }
                 drop(state);
                 metrics::counter!("classifyd_rebalances_total", "kind" => "assign").increment(1);
