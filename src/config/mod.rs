@@ -546,4 +546,28 @@ mod tests {
         assert_eq!((h.single.learning_rate, h.multi.learning_rate), (0.25, 0.25));
         assert!(Cli::try_parse_from(["classifyd", "eval", "--input", "x", "--model", "forest"]).is_err());
     }
+
+    #[test]
+    fn memory_and_class_bounds_validate() {
+        let limits = |args: &[&str]| {
+            let mut all = vec!["classifyd", "eval", "--input", "x"];
+            all.extend_from_slice(args);
+            let Command::Eval(e) = Cli::try_parse_from(all).unwrap().command else {
+                panic!()
+            };
+            let (features, _) = e.model.settings().unwrap();
+            e.model.limits(&features)
+        };
+        let l = limits(&[]).unwrap();
+        assert_eq!((l.memory, l.max_classes), (256 << 20, crate::model::MAX_CLASSES));
+        let l = limits(&["--model-memory", "1.5GiB", "--max-classes", "50000"]).unwrap();
+        assert_eq!((l.memory, l.max_classes), (3 << 29, 50_000));
+        // 32 bytes a bucket at least: 32 MiB at the default 2^20 buckets.
+        let err = limits(&["--model-memory", "16MiB"]).unwrap_err();
+        assert!(err.contains("--model-memory") && err.contains("--bits 20"), "{err}");
+        assert!(limits(&["--model-memory", "16MiB", "--bits", "18"]).is_ok());
+        assert!(limits(&["--max-classes", "0"]).unwrap_err().contains("--max-classes"));
+        let bad = ["classifyd", "eval", "--input", "x", "--model-memory", "lots"];
+        assert!(Cli::try_parse_from(bad).is_err());
+    }
 }
