@@ -335,28 +335,36 @@ impl EvalResult {
 
 /// Loads the newest good checkpoint of `dir` into a pipeline.
 pub fn load_pipeline(dir: &std::path::Path) -> Result<Pipeline, CommandError> {
-    load_checkpoint(dir).map(|(p, ..)| p)
+    load_checkpoint(dir, 0).map(|(p, ..)| p)
 }
 
 /// The newest good checkpoint in `dir`: its pipeline, its input positions
 /// and its path.
-fn load_checkpoint(dir: &std::path::Path) -> Result<(Pipeline, BTreeMap<String, u64>, PathBuf), CommandError> {
+fn load_checkpoint(
+    dir: &std::path::Path,
+    explain: usize,
+) -> Result<(Pipeline, BTreeMap<String, u64>, PathBuf), CommandError> {
     let d = CheckpointDir::open_read(dir)?;
     let (ckpt, path) = d
         .load_latest()?
         .ok_or_else(|| CommandError::NoCheckpoint(dir.to_path_buf()))?;
-    let (p, positions) =
-        checkpoint::restore(ckpt, PipelineConfig::default()).map_err(|detail| CheckpointError::Corrupt {
-            path: path.clone(),
-            detail,
-        })?;
+    // Read, never learned from: the model as it was saved.
+    let cfg = PipelineConfig {
+        limits: crate::model::Limits::unbounded(),
+        explain,
+        ..PipelineConfig::default()
+    };
+    let (p, positions) = checkpoint::restore(ckpt, cfg).map_err(|detail| CheckpointError::Corrupt {
+        path: path.clone(),
+        detail,
+    })?;
     Ok((p, positions, path))
 }
 
 /// `predict`: one prediction line per input line with text; bad lines are
 /// reported on stderr and skipped. Returns (predicted, refused).
 pub fn predict(args: &PredictArgs) -> Result<(u64, u64), CommandError> {
-    let mut pipeline = load_pipeline(&args.checkpoint_dir)?;
+    let mut pipeline = load_checkpoint(&args.checkpoint_dir, args.explain)?.0;
     let input: Box<dyn io::Read> = if args.input == "-" {
         Box::new(io::stdin())
     } else {
@@ -413,7 +421,7 @@ pub struct Inspection {
 }
 
 pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
-    let (pipeline, mut positions, checkpoint) = load_checkpoint(&args.checkpoint_dir)?;
+    let (pipeline, mut positions, checkpoint) = load_checkpoint(&args.checkpoint_dir, 0)?;
     // The marks beside the JSON-lines positions are for the reader's check, not for people.
     positions.retain(|k, _| !k.starts_with(crate::checkpoint::MARK_PREFIX));
     let m = pipeline.model();

@@ -315,7 +315,11 @@ pub fn decode_file(bytes: &[u8], path: &Path) -> Result<pb::Checkpoint, Checkpoi
         });
     }
     // Check it rebuilds, so a bad one is refused here rather than later.
-    restore(ckpt.clone(), PipelineConfig::default()).map_err(corrupt)?;
+    let check = PipelineConfig {
+        limits: crate::model::Limits::unbounded(),
+        ..PipelineConfig::default()
+    };
+    restore(ckpt.clone(), check).map_err(corrupt)?;
     Ok(ckpt)
 }
 

@@ -270,6 +270,10 @@ pub struct PipelineArgs {
     /// Seconds a message waits for its late label.
     #[arg(long, env = "CLASSIFYD_FEEDBACK_TTL_SECS", default_value_t = 86_400)]
     pub feedback_ttl_secs: u64,
+    /// Each prediction carries its N strongest features (readable n-grams
+    /// with their contributions); 0: none.
+    #[arg(long, env = "CLASSIFYD_EXPLAIN", default_value_t = 0)]
+    pub explain: usize,
 }
 
 impl PipelineArgs {
@@ -287,6 +291,7 @@ impl PipelineArgs {
             cache_entries: self.feedback_cache_entries,
             cache_bytes: self.feedback_cache_bytes,
             cache_ttl_ms: self.feedback_ttl_secs.saturating_mul(1000),
+            explain: self.explain,
             ..PipelineConfig::default()
         })
     }
@@ -402,6 +407,10 @@ pub struct PredictArgs {
     pub input: String,
     #[arg(long, default_value = "-")]
     pub output: String,
+    /// Each prediction carries its N strongest features (readable n-grams
+    /// with their contributions).
+    #[arg(long, env = "CLASSIFYD_EXPLAIN", default_value_t = 0)]
+    pub explain: usize,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -25,6 +25,16 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// No bounds: for a model that is only read (`predict`, `inspect`, a
+    /// checkpoint's check), kept as it was loaded, neither pruned nor given
+    /// room to grow.
+    pub fn unbounded() -> Self {
+        Limits {
+            memory: usize::MAX,
+            max_classes: usize::MAX,
+        }
+    }
+
     /// Whether the limits can hold a model with `features` at all: the
     /// sparse layout's bucket index (or a binary task's one column) must
     /// fit with room to learn.

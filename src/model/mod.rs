@@ -510,36 +510,34 @@ impl Model {
         }
     }
 
+    /// What one unit of feature `bucket` adds to `class`'s score: its
+    /// (averaged) weight; for naive Bayes, the log-ratio of the class's
+    /// smoothed rate to the best other class's (0 for a bucket never seen).
+    pub fn feature_weight(&self, bucket: u32, class: usize) -> f32 {
+        match &self.state {
+            State::Linear(w) => w.get_averaged(bucket, class),
+            State::NaiveBayes(nb) => {
+                let k = self.labels.len();
+                let row = &nb.counts[bucket as usize * k..bucket as usize * k + k];
+                if row.iter().all(|&c| c == 0.0) {
+                    return 0.0;
+                }
+                let a = self.hyper.nb_alpha;
+                let rate = |c: usize| ((row[c] + a) as f64 / (nb.class_mass[c] + 1.0)).ln();
+                let other = (0..k)
+                    .filter(|&c| c != class)
+                    .map(rate)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let own = rate(class);
+                (if other.is_finite() { own - other } else { own }) as f32
+            }
+        }
+    }
+
     /// The strongest features of class `class`: (bucket, weight), strongest first.
     pub fn top_features(&self, class: usize, n: usize) -> Vec<(u32, f32)> {
-        let k = self.labels.len();
         let buckets = self.features.buckets() as u32;
-        let mut all: Vec<(u32, f32)> = match &self.state {
-            State::Linear(w) => (0..buckets).map(|b| (b, w.get_averaged(b, class))).collect(),
-            State::NaiveBayes(nb) => {
-                // Log-ratio of the class's smoothed rate to the best other class's.
-                let a = self.hyper.nb_alpha;
-                (0..buckets)
-                    .map(|b| {
-                        let row = &nb.counts[b as usize * k..b as usize * k + k];
-                        let own = ((row[class] + a) as f64 / (nb.class_mass[class] + 1.0)).ln();
-                        let other = (0..k)
-                            .filter(|&c| c != class)
-                            .map(|c| ((row[c] + a) as f64 / (nb.class_mass[c] + 1.0)).ln())
-                            .fold(f64::NEG_INFINITY, f64::max);
-                        let score = if other.is_finite() { own - other } else { own };
-                        (
-                            b,
-                            if row.iter().all(|&c| c == 0.0) {
-                                0.0
-                            } else {
-                                score as f32
-                            },
-                        )
-                    })
-                    .collect()
-            }
-        };
+        let mut all: Vec<(u32, f32)> = (0..buckets).map(|b| (b, self.feature_weight(b, class))).collect();
         all.retain(|&(_, w)| w != 0.0);
         all.sort_by(|a, b| b.1.total_cmp(&a.1));
         all.truncate(n);

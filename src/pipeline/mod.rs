@@ -9,6 +9,7 @@
 //! pipeline. Transports (JSON lines, Kafka) only move bytes and positions.
 
 mod cache;
+mod explain;
 mod outcome;
 mod prepare;
 mod role;
@@ -16,6 +17,7 @@ mod role;
 use foldhash::HashMap;
 
 pub use cache::{CacheEntry, FeedbackCache};
+pub use explain::Contribution;
 pub use outcome::{Outcome, Prediction};
 pub use prepare::{Prepared, Preparer};
 pub use role::Role;
@@ -51,6 +53,8 @@ pub struct PipelineConfig {
     pub name_features: bool,
     /// What this process does with the model.
     pub role: Role,
+    /// Features explained in each prediction (`--explain`; 0: none).
+    pub explain: usize,
     /// The model's memory and class bounds (`--model-memory`, `--max-classes`).
     pub limits: crate::model::Limits,
 }
@@ -68,6 +72,7 @@ impl Default for PipelineConfig {
             keep_train: false,
             role: Role::Standalone,
             name_features: true,
+            explain: 0,
             limits: crate::model::Limits::default(),
         }
     }
@@ -454,30 +459,6 @@ impl Pipeline {
             self.finalize_current();
             let _ = self.model.learn(&self.x, &ids);
         }
-    }
-
-    /// Predicts `text` (whose raw features the current vector holds)
-    /// without learning or caching; returns the prediction and the
-    /// positive-class score.
-    fn prediction(&mut self, id: String, text: &str) -> (Prediction, Option<f32>) {
-        self.finish_features(text, false, false);
-        let (labels, score) = self.predict_current();
-        let names = self.model.labels();
-        let scores = self
-            .scored
-            .scores
-            .iter()
-            .enumerate()
-            .map(|(c, &s)| (names.name(c).to_string(), s))
-            .collect();
-        let prediction = Prediction {
-            id,
-            labels,
-            scores,
-            multilabel: self.model.task() == Some(Task::MultiLabel),
-            model_version: self.model.version(),
-        };
-        (prediction, score)
     }
 
     fn predict(&mut self, id: String, text: String, now_ms: u64) -> Outcome {

@@ -2,6 +2,7 @@
 //! for an unlabeled message the [`Prediction`] to publish in the output
 //! contract's JSON form. Owns that form; knows no transport.
 
+use super::explain::Contribution;
 use crate::features::SparseVec;
 use crate::message::Bad;
 
@@ -41,6 +42,8 @@ pub struct Prediction {
     pub scores: Vec<(String, f32)>,
     pub multilabel: bool,
     pub model_version: u64,
+    /// The features that pushed it to its label most (`--explain`).
+    pub explanation: Option<Vec<Contribution>>,
 }
 
 impl Prediction {
@@ -57,6 +60,26 @@ impl Prediction {
                 m.end()
             }
         }
+        struct Explained<'a>(&'a [Contribution]);
+        impl serde::Serialize for Explained<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeSeq;
+                #[derive(serde::Serialize)]
+                struct One<'a> {
+                    feature: &'a str,
+                    contribution: f64,
+                }
+                let mut seq = s.serialize_seq(Some(self.0.len()))?;
+                for c in self.0 {
+                    let contribution = (c.contribution as f64 * 1e6).round() / 1e6;
+                    seq.serialize_element(&One {
+                        feature: &c.feature,
+                        contribution,
+                    })?;
+                }
+                seq.end()
+            }
+        }
         #[derive(serde::Serialize)]
         struct Out<'a> {
             id: &'a str,
@@ -66,6 +89,8 @@ impl Prediction {
             labels: Option<&'a [String]>,
             scores: Scores<'a>,
             model_version: u64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            explanation: Option<Explained<'a>>,
         }
         let o = Out {
             id: &self.id,
@@ -73,6 +98,7 @@ impl Prediction {
             labels: self.multilabel.then_some(&self.labels[..]),
             scores: Scores(&self.scores),
             model_version: self.model_version,
+            explanation: self.explanation.as_deref().map(Explained),
         };
         // Writing to a Vec cannot fail, and every key is a string.
         let _ = serde_json::to_writer(&mut *out, &o);

@@ -262,3 +262,60 @@ fn roles_do_their_part_of_a_message() {
     ));
     assert_eq!(learner.model().version(), 2);
 }
+
+/// `--explain 5`: a spam message's prediction lists at most five features,
+/// each adding to the predicted label's score, strongest first, and each
+/// one the message contains (words as tokenized, character n-grams as
+/// written); without it the prediction has none and its JSON no field.
+#[test]
+fn explanations_name_what_the_message_contains() {
+    let sms = include_str!("../../tests/data/sms_head1000.jsonl");
+    let mut explained = pipeline(PipelineConfig {
+        explain: 5,
+        ..PipelineConfig::default()
+    });
+    let mut plain = pipeline(PipelineConfig::default());
+    for (i, line) in sms.lines().enumerate() {
+        explained.handle(line.as_bytes(), &|| i.to_string(), i as u64);
+        plain.handle(line.as_bytes(), &|| i.to_string(), i as u64);
+    }
+    let spam = [
+        "WINNER!! As a valued network customer you have been selected to receive a £900 prize reward!",
+        "Free entry in 2 a wkly comp to win FA Cup final tkts. Text FA to 87121 to receive entry",
+        "URGENT! You have won a 1 week FREE membership in our £100,000 Prize Jackpot! Txt CLAIM to 81010",
+        "Had your mobile 11 months or more? U R entitled to Update to the latest colour mobiles with camera for Free!",
+        "SIX chances to win CASH! From 100 to 20,000 pounds txt> CSH11 and send to 87575.",
+    ];
+    for text in spam {
+        let raw = serde_json::json!({"id": "q", "text": text}).to_string();
+        let p = explained.predict_only(raw.as_bytes(), &|| "q".into()).unwrap();
+        assert_eq!(p.labels, ["spam"], "{text}");
+        let e = p.explanation.clone().unwrap();
+        assert!(!e.is_empty() && e.len() <= 5, "{e:?}");
+        assert!(e.windows(2).all(|w| w[0].contribution >= w[1].contribution) && e[4].contribution > 0.0);
+        let lower = text.to_lowercase();
+        for c in &e {
+            match c.feature.strip_prefix("c:") {
+                Some(quoted) => {
+                    let piece: String = serde_json::from_str(quoted).unwrap();
+                    assert!(text.contains(&piece), "{piece:?} not in {text:?}");
+                }
+                None => {
+                    for word in c.feature.split(' ') {
+                        assert!(lower.contains(word), "{word:?} not in {text:?}");
+                    }
+                }
+            }
+        }
+        let mut json = Vec::new();
+        p.write_json(&mut json);
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(v["explanation"][0]["feature"], e[0].feature.as_str());
+        // The same prediction without explanations.
+        let q = plain.predict_only(raw.as_bytes(), &|| "q".into()).unwrap();
+        assert_eq!((q.explanation.as_ref(), &q.scores), (None, &p.scores));
+        let mut json = Vec::new();
+        q.write_json(&mut json);
+        assert!(!String::from_utf8(json).unwrap().contains("explanation"));
+    }
+}

@@ -132,6 +132,10 @@ impl Weights {
     /// sparse, a sparse one is pruned to it.
     pub fn set_budget(&mut self, bytes: usize) {
         self.budget = bytes;
+        if bytes == usize::MAX {
+            // Unbounded (a model only read): kept as it is.
+            return;
+        }
         let max = self.max_entries();
         if let Some(s) = &mut self.sparse {
             s.set_max_entries(max);

@@ -1,0 +1,96 @@
+//! A prediction of an unlabeled message, and with `--explain N` the N
+//! features that pushed it to its label most: readable n-grams with their
+//! contributions (the feature's value times its weight for the label; for
+//! naive Bayes, times its log-likelihood ratio against the best other
+//! class). Names come from the message's own text (the same names the
+//! model's sketch keeps for `inspect`), so an explanation lists only what
+//! the message contains, and costs nothing when N is 0.
+
+use super::{Pipeline, Prediction};
+use crate::features::SparseVec;
+use crate::model::{Model, Task};
+
+/// One feature of an explanation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Contribution {
+    /// The n-gram: words as they are tokenized ("free entry"), character
+    /// n-grams quoted (`c:"ree "`).
+    pub feature: String,
+    /// What it adds to the label's score.
+    pub contribution: f32,
+}
+
+impl Pipeline {
+    /// Predicts `text` (whose raw features the current vector holds)
+    /// without learning or caching; returns the prediction and the
+    /// positive-class score.
+    pub(super) fn prediction(&mut self, id: String, text: &str) -> (Prediction, Option<f32>) {
+        self.finish_features(text, false, false);
+        let (labels, score) = self.predict_current();
+        let names = self.model.labels();
+        let scores = self
+            .scored
+            .scores
+            .iter()
+            .enumerate()
+            .map(|(c, &s)| (names.name(c).to_string(), s))
+            .collect();
+        let explanation = match (self.cfg.explain, self.scored.labels.first()) {
+            (0, _) | (_, None) => None,
+            (n, Some(&class)) => Some(self.explanation(text, class, n)),
+        };
+        let prediction = Prediction {
+            id,
+            labels,
+            scores,
+            multilabel: self.model.task() == Some(Task::MultiLabel),
+            model_version: self.model.version(),
+            explanation,
+        };
+        (prediction, score)
+    }
+
+    /// The `n` features of the current (finalized) vector that add most to
+    /// `class`'s score, named from `text`.
+    fn explanation(&mut self, text: &str, class: usize, n: usize) -> Vec<Contribution> {
+        let values: Vec<(u32, f32)> = self.x.iter().collect();
+        let mut scratch = SparseVec::default();
+        let names = self.prep.featurizer.featurize_raw_named(text, &mut scratch);
+        top_contributions(&self.model, &values, names.iter(), class, n)
+    }
+}
+
+/// The `n` largest positive contributions to `class` of the features in
+/// `values`, each bucket named by its first name in `names`: the buckets
+/// are chosen first, then only theirs are looked up among the names.
+fn top_contributions<'a>(
+    model: &Model,
+    values: &[(u32, f32)],
+    names: impl Iterator<Item = (u32, &'a str)>,
+    class: usize,
+    n: usize,
+) -> Vec<Contribution> {
+    let mut best: Vec<(f32, u32)> = values
+        .iter()
+        .map(|&(b, v)| (v * model.feature_weight(b, class), b))
+        .filter(|&(c, _)| c > 0.0)
+        .collect();
+    best.sort_by(|a, b| b.0.total_cmp(&a.0));
+    // The bias has no name: its place goes to the next feature.
+    let mut named: Vec<(f32, u32, Option<&str>)> = best.into_iter().take(n + 1).map(|(c, b)| (c, b, None)).collect();
+    for (b, name) in names {
+        if let Some(slot) = named.iter_mut().find(|s| s.1 == b && s.2.is_none()) {
+            slot.2 = Some(name);
+        }
+    }
+    named
+        .into_iter()
+        .filter_map(|(contribution, _, name)| {
+            name.map(|name| Contribution {
+                feature: name.to_string(),
+                contribution,
+            })
+        })
+        .take(n)
+        .collect()
+}
