@@ -278,7 +278,10 @@ impl SparseRows {
     /// most of what scoring reads). Returns the row's range.
     pub fn fill_row(&mut self, bucket: usize, k: usize) -> Range<usize> {
         let r = self.range(bucket);
-        if k < FILL_MIN_CLASSES || r.len() == k || 2 * r.len() <= k {
+        // Not when the arena is three quarters full: the zeros filled in
+        // would be the first weights pruned, and the row filled again.
+        let room_left = self.len() + k <= self.max_entries / 4 * 3;
+        if k < FILL_MIN_CLASSES || r.len() == k || 2 * r.len() <= k || !room_left {
             return r;
         }
         self.ensure_row(bucket, 0..k as u32)
