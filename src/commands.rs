@@ -70,6 +70,9 @@ pub struct EvalResult {
     pub test: Option<Report>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub published: Option<Report>,
+    /// Where the Page-Hinkley test found the progressive error rate rising:
+    /// the labeled examples seen by then (the first hundred).
+    pub drift_detections: Vec<u64>,
 }
 
 /// Progressive evaluation of a whole file, then extra passes over its
@@ -193,6 +196,7 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
         progressive: pipeline.progressive().report(),
         test: (!test.is_empty()).then(|| pipeline.test_metrics().report()),
         published: (pipeline.published().total().examples > 0).then(|| pipeline.published().report()),
+        drift_detections: pipeline.drift().progressive_at.clone(),
     };
     Ok((result, pipeline))
 }

@@ -114,6 +114,21 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Examples learned by the model (published with each prediction)",
     ),
     (
+        "classifyd_drift_detections_total",
+        "counter",
+        "Rises of the error rate found by the Page-Hinkley test, by stream (progressive, published)",
+    ),
+    (
+        "classifyd_drift_statistic",
+        "gauge",
+        "The Page-Hinkley statistic of the error rate in standard deviations, by stream (a drift past 100)",
+    ),
+    (
+        "classifyd_drift_last_detection_timestamp_seconds",
+        "gauge",
+        "When the last drift was found, by stream (NaN: none yet)",
+    ),
+    (
         "classifyd_model_weights_bytes",
         "gauge",
         "Bytes the model's weights or counts hold (bounded by --model-memory)",
@@ -468,6 +483,15 @@ pub fn publish(p: &Pipeline) {
     gauge!("classifyd_classes").set(labels.len() as f64);
     gauge!("classifyd_model_version").set(p.model().version() as f64);
     gauge!("classifyd_model_weights_bytes").set(p.model().state_bytes() as f64);
+    let drift = p.drift();
+    for w in crate::eval::drift::Watched::ALL {
+        let i = w as usize;
+        counter!("classifyd_drift_detections_total", "stream" => w.as_str()).absolute(drift.detections[i]);
+        gauge!("classifyd_drift_statistic", "stream" => w.as_str()).set(drift.statistic(w));
+        let last = drift.last_unix_ms[i];
+        let last = if last > 0 { last as f64 / 1000.0 } else { f64::NAN };
+        gauge!("classifyd_drift_last_detection_timestamp_seconds", "stream" => w.as_str()).set(last);
+    }
     counter!("classifyd_model_weights_pruned_total").absolute(p.model().pruned_weights());
 }
 

@@ -527,5 +527,7 @@ fn splitmix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+pub mod drift;
+
 #[cfg(test)]
 mod tests;

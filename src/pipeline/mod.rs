@@ -23,6 +23,7 @@ pub use prepare::{Prepared, Preparer};
 pub use role::Role;
 
 use crate::eval::Progressive;
+use crate::eval::drift::{DriftWatch, Watched};
 use crate::features::SparseVec;
 use crate::message::{self, Bad, BadReason, Gold, Message, Split};
 use crate::model::{Model, ModelError, Scored, Task};
@@ -122,6 +123,8 @@ pub struct Pipeline {
     pub(crate) published: Progressive,
     pub(crate) cache: FeedbackCache,
     pub(crate) counters: Counters,
+    /// Drift tests on the progressive and published errors.
+    drift: DriftWatch,
     /// Scratch buffers for the hot path: the finished vector, how many of
     /// its entries are document features (the bias may follow), and a copy
     /// of the raw features (before IDF, normalisation and bias), kept only
@@ -149,6 +152,7 @@ impl Pipeline {
             published,
             cache: FeedbackCache::default(),
             counters: Counters::default(),
+            drift: DriftWatch::default(),
             x: SparseVec::default(),
             raw_len: 0,
             raw: SparseVec::default(),
@@ -189,6 +193,9 @@ impl Pipeline {
     }
     pub fn published(&self) -> &Progressive {
         &self.published
+    }
+    pub fn drift(&self) -> &DriftWatch {
+        &self.drift
     }
     pub fn cache(&self) -> &FeedbackCache {
         &self.cache
@@ -376,6 +383,7 @@ impl Pipeline {
         let gold_names = gold.as_slice();
         let correct = same_set(&predicted, gold_names);
         self.progressive.record(gold_names, &predicted, score);
+        self.drift.observe(Watched::Progressive, !correct);
         let scores = std::mem::take(&mut self.scored.raw);
         self.learn_current(&ids, Some(&scores));
         self.scored.raw = scores;
@@ -557,6 +565,7 @@ impl Pipeline {
         if let (false, Some(predicted)) = (correction, &predicted) {
             self.published.record(&gold_names, predicted, score);
             correct = Some(same_set(predicted, &gold_names));
+            self.drift.observe(Watched::Published, correct == Some(false));
         }
         self.featurize(&text, true);
         self.learn_current(&ids, None);
