@@ -337,11 +337,6 @@ impl EvalResult {
     }
 }
 
-/// Loads the newest good checkpoint of `dir` into a pipeline.
-pub fn load_pipeline(dir: &std::path::Path) -> Result<Pipeline, CommandError> {
-    load_checkpoint(dir, 0).map(|(p, ..)| p)
-}
-
 /// The newest good checkpoint in `dir`: its pipeline, its input positions
 /// and its path.
 fn load_checkpoint(

@@ -116,9 +116,8 @@ fn shape(
         None => format!("demo-{round}-{i}"),
     };
     row["id"] = id.clone().into();
-    let obj = row.as_object_mut();
     let mut feedback = None;
-    if let Some(o) = obj {
+    if let Some(o) = row.as_object_mut() {
         if round > 0 {
             o.remove("label");
             o.remove("labels");

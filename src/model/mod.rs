@@ -219,10 +219,6 @@ impl Model {
         }
     }
 
-    pub fn limits(&self) -> Limits {
-        self.limits
-    }
-
     /// Weights dropped to stay within the memory budget since this
     /// process started.
     pub fn pruned_weights(&self) -> u64 {

@@ -51,7 +51,7 @@ mod sparse;
 
 pub use dense::widen_buffer;
 pub use parts::WeightsParts;
-pub use sparse::SparseRows;
+pub use sparse::{MAX_SLOTS, SparseRows};
 
 use crate::features::SparseVec;
 use crate::hugepages::zeroed;
@@ -166,7 +166,10 @@ impl Weights {
             .enumerate()
             .flat_map(|(b, row)| {
                 (0..k).filter_map(move |c| {
-                    let vals: Vec<f32> = (0..slots).map(|s| row[s * cap + c]).collect();
+                    let mut vals = [0.0; MAX_SLOTS];
+                    for (s, v) in vals[..slots].iter_mut().enumerate() {
+                        *v = row[s * cap + c];
+                    }
                     vals.iter().any(|&x| x != 0.0).then_some((b as u32, c as u32, vals))
                 })
             });
@@ -332,9 +335,10 @@ impl Weights {
         if self.implied(class) {
             return;
         }
+        let lazy = self.lazy();
         if let Some(sp) = &mut self.sparse {
             let e = sp.entry(bucket as usize, class as u32);
-            sparse_move(sp, e, delta * self.inv_scale, self.averaged.then_some(self.bsum_f32));
+            lazy.add(sp, e, delta);
             return;
         }
         let (i, _) = self.at(bucket, class);
@@ -344,6 +348,16 @@ impl Weights {
     /// The slot of AdaGrad's sums (AROW's precisions).
     fn sums_slot(&self) -> usize {
         1 + self.averaged as usize
+    }
+
+    /// What a step on a sparse entry needs of the scalars.
+    #[inline(always)]
+    fn lazy(&self) -> Lazy {
+        Lazy {
+            sums: self.sums_slot(),
+            inv_scale: self.inv_scale,
+            bsum: self.averaged.then_some(self.bsum_f32),
+        }
     }
 
     #[inline]
@@ -364,16 +378,10 @@ impl Weights {
         if self.implied(class) {
             return;
         }
+        let lazy = self.lazy();
         if let Some(sp) = &mut self.sparse {
-            let gs = 1 + self.averaged as usize;
             let e = sp.entry(bucket as usize, class as u32);
-            let sum = sp.get(e, gs) + g * g;
-            sp.set(e, gs, sum);
-            let denom = beta + sum.sqrt();
-            if denom > 0.0 {
-                let dv = rate * g / denom * self.inv_scale;
-                sparse_move(sp, e, dv, self.averaged.then_some(self.bsum_f32));
-            }
+            lazy.adagrad(sp, e, rate, beta, g);
             return;
         }
         self.adagrad_add_dense(bucket, class, rate, beta, g);
@@ -385,7 +393,7 @@ impl Weights {
     #[inline(always)]
     fn adagrad_add_dense(&mut self, bucket: u32, class: usize, rate: f32, beta: f32, g: f32) {
         let (i, _) = self.at(bucket, class);
-        let gi = i + self.cap * (1 + self.averaged as usize);
+        let gi = i + self.cap * self.sums_slot();
         let sum = self.buf[gi] + g * g;
         self.buf[gi] = sum;
         let denom = beta + sum.sqrt();
@@ -400,12 +408,10 @@ impl Weights {
     /// the classes that move, so a step costs features x moving classes,
     /// not features x classes. `active` is in ascending class order.
     pub fn adagrad_step(&mut self, x: &SparseVec, active: &[(usize, f32)], rate: f32, beta: f32) {
+        let (lazy, k) = (self.lazy(), self.classes);
         if let Some(sp) = &mut self.sparse {
             // Each feature's row gets its missing classes in one merge, then
             // both sorted lists are walked together: no search per class.
-            let (gs, inv_scale) = (1 + self.averaged as usize, self.inv_scale);
-            let bsum = self.averaged.then_some(self.bsum_f32);
-            let k = self.classes;
             for (f, val) in x.iter() {
                 let mut r = sp.range(f as usize);
                 if r.len() != k {
@@ -417,13 +423,7 @@ impl Weights {
                 let mut e = r.start;
                 for &(c, g) in active {
                     e = if full { r.start + c } else { sp.seek(e, r.end, c as u32) };
-                    let g = g * val;
-                    let sum = sp.get(e, gs) + g * g;
-                    sp.set(e, gs, sum);
-                    let denom = beta + sum.sqrt();
-                    if denom > 0.0 {
-                        sparse_move(sp, e, rate * g / denom * inv_scale, bsum);
-                    }
+                    lazy.adagrad(sp, e, rate, beta, g * val);
                 }
             }
             return;
@@ -447,7 +447,7 @@ impl Weights {
                 .map_or(0.0, |e| sp.get(e, self.sums_slot()));
             return 1.0 / (1.0 + p);
         }
-        let gi = self.at(bucket, class).0 + self.cap * (1 + self.averaged as usize);
+        let gi = self.at(bucket, class).0 + self.cap * self.sums_slot();
         1.0 / (1.0 + self.buf[gi])
     }
 
@@ -458,22 +458,16 @@ impl Weights {
         if self.implied(class) {
             return;
         }
+        let lazy = self.lazy();
         if let Some(sp) = &mut self.sparse {
-            let gs = 1 + self.averaged as usize;
             let e = sp.entry(bucket as usize, class as u32);
-            let p = sp.get(e, gs);
-            sp.set(e, gs, p + precision);
-            let variance = 1.0 / (1.0 + p);
-            sparse_move(
-                sp,
-                e,
-                step * variance * self.inv_scale,
-                self.averaged.then_some(self.bsum_f32),
-            );
+            let p = sp.get(e, lazy.sums);
+            sp.set(e, lazy.sums, p + precision);
+            lazy.add(sp, e, step * (1.0 / (1.0 + p)));
             return;
         }
         let (i, _) = self.at(bucket, class);
-        let gi = i + self.cap * (1 + self.averaged as usize);
+        let gi = i + self.cap * self.sums_slot();
         let variance = 1.0 / (1.0 + self.buf[gi]);
         self.buf[gi] += precision;
         self.add_at(i, step * variance);
@@ -541,13 +535,39 @@ impl Weights {
     }
 }
 
-/// The sparse layout's move of entry `e`: `v += dv` and, when averaging
-/// (`bsum` is `B`), `A -= B dv`.
-#[inline(always)]
-fn sparse_move(sp: &mut SparseRows, e: usize, dv: f32, bsum: Option<f32>) {
-    sp.set(e, 0, sp.get(e, 0) + dv);
-    if let Some(b) = bsum {
-        sp.set(e, 1, sp.get(e, 1) - b * dv);
+/// The scalars a step on a sparse entry reads (see [`Weights::lazy`]).
+#[derive(Clone, Copy)]
+struct Lazy {
+    /// The slot of AdaGrad's sums (AROW's precisions).
+    sums: usize,
+    /// `1 / s`.
+    inv_scale: f32,
+    /// `B`, when averaging.
+    bsum: Option<f32>,
+}
+
+impl Lazy {
+    /// Adds `delta` to entry `e`'s true weight: `v += delta / s` and, when
+    /// averaging, `A -= B delta / s` (the dense rows' `add_at`).
+    #[inline(always)]
+    fn add(self, sp: &mut SparseRows, e: usize, delta: f32) {
+        let dv = delta * self.inv_scale;
+        sp.set(e, 0, sp.get(e, 0) + dv);
+        if let Some(b) = self.bsum {
+            sp.set(e, 1, sp.get(e, 1) - b * dv);
+        }
+    }
+
+    /// An AdaGrad step on entry `e` (the dense rows' `adagrad_add_dense`).
+    #[inline(always)]
+    fn adagrad(self, sp: &mut SparseRows, e: usize, rate: f32, beta: f32, g: f32) {
+        let sum = sp.get(e, self.sums) + g * g;
+        sp.set(e, self.sums, sum);
+        let denom = beta + sum.sqrt();
+        // A zero denominator means a zero gradient: no step (not 0/0).
+        if denom > 0.0 {
+            self.add(sp, e, rate * g / denom);
+        }
     }
 }
 

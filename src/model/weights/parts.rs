@@ -2,7 +2,7 @@
 //! rows without their spare room, or sparse entries, with the scalars.
 
 use super::dense::relayout;
-use super::{DEFAULT_BUDGET, SparseRows, Weights};
+use super::{DEFAULT_BUDGET, MAX_SLOTS, SparseRows, Weights};
 
 /// The raw parts of [`Weights`], for checkpoints.
 #[derive(Clone, Debug, PartialEq)]
@@ -81,24 +81,24 @@ impl Weights {
         let columns = if p.mirrored { 1 } else { p.classes };
         let sparse = match p.entries {
             Some((keys, values)) => {
-                if p.mirrored || !p.buf.is_empty() || values.len() != keys.len().checked_mul(slots)? {
+                // A key's low half is its class.
+                if p.mirrored
+                    || !p.buf.is_empty()
+                    || values.len() != keys.len().checked_mul(slots)?
+                    || keys.iter().any(|&k| k as u32 as usize >= p.classes)
+                {
                     return None;
                 }
                 // Room for the entries (a row's room is under twice its
                 // length), so nothing is pruned here; the owner sets its
                 // budget next ([`Weights::set_budget`]), which sizes the arena.
                 let max = 2 * keys.len() + 1;
-                let mut bad = false;
-                let entries = keys.iter().zip(values.chunks_exact(slots.max(1))).map(|(&k, v)| {
-                    let (b, c) = ((k >> 32) as u32, k as u32);
-                    bad |= c as usize >= p.classes;
-                    (b, c, v.to_vec())
+                let entries = keys.iter().zip(values.chunks_exact(slots)).map(|(&k, v)| {
+                    let mut vals = [0.0; MAX_SLOTS];
+                    vals[..slots].copy_from_slice(v);
+                    ((k >> 32) as u32, k as u32, vals)
                 });
-                let rows = SparseRows::from_entries(p.buckets, slots, max, entries)?;
-                if bad {
-                    return None;
-                }
-                Some(rows)
+                Some(SparseRows::from_entries(p.buckets, slots, max, entries)?)
             }
             None => {
                 let n = p.buckets.checked_mul(columns)?.checked_mul(slots)?;

@@ -25,6 +25,9 @@
 
 use std::ops::Range;
 
+/// Most floats an entry holds: `v`, `A` and the sums.
+pub const MAX_SLOTS: usize = 3;
+
 /// Most arena entries: offsets are `u32`.
 const MAX_ARENA: usize = (u32::MAX / 4) as usize;
 
@@ -167,16 +170,8 @@ impl SparseRows {
     #[inline]
     pub fn find(&self, bucket: usize, class: u32) -> Option<usize> {
         let r = self.range(bucket);
-        let (mut lo, mut hi) = (r.start, r.end);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            match self.class(mid).cmp(&class) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return Some(mid),
-            }
-        }
-        None
+        let e = self.seek(r.start, r.end, class);
+        (e < r.end && self.class(e) == class).then_some(e)
     }
 
     /// The first arena index in `from..end` (a sorted run) whose class is
@@ -416,17 +411,18 @@ impl SparseRows {
     }
 
     /// Builds rows from (bucket, class, values) triples, buckets ascending
-    /// and classes ascending within a bucket; `None` if they are not.
+    /// and classes ascending within a bucket; `None` if they are not. Only
+    /// the first `slots` values of each are read.
     pub fn from_entries(
         buckets: usize,
         slots: usize,
         max_entries: usize,
-        entries: impl IntoIterator<Item = (u32, u32, Vec<f32>)>,
+        entries: impl IntoIterator<Item = (u32, u32, [f32; MAX_SLOTS])>,
     ) -> Option<Self> {
         let mut rows = SparseRows::new(buckets, slots, max_entries);
         let mut last: Option<(u32, u32)> = None;
         for (b, c, vals) in entries {
-            if b as usize >= buckets || vals.len() != slots || last.is_some_and(|l| l >= (b, c)) {
+            if b as usize >= buckets || slots > MAX_SLOTS || last.is_some_and(|l| l >= (b, c)) {
                 return None;
             }
             last = Some((b, c));
@@ -441,7 +437,7 @@ impl SparseRows {
             }
             let at = (rows.heads[b as usize].off + h.len) as usize;
             rows.data[2 * at] = c;
-            for (s, v) in vals.into_iter().enumerate() {
+            for (s, &v) in vals[..slots].iter().enumerate() {
                 rows.set(at, s, v);
             }
             rows.heads[b as usize].len += 1;
