@@ -5,8 +5,7 @@
 use super::{MAX_CLASSES, ModelError, weights};
 use crate::features::FeatureConfig;
 
-/// What a model may use, whatever the stream: set by the process that
-/// runs it, not saved with it.
+/// The memory and class bounds of one model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Bytes of the weights or counts (`--model-memory`).

@@ -417,7 +417,7 @@ impl Pipeline {
         let labels = self.model.labels();
         let new = gold.as_slice().iter().filter(|l| labels.get(l).is_none()).count();
         let cap = self.cfg.limits.max_classes;
-        if self.model.labels().len() + new > cap {
+        if labels.len() + new > cap {
             let detail = format!("a new label past the cap of {cap} classes (--max-classes)");
             return Err(Bad::new(BadReason::TooManyClasses, detail));
         }
