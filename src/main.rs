@@ -55,6 +55,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let (features, hyper) = a.model.settings().map_err(anyhow::Error::msg)?;
             let mut pipeline = a.pipeline.settings().map_err(anyhow::Error::msg)?;
             pipeline.limits = a.model.limits(&features).map_err(anyhow::Error::msg)?;
+            pipeline.review = a.review.settings().map_err(anyhow::Error::msg)?;
+            pipeline.review_output = a.review.review_topic.is_some() || a.review.review.is_some();
             let shutdown = Shutdown::new();
             shutdown
                 .install_signal_handlers()
@@ -65,6 +67,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             pipeline.role = a.role;
             if let Some(brokers) = a.brokers {
+                if a.review.review.is_some() {
+                    anyhow::bail!("--review FILE is for JSON lines; with --brokers, --review-topic names the topic");
+                }
                 if a.checkpoint_dir.is_none() && a.role != Role::Predictor {
                     anyhow::bail!("--checkpoint-dir is required with --brokers (it holds the model and the offsets)");
                 }
@@ -74,6 +79,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     feedback_topic: a.feedback_topic,
                     output_topic: a.output_topic,
                     dead_letter_topic: a.dead_letter_topic,
+                    review_topic: a.review.review_topic,
                     group_id: a.group_id,
                     properties: properties(&a.kafka_property, std::env::vars_os()).map_err(anyhow::Error::msg)?,
                     checkpoint_dir: a.checkpoint_dir,
@@ -101,6 +107,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 rt.block_on(kafka::run(&settings, &shutdown, telemetry.as_ref()))?;
                 return Ok(());
             }
+            if a.review.review_topic.is_some() {
+                anyhow::bail!(
+                    "--review-topic needs --brokers; without them, --review FILE writes the messages to review"
+                );
+            }
             if a.role != Role::Standalone {
                 anyhow::bail!(
                     "--role {} needs --brokers: the model travels from the learner to predictors on a Kafka topic",
@@ -112,6 +123,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 input_name: a.input_name,
                 output: a.output,
                 dead_letter: a.dead_letter,
+                review: a.review.review,
                 checkpoint_dir: a.checkpoint_dir,
                 checkpoint_interval: Duration::from_secs(a.checkpoint_interval_secs.max(1)),
                 checkpoint_every_updates: a.checkpoint_every_updates,

@@ -129,6 +129,21 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "When the last drift was found, by stream (NaN: none yet)",
     ),
     (
+        "classifyd_uncertain_predictions_total",
+        "counter",
+        "Predictions in the uncertain band (marked \"uncertain\": true)",
+    ),
+    (
+        "classifyd_review_messages_total",
+        "counter",
+        "Uncertain messages by outcome: sent (for review) or over_budget (--review-budget, --review-per-minute)",
+    ),
+    (
+        "classifyd_review_band",
+        "gauge",
+        "The uncertain band: confidences (score gap to the runner-up) below it are uncertain",
+    ),
+    (
         "classifyd_model_weights_bytes",
         "gauge",
         "Bytes the model's weights or counts hold (bounded by --model-memory)",
@@ -493,6 +508,10 @@ pub fn publish(p: &Pipeline) {
         gauge!("classifyd_drift_last_detection_timestamp_seconds", "stream" => w.as_str()).set(last);
     }
     counter!("classifyd_model_weights_pruned_total").absolute(p.model().pruned_weights());
+    counter!("classifyd_uncertain_predictions_total").absolute(c.uncertain);
+    counter!("classifyd_review_messages_total", "outcome" => "sent").absolute(c.reviewed);
+    counter!("classifyd_review_messages_total", "outcome" => "over_budget").absolute(c.review_over_budget);
+    gauge!("classifyd_review_band").set(p.review().band());
 }
 
 /// Records a written checkpoint.

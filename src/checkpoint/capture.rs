@@ -36,6 +36,15 @@ pub fn capture(p: &Pipeline, positions: &BTreeMap<String, u64>) -> pb::Checkpoin
                 })
                 .collect(),
             counters: Some(counters_to_pb(&p.counters, &p.cache)),
+            review: Some({
+                let (recent, band, tokens, seen) = p.review().state();
+                pb::ReviewState {
+                    recent,
+                    band,
+                    tokens,
+                    seen,
+                }
+            }),
         }),
         // Marks ride in the positions map under `mark:KEY` (see
         // `MARK_PREFIX`) and in a field of their own on disk.
@@ -232,6 +241,9 @@ fn counters_to_pb(c: &Counters, cache: &FeedbackCache) -> pb::Counters {
         skipped: c.skipped,
         passed: c.passed,
         features: c.features,
+        uncertain: c.uncertain,
+        reviewed: c.reviewed,
+        review_over_budget: c.review_over_budget,
         bad: BadReason::ALL
             .iter()
             .map(|r| (r.as_str().to_string(), c.bad[r.index()]))

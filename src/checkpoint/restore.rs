@@ -56,6 +56,9 @@ pub fn restore(mut c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, 
         skipped: counters_pb.skipped,
         passed: counters_pb.passed,
         features: counters_pb.features,
+        uncertain: counters_pb.uncertain,
+        reviewed: counters_pb.reviewed,
+        review_over_budget: counters_pb.review_over_budget,
         predicted_by_label: counters_pb.predicted_by_label.into_iter().collect(),
         ..Counters::default()
     };
@@ -64,7 +67,10 @@ pub fn restore(mut c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, 
             counters.bad[r.index()] = v;
         }
     }
-    let pipeline = Pipeline::from_parts(model, cfg, progressive, test, published, cache, counters);
+    let mut pipeline = Pipeline::from_parts(model, cfg, progressive, test, published, cache, counters);
+    if let Some(r) = ps.review {
+        pipeline.review_mut().restore(r.recent, r.band, r.tokens, r.seen);
+    }
     let marks = c.position_marks.into_iter().map(|(k, v)| (mark_key(&k), v));
     Ok((pipeline, c.positions.into_iter().chain(marks).collect()))
 }

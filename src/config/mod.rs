@@ -8,6 +8,7 @@
 
 pub mod bytes;
 pub mod properties;
+pub mod review;
 
 use std::path::{Path, PathBuf};
 
@@ -371,6 +372,8 @@ pub struct RunArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub pipeline: PipelineArgs,
+    #[command(flatten)]
+    pub review: review::ReviewArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -397,6 +400,8 @@ pub struct EvalArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub pipeline: PipelineArgs,
+    #[command(flatten)]
+    pub labels: review::LabelBudgetArgs,
 }
 
 #[derive(Debug, Clone, Args)]

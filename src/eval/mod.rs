@@ -520,7 +520,7 @@ pub fn roc_auc(pairs: &[(f32, bool)]) -> Option<f64> {
     Some((rank_sum - pos * (pos + 1.0) / 2.0) / (pos * neg))
 }
 
-fn splitmix64(mut z: u64) -> u64 {
+pub(crate) fn splitmix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

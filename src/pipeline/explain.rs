@@ -46,6 +46,8 @@ impl Pipeline {
             multilabel: self.model.task() == Some(Task::MultiLabel),
             model_version: self.model.version(),
             explanation,
+            uncertain: false,
+            review: None,
         };
         (prediction, score)
     }

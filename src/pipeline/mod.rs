@@ -12,7 +12,9 @@ mod cache;
 mod explain;
 mod outcome;
 mod prepare;
+mod review;
 mod role;
+mod settings;
 
 use foldhash::HashMap;
 
@@ -20,64 +22,15 @@ pub use cache::{CacheEntry, FeedbackCache};
 pub use explain::Contribution;
 pub use outcome::{Outcome, Prediction};
 pub use prepare::{Prepared, Preparer};
+pub use review::{Query, Review, ReviewConfig, Verdict};
 pub use role::Role;
+pub use settings::PipelineConfig;
 
 use crate::eval::Progressive;
 use crate::eval::drift::{DriftWatch, Watched};
 use crate::features::SparseVec;
 use crate::message::{self, Bad, BadReason, Gold, Message, Split};
 use crate::model::{Model, ModelError, Scored, Task};
-
-/// Settings of the pipeline around the model.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PipelineConfig {
-    pub max_message_bytes: usize,
-    /// Length of the sliding metric window.
-    pub window: usize,
-    /// Positive class for ROC of binary tasks (default: "spam", else the second label seen).
-    pub positive_label: Option<String>,
-    /// Most messages kept for joining late labels.
-    pub cache_entries: usize,
-    /// Most text bytes kept for joining late labels.
-    pub cache_bytes: usize,
-    /// How long a message waits for its late label, in milliseconds.
-    pub cache_ttl_ms: u64,
-    /// Hold test-split examples back (returned as [`Outcome::Test`]) instead
-    /// of scoring them at once; `eval` scores them after all training.
-    pub defer_test: bool,
-    /// Return the features of learned examples marked `"split": "train"`
-    /// (for `eval`'s extra passes).
-    pub keep_train: bool,
-    /// Keep the model's feature-name sketch (what `inspect` shows) up to
-    /// date. `eval` turns it off: it keeps no model, and the sampled
-    /// documents would be featurized twice and their names allocated.
-    pub name_features: bool,
-    /// What this process does with the model.
-    pub role: Role,
-    /// Features explained in each prediction (`--explain`; 0: none).
-    pub explain: usize,
-    /// The model's memory and class bounds (`--model-memory`, `--max-classes`).
-    pub limits: crate::model::Limits,
-}
-
-impl Default for PipelineConfig {
-    fn default() -> Self {
-        PipelineConfig {
-            max_message_bytes: message::DEFAULT_MAX_MESSAGE_BYTES,
-            window: crate::eval::DEFAULT_WINDOW,
-            positive_label: None,
-            cache_entries: 100_000,
-            cache_bytes: 64 << 20,
-            cache_ttl_ms: 24 * 3600 * 1000,
-            defer_test: false,
-            keep_train: false,
-            role: Role::Standalone,
-            name_features: true,
-            explain: 0,
-            limits: crate::model::Limits::default(),
-        }
-    }
-}
 
 /// Counters of what the pipeline has done, by kind and outcome.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -95,6 +48,13 @@ pub struct Counters {
     pub features: u64,
     /// Bad input by [`BadReason::index`].
     pub bad: [u64; BadReason::ALL.len()],
+    /// Predictions marked uncertain, asked for (to review, or in
+    /// `eval --label-budget`, to learn), and uncertain but over budget.
+    pub uncertain: u64,
+    pub reviewed: u64,
+    pub review_over_budget: u64,
+    /// `eval --label-budget`: labeled examples not asked for, so not learned.
+    pub labels_declined: u64,
     /// Predictions published, by label name.
     pub predicted_by_label: HashMap<String, u64>,
 }
@@ -125,6 +85,8 @@ pub struct Pipeline {
     pub(crate) counters: Counters,
     /// Drift tests on the progressive and published errors.
     drift: DriftWatch,
+    /// The uncertainty review: which predictions to mark and ask about.
+    review: Review,
     /// Scratch buffers for the hot path: the finished vector, how many of
     /// its entries are document features (the bias may follow), and a copy
     /// of the raw features (before IDF, normalisation and bias), kept only
@@ -142,6 +104,7 @@ impl Pipeline {
         let progressive = Progressive::new(cfg.window, cfg.positive_label.clone());
         let test = Progressive::new(cfg.window, cfg.positive_label.clone());
         let published = Progressive::new(cfg.window, cfg.positive_label.clone());
+        let review = Review::new(cfg.review);
         Pipeline {
             cfg,
             model,
@@ -153,6 +116,7 @@ impl Pipeline {
             cache: FeedbackCache::default(),
             counters: Counters::default(),
             drift: DriftWatch::default(),
+            review,
             x: SparseVec::default(),
             raw_len: 0,
             raw: SparseVec::default(),
@@ -196,6 +160,12 @@ impl Pipeline {
     }
     pub fn drift(&self) -> &DriftWatch {
         &self.drift
+    }
+    pub fn review(&self) -> &Review {
+        &self.review
+    }
+    pub(crate) fn review_mut(&mut self) -> &mut Review {
+        &mut self.review
     }
     pub fn cache(&self) -> &FeedbackCache {
         &self.cache
@@ -384,6 +354,10 @@ impl Pipeline {
         let correct = same_set(&predicted, gold_names);
         self.progressive.record(gold_names, &predicted, score);
         self.drift.observe(Watched::Progressive, !correct);
+        if self.cfg.query_labels && !self.review_current(true).ask {
+            self.counters.labels_declined += 1;
+            return Outcome::Learned { correct, kept: None };
+        }
         let scores = std::mem::take(&mut self.scored.raw);
         self.learn_current(&ids, Some(&scores));
         self.scored.raw = scores;
@@ -470,7 +444,10 @@ impl Pipeline {
     }
 
     fn predict(&mut self, id: String, text: String, now_ms: u64) -> Outcome {
-        let (prediction, score) = self.prediction(id, &text);
+        let (mut prediction, score) = self.prediction(id, &text);
+        let verdict = self.review_current(self.cfg.review_output);
+        prediction.uncertain = verdict.uncertain;
+        prediction.review = verdict.ask.then(|| text.clone());
         for l in &prediction.labels {
             *self.counters.predicted_by_label.entry(l.clone()).or_default() += 1;
         }

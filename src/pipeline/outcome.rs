@@ -44,11 +44,31 @@ pub struct Prediction {
     pub model_version: u64,
     /// The features that pushed it to its label most (`--explain`).
     pub explanation: Option<Vec<Contribution>>,
+    /// In the uncertain band (see [`super::Review`]).
+    pub uncertain: bool,
+    /// The message's text, when it is to be reviewed (asked for within the
+    /// review budget): the transport writes [`Prediction::write_review_json`].
+    pub review: Option<String>,
 }
 
 impl Prediction {
-    /// The JSON line of the output contract (without the newline).
+    /// The JSON line of the output contract (without the newline); an
+    /// uncertain prediction carries `"uncertain": true`.
     pub fn write_json(&self, out: &mut Vec<u8>) {
+        self.write(out, None);
+    }
+
+    /// The JSON line of the review output (without the newline): the
+    /// prediction's fields and the message's `"text"`, for a person to
+    /// label (the label goes back as feedback, `{"id": ..., "label": ...}`).
+    /// Nothing is written unless the prediction is to be reviewed.
+    pub fn write_review_json(&self, out: &mut Vec<u8>) {
+        if let Some(text) = &self.review {
+            self.write(out, Some(text));
+        }
+    }
+
+    fn write(&self, out: &mut Vec<u8>, text: Option<&str>) {
         use serde::ser::{SerializeMap, Serializer};
         struct Scores<'a>(&'a [(String, f32)]);
         impl serde::Serialize for Scores<'_> {
@@ -84,6 +104,8 @@ impl Prediction {
         struct Out<'a> {
             id: &'a str,
             #[serde(skip_serializing_if = "Option::is_none")]
+            text: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
             label: Option<Option<&'a str>>,
             #[serde(skip_serializing_if = "Option::is_none")]
             labels: Option<&'a [String]>,
@@ -91,14 +113,18 @@ impl Prediction {
             model_version: u64,
             #[serde(skip_serializing_if = "Option::is_none")]
             explanation: Option<Explained<'a>>,
+            #[serde(skip_serializing_if = "std::ops::Not::not")]
+            uncertain: bool,
         }
         let o = Out {
             id: &self.id,
+            text,
             label: (!self.multilabel).then(|| self.labels.first().map(String::as_str)),
             labels: self.multilabel.then_some(&self.labels[..]),
             scores: Scores(&self.scores),
             model_version: self.model_version,
             explanation: self.explanation.as_deref().map(Explained),
+            uncertain: self.uncertain,
         };
         // Writing to a Vec cannot fail, and every key is a string.
         let _ = serde_json::to_writer(&mut *out, &o);

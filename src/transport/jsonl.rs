@@ -33,6 +33,8 @@ pub struct JsonlSettings {
     pub input_name: Option<String>,
     pub output: String,
     pub dead_letter: Option<PathBuf>,
+    /// Messages to review (`--review`), appended.
+    pub review: Option<PathBuf>,
     pub checkpoint_dir: Option<PathBuf>,
     pub checkpoint_interval: Duration,
     /// Checkpoint after this many learned updates too (0: off).
@@ -71,7 +73,7 @@ pub fn run_jsonl(
         s.input_name.clone(),
         s.pipeline.max_message_bytes,
     )?;
-    let mut predictions = PredictionSink::new(open_output(&s.output)?, &s.output);
+    let mut predictions = PredictionSink::new(open_output(&s.output)?, &s.output).with_review(s.review.as_deref())?;
     let mut dead = DeadLetterSink::open(s.dead_letter.as_deref())?;
     let mut summary = RunSummary {
         resumed_from,

@@ -74,12 +74,15 @@ pub fn open_output(output: &str) -> io::Result<Box<dyn Write + Send>> {
     }
 }
 
-/// Writes predictions as JSON lines.
+/// Writes predictions as JSON lines, and the messages to review (see
+/// [`Prediction::write_review_json`]) to their own file when there is one.
 pub struct PredictionSink {
     out: BufWriter<Box<dyn Write + Send>>,
     buf: Vec<u8>,
     /// The output's name, for errors.
     name: String,
+    /// The review file and its name.
+    review: Option<(BufWriter<File>, String)>,
 }
 
 impl PredictionSink {
@@ -89,7 +92,16 @@ impl PredictionSink {
             out: BufWriter::with_capacity(1 << 16, out),
             buf: Vec::with_capacity(256),
             name: if name == "-" { "stdout".into() } else { name.into() },
+            review: None,
         }
+    }
+
+    /// Also writes the messages to review to `path` (appended).
+    pub fn with_review(mut self, path: Option<&Path>) -> io::Result<Self> {
+        if let Some(p) = path {
+            self.review = Some((BufWriter::new(open_append(p)?), p.display().to_string()));
+        }
+        Ok(self)
     }
 
     pub fn write(&mut self, p: &Prediction) -> io::Result<()> {
@@ -98,13 +110,28 @@ impl PredictionSink {
         self.buf.push(b'\n');
         self.out
             .write_all(&self.buf)
-            .map_err(named("cannot write predictions to", &self.name))
+            .map_err(named("cannot write predictions to", &self.name))?;
+        if let (Some((review, name)), Some(_)) = (&mut self.review, &p.review) {
+            self.buf.clear();
+            p.write_review_json(&mut self.buf);
+            self.buf.push(b'\n');
+            review
+                .write_all(&self.buf)
+                .map_err(named("cannot write messages to review to", name))?;
+        }
+        Ok(())
     }
 
     pub fn flush(&mut self) -> io::Result<()> {
         self.out
             .flush()
-            .map_err(named("cannot write predictions to", &self.name))
+            .map_err(named("cannot write predictions to", &self.name))?;
+        match &mut self.review {
+            Some((review, name)) => review
+                .flush()
+                .map_err(named("cannot write messages to review to", name)),
+            None => Ok(()),
+        }
     }
 }
 

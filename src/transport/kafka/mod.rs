@@ -64,6 +64,8 @@ pub struct KafkaSettings {
     pub feedback_topic: String,
     pub output_topic: String,
     pub dead_letter_topic: String,
+    /// Messages to review for a person to label (`--review-topic`).
+    pub review_topic: Option<String>,
     /// The compacted topic that carries the learner's model to predictors.
     pub model_topic: String,
     pub group_id: String,
@@ -221,6 +223,7 @@ pub async fn run(
         producer,
         output_topic: s.output_topic.clone(),
         dead_letter_topic: s.dead_letter_topic.clone(),
+        review_topic: s.review_topic.clone(),
         flush_timeout: s.flush_timeout,
         cadence,
         checkpoints: 0,

@@ -64,6 +64,8 @@ pub(super) struct State {
     pub(super) producer: ThreadedProducer<DeliveryCounter>,
     pub(super) output_topic: String,
     pub(super) dead_letter_topic: String,
+    /// Where messages to review go (`--review-topic`), if anywhere.
+    pub(super) review_topic: Option<String>,
     pub(super) flush_timeout: Duration,
     pub(super) cadence: Cadence,
     pub(super) checkpoints: u64,
@@ -109,6 +111,11 @@ impl State {
                 let key = msg.key().map_or_else(|| p.id.clone().into_bytes(), <[u8]>::to_vec);
                 let value = std::mem::take(&mut self.buf);
                 self.send(&self.output_topic, &key, &value, None);
+                if let (Some(topic), Some(_)) = (&self.review_topic, &p.review) {
+                    let mut review = Vec::new();
+                    p.write_review_json(&mut review);
+                    self.send(topic, &key, &review, None);
+                }
                 self.buf = value;
                 if let Some(t) = stamp {
                     let secs = now_ms().saturating_sub(t) as f64 / 1000.0;

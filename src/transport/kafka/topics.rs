@@ -27,6 +27,9 @@ fn wanted(s: &KafkaSettings) -> Vec<Wanted<'_>> {
     }
     if role != Role::Learner {
         out.push((s.output_topic.as_str(), n, false));
+        if let Some(t) = &s.review_topic {
+            out.push((t.as_str(), n, false));
+        }
     }
     out.push((s.dead_letter_topic.as_str(), n, false));
     if role != Role::Standalone {

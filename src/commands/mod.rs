@@ -1,0 +1,223 @@
+//! The `eval`, `predict` and `inspect` commands (the library side; the
+//! binary only parses flags and prints errors).
+
+mod eval;
+
+pub use eval::{EvalResult, LabelBudget, eval};
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::checkpoint::{self, CheckpointDir, CheckpointError};
+use crate::config::{InspectArgs, PredictArgs};
+use crate::eval::Report;
+use crate::features::FeatureConfig;
+use crate::model::{Hyper, State, Task};
+use crate::pipeline::{Pipeline, PipelineConfig};
+use crate::transport::sinks::{PredictionSink, open_output};
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("{0}")]
+    Usage(String),
+    // The cause is in the message itself, not the error chain, so it is
+    // printed once.
+    #[error("{path}: {error}")]
+    Io { path: String, error: io::Error },
+    /// An output's error, which names its file itself.
+    #[error(transparent)]
+    Output(io::Error),
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error("no checkpoint in {0}")]
+    NoCheckpoint(PathBuf),
+}
+
+fn io_at(path: impl Into<String>) -> impl FnOnce(io::Error) -> CommandError {
+    let path = path.into();
+    move |error| CommandError::Io { path, error }
+}
+
+/// The newest good checkpoint in `dir`: its pipeline, its input positions
+/// and its path.
+fn load_checkpoint(
+    dir: &std::path::Path,
+    explain: usize,
+) -> Result<(Pipeline, BTreeMap<String, u64>, PathBuf), CommandError> {
+    let d = CheckpointDir::open_read(dir)?;
+    let (ckpt, path) = d
+        .load_latest()?
+        .ok_or_else(|| CommandError::NoCheckpoint(dir.to_path_buf()))?;
+    // Read, never learned from: the model as it was saved.
+    let cfg = PipelineConfig {
+        limits: crate::model::Limits::unbounded(),
+        explain,
+        ..PipelineConfig::default()
+    };
+    let (p, positions) = checkpoint::restore(ckpt, cfg).map_err(|detail| CheckpointError::Corrupt {
+        path: path.clone(),
+        detail,
+    })?;
+    Ok((p, positions, path))
+}
+
+/// `predict`: one prediction line per input line with text; bad lines are
+/// reported on stderr and skipped. Returns (predicted, refused).
+pub fn predict(args: &PredictArgs) -> Result<(u64, u64), CommandError> {
+    let mut pipeline = load_checkpoint(&args.checkpoint_dir, args.explain)?.0;
+    let input: Box<dyn io::Read> = if args.input == "-" {
+        Box::new(io::stdin())
+    } else {
+        Box::new(File::open(&args.input).map_err(io_at(&args.input))?)
+    };
+    let mut out = PredictionSink::new(open_output(&args.output).map_err(CommandError::Output)?, &args.output);
+    let (mut ok, mut bad) = (0, 0);
+    for (i, line) in BufReader::new(input).split(b'\n').enumerate() {
+        let mut line = line.map_err(io_at(&args.input))?;
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match pipeline.predict_only(&line, &|| (i + 1).to_string()) {
+            Ok(p) => {
+                out.write(&p).map_err(CommandError::Output)?;
+                ok += 1;
+            }
+            Err(b) => {
+                tracing::warn!(line = i + 1, reason = %b.reason, error = %b.detail, "skipping line");
+                bad += 1;
+            }
+        }
+    }
+    out.flush().map_err(CommandError::Output)?;
+    Ok((ok, bad))
+}
+
+/// A model summary for `inspect`.
+#[derive(Debug, Serialize)]
+pub struct Inspection {
+    /// The checkpoint file read.
+    pub checkpoint: PathBuf,
+    /// Where it stands in its inputs: the next line of each JSON-lines
+    /// input (`jsonl:` and its first line's hash) and the next offset of
+    /// each Kafka partition (`topic/partition`).
+    pub positions: BTreeMap<String, u64>,
+    pub model: Hyper,
+    pub features: FeatureConfig,
+    pub task: Option<Task>,
+    pub version: u64,
+    pub labels: Vec<String>,
+    pub non_zero_buckets: u64,
+    pub named_buckets: usize,
+    /// The xxh3-64 of the model's state as a checkpoint holds it (labels,
+    /// weights, averaging and optimizer state, version): two checkpoints
+    /// with the same digest hold the same model.
+    pub model_digest: String,
+    pub progressive: Report,
+    /// Per class: its strongest features (name, weight).
+    pub top_features: Vec<(String, Vec<(String, f32)>)>,
+}
+
+pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
+    let (pipeline, mut positions, checkpoint) = load_checkpoint(&args.checkpoint_dir, 0)?;
+    // The marks beside the JSON-lines positions are for the reader's check, not for people.
+    positions.retain(|k, _| !k.starts_with(crate::checkpoint::MARK_PREFIX));
+    let m = pipeline.model();
+    let model_digest = {
+        use prost::Message as _;
+        let state = checkpoint::capture_model(m).model.unwrap_or_default();
+        format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&state.encode_to_vec()))
+    };
+    let k = m.labels().len();
+    let non_zero = match m.state() {
+        State::Linear(w) => (0..m.features().buckets() as u32)
+            .filter(|&b| (0..k).any(|c| w.get(b, c) != 0.0))
+            .count() as u64,
+        State::NaiveBayes(nb) => nb.vocabulary,
+    };
+    let top_features = (0..k)
+        .map(|c| {
+            let feats = m
+                .top_features(c, args.top)
+                .into_iter()
+                .map(|(b, w)| (m.sketch().name(b).map_or_else(|| format!("#{b}"), str::to_string), w))
+                .collect();
+            (m.labels().name(c).to_string(), feats)
+        })
+        .collect();
+    Ok(Inspection {
+        checkpoint,
+        positions,
+        model: m.hyper().clone(),
+        features: *m.features(),
+        task: m.task(),
+        version: m.version(),
+        labels: m.labels().names().to_vec(),
+        non_zero_buckets: non_zero,
+        named_buckets: m.sketch().len(),
+        model_digest,
+        progressive: pipeline.progressive().report(),
+        top_features,
+    })
+}
+
+impl Inspection {
+    pub fn render(&self, out: &mut impl Write) -> io::Result<()> {
+        writeln!(out, "checkpoint {}", self.checkpoint.display())?;
+        writeln!(
+            out,
+            "positions (next line of each JSON-lines input, next offset of each Kafka partition):"
+        )?;
+        if self.positions.is_empty() {
+            writeln!(out, "  none (no input read yet)")?;
+        }
+        for (key, next) in &self.positions {
+            writeln!(out, "  {key}  {next}")?;
+        }
+        let task = match self.task {
+            Some(Task::SingleLabel) => "single-label",
+            Some(Task::MultiLabel) => "multi-label",
+            None => "no labels learned yet",
+        };
+        writeln!(
+            out,
+            "model {} ({task}), version {} (examples learned), {} labels",
+            self.model.learner,
+            self.version,
+            self.labels.len()
+        )?;
+        let chars = match self.features.char_ngrams {
+            Some((lo, hi)) => format!("{lo}-{hi} of the first {} bytes", self.features.char_prefix_bytes),
+            None => "off".into(),
+        };
+        writeln!(
+            out,
+            "features: {} bits, word n-grams up to {}, char n-grams {chars}, {} values, idf {}, normalised {}",
+            self.features.bits,
+            self.features.word_ngrams,
+            self.features.value,
+            self.features.idf,
+            self.features.normalize
+        )?;
+        writeln!(
+            out,
+            "{} non-zero buckets, {} with known names",
+            self.non_zero_buckets, self.named_buckets
+        )?;
+        write!(out, "{}", self.progressive.render("progressive"))?;
+        for (label, feats) in &self.top_features {
+            writeln!(out, "strongest features of {label:?}:")?;
+            for (name, w) in feats {
+                writeln!(out, "  {w:>10.4}  {name}")?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,68 @@
+//! The pipeline's settings: bounds of its input and caches, its metrics
+//! window, its role, and what its predictions carry (explanations, the
+//! uncertainty review).
+
+use super::{ReviewConfig, Role};
+use crate::message;
+
+/// Settings of the pipeline around the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PipelineConfig {
+    pub max_message_bytes: usize,
+    /// Length of the sliding metric window.
+    pub window: usize,
+    /// Positive class for ROC of binary tasks (default: "spam", else the second label seen).
+    pub positive_label: Option<String>,
+    /// Most messages kept for joining late labels.
+    pub cache_entries: usize,
+    /// Most text bytes kept for joining late labels.
+    pub cache_bytes: usize,
+    /// How long a message waits for its late label, in milliseconds.
+    pub cache_ttl_ms: u64,
+    /// Hold test-split examples back (returned as [`Outcome::Test`]) instead
+    /// of scoring them at once; `eval` scores them after all training.
+    pub defer_test: bool,
+    /// Return the features of learned examples marked `"split": "train"`
+    /// (for `eval`'s extra passes).
+    pub keep_train: bool,
+    /// Keep the model's feature-name sketch (what `inspect` shows) up to
+    /// date. `eval` turns it off: it keeps no model, and the sampled
+    /// documents would be featurized twice and their names allocated.
+    pub name_features: bool,
+    /// What this process does with the model.
+    pub role: Role,
+    /// Features explained in each prediction (`--explain`; 0: none).
+    pub explain: usize,
+    /// The model's memory and class bounds (`--model-memory`, `--max-classes`).
+    pub limits: crate::model::Limits,
+    /// The uncertainty review of predictions (band, budget, query).
+    pub review: ReviewConfig,
+    /// Whether the transport sends the messages the review asks for
+    /// somewhere (`--review-topic`, `--review`).
+    pub review_output: bool,
+    /// `eval --label-budget`: a labeled example is learned only if the
+    /// review asks for it (all are still predicted and counted first).
+    pub query_labels: bool,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig {
+            max_message_bytes: message::DEFAULT_MAX_MESSAGE_BYTES,
+            window: crate::eval::DEFAULT_WINDOW,
+            positive_label: None,
+            cache_entries: 100_000,
+            cache_bytes: 64 << 20,
+            cache_ttl_ms: 24 * 3600 * 1000,
+            defer_test: false,
+            keep_train: false,
+            role: Role::Standalone,
+            name_features: true,
+            explain: 0,
+            limits: crate::model::Limits::default(),
+            review: ReviewConfig::default(),
+            review_output: false,
+            query_labels: false,
+        }
+    }
+}
