@@ -8,7 +8,7 @@ use super::{FORMAT_VERSION, MARK_PREFIX, pb};
 use crate::eval::{Progressive, Tally};
 use crate::features::FeatureConfig;
 use crate::message::BadReason;
-use crate::model::{Hyper, Model, State, Task};
+use crate::model::{Hyper, Model, NaiveBayes, State, Task};
 use crate::pipeline::{Counters, FeedbackCache, Pipeline};
 
 // ---- capture: pipeline -> protobuf ----
@@ -90,6 +90,7 @@ fn features_to_pb(f: &FeatureConfig) -> pb::FeatureConfig {
         value: f.value.as_str().to_string(),
         normalize: f.normalize,
         idf: f.idf,
+        split_views: f.split_views,
     }
 }
 
@@ -106,6 +107,9 @@ fn hyper_to_pb(h: &Hyper) -> pb::Hyper {
         nb_alpha: h.nb_alpha,
         at_least_one_label: h.at_least_one_label,
         threshold: h.threshold,
+        fusion: h.fusion,
+        fusion_rate: h.fusion_rate,
+        fusion_alpha: h.fusion_alpha,
     }
 }
 
@@ -127,6 +131,19 @@ fn rows_to_pb(buf: &[f32], stride: usize) -> pb::Rows {
     }
 }
 
+fn nb_to_pb(nb: &NaiveBayes) -> pb::NaiveBayesState {
+    pb::NaiveBayesState {
+        counts: Some(rows_to_pb(&nb.counts, nb.classes)),
+        totals: (!nb.totals.is_empty()).then(|| rows_to_pb(&nb.totals, 1)),
+        class_mass: nb.class_mass.clone(),
+        class_docs: nb.class_docs.clone(),
+        docs: nb.docs,
+        mass: nb.mass,
+        vocabulary: nb.vocabulary,
+        multilabel: !nb.totals.is_empty(),
+    }
+}
+
 fn model_to_pb(m: &Model) -> pb::ModelState {
     let state = match &m.state {
         State::Linear(w) => {
@@ -143,16 +160,7 @@ fn model_to_pb(m: &Model) -> pb::ModelState {
                 mirrored: parts.mirrored,
             })
         }
-        State::NaiveBayes(nb) => pb::model_state::State::NaiveBayes(pb::NaiveBayesState {
-            counts: Some(rows_to_pb(&nb.counts, nb.classes)),
-            totals: (!nb.totals.is_empty()).then(|| rows_to_pb(&nb.totals, 1)),
-            class_mass: nb.class_mass.clone(),
-            class_docs: nb.class_docs.clone(),
-            docs: nb.docs,
-            mass: nb.mass,
-            vocabulary: nb.vocabulary,
-            multilabel: !nb.totals.is_empty(),
-        }),
+        State::NaiveBayes(nb) => pb::model_state::State::NaiveBayes(nb_to_pb(nb)),
     };
     pb::ModelState {
         task: match m.task {
@@ -174,6 +182,11 @@ fn model_to_pb(m: &Model) -> pb::ModelState {
             })
             .collect(),
         sketch_offered: m.sketch.offered(),
+        fusion: m.fusion.as_ref().map(|f| pb::FusionState {
+            naive_bayes: Some(nb_to_pb(&f.nb)),
+            weight: f.weight,
+            sum_sq: f.sum_sq,
+        }),
         doc_freq: m.doc_freq.as_ref().map(|d| {
             let (buckets, counts) =
                 d.df.iter()

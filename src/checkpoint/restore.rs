@@ -8,6 +8,7 @@ use super::{mark_key, pb};
 use crate::eval::{ClassCounts, Outcome, Progressive, Tally};
 use crate::features::{DocFreq, FeatureConfig, ValueMode};
 use crate::message::BadReason;
+use crate::model::fusion::Fusion;
 use crate::model::weights::WeightsParts;
 use crate::model::{Hyper, HyperChoice, Labels, Model, NaiveBayes, NameSketch, State, Task, Weights};
 use crate::pipeline::{CacheEntry, Counters, FeedbackCache, Pipeline, PipelineConfig};
@@ -91,6 +92,7 @@ fn features_from_pb(f: &pb::FeatureConfig) -> Result<FeatureConfig, String> {
         value: f.value.parse::<ValueMode>()?,
         normalize: f.normalize,
         idf: f.idf,
+        split_views: f.split_views,
     };
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
@@ -109,6 +111,9 @@ fn hyper_from_pb(h: &pb::Hyper) -> Result<Hyper, String> {
         nb_alpha: h.nb_alpha,
         at_least_one_label: h.at_least_one_label,
         threshold: h.threshold,
+        fusion: h.fusion,
+        fusion_rate: h.fusion_rate,
+        fusion_alpha: h.fusion_alpha,
     };
     hyper.validate().map_err(|e| e.to_string())?;
     Ok(hyper)
@@ -136,6 +141,27 @@ fn rows_from_pb(r: Option<pb::Rows>, buckets: usize, stride: usize) -> Result<Ve
         out[row * stride..(row + 1) * stride].copy_from_slice(&r.values[i * stride..(i + 1) * stride]);
     }
     Ok(out)
+}
+
+fn nb_from_pb(n: pb::NaiveBayesState, buckets: usize, k: usize) -> Result<NaiveBayes, String> {
+    if n.class_mass.len() != k || n.class_docs.len() != k {
+        return Err("naive Bayes class counts disagree with the labels".into());
+    }
+    Ok(NaiveBayes {
+        buckets,
+        classes: k,
+        counts: rows_from_pb(n.counts, buckets, k)?,
+        totals: if n.multilabel {
+            rows_from_pb(n.totals, buckets, 1)?
+        } else {
+            Vec::new()
+        },
+        class_mass: n.class_mass,
+        class_docs: n.class_docs,
+        docs: n.docs,
+        mass: n.mass,
+        vocabulary: n.vocabulary,
+    })
 }
 
 /// Rebuilds the model alone (features, hyperparameters, model state),
@@ -208,24 +234,20 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
             if hyper.learner != crate::model::Learner::NaiveBayes {
                 return Err("linear hyperparameters with naive Bayes counts".into());
             }
-            if n.class_mass.len() != k || n.class_docs.len() != k {
-                return Err("naive Bayes class counts disagree with the labels".into());
+            State::NaiveBayes(nb_from_pb(n, buckets, k)?)
+        }
+    };
+    let fusion = match m.fusion {
+        None => None,
+        Some(f) => {
+            if !(hyper.fusion && features.split_views) || k > 2 {
+                return Err(format!(
+                    "a naive Bayes fusion with {k} labels or without --fusion and split views"
+                ));
             }
-            State::NaiveBayes(NaiveBayes {
-                buckets,
-                classes: k,
-                counts: rows_from_pb(n.counts, buckets, k)?,
-                totals: if n.multilabel {
-                    rows_from_pb(n.totals, buckets, 1)?
-                } else {
-                    Vec::new()
-                },
-                class_mass: n.class_mass,
-                class_docs: n.class_docs,
-                docs: n.docs,
-                mass: n.mass,
-                vocabulary: n.vocabulary,
-            })
+            let nb = nb_from_pb(f.naive_bayes.unwrap_or_default(), features.words_end() as usize, k)?;
+            let bias = crate::features::bias_bucket(&features);
+            Some(Fusion::from_parts(nb, f.weight, f.sum_sq, bias, hyper.fusion_alpha))
         }
     };
     let sketch = NameSketch::from_entries(
@@ -246,7 +268,7 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
             Some(DocFreq::with_counts(df, d.docs))
         }
     };
-    Ok(Model::from_parts(
+    let mut model = Model::from_parts(
         choice,
         features,
         task,
@@ -255,7 +277,9 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
         m.version,
         sketch,
         doc_freq,
-    ))
+    );
+    model.fusion = fusion;
+    Ok(model)
 }
 
 fn tally_from_pb(t: Option<pb::Tally>, n: usize) -> Result<Tally, String> {

@@ -67,6 +67,10 @@ fn round_trip_predicts_identically() {
         let (q, pos) = restore(ckpt, PipelineConfig::default()).unwrap();
         assert_eq!(pos, positions);
         assert_eq!(q.model().state(), p.model().state(), "{learner}");
+        // Linear learners fuse naive Bayes on the words of a binary task.
+        assert_eq!(p.model().fusion.is_some(), learner != Learner::NaiveBayes);
+        assert_eq!(q.model().fusion, p.model().fusion, "{learner}");
+        assert!(p.model().fusion.as_ref().is_none_or(|f| f.weight != 0.0));
         assert_eq!(q.progressive(), p.progressive());
         assert_eq!(q.cache(), p.cache());
         assert_eq!(q.counters(), p.counters());

@@ -7,15 +7,16 @@
 //! or `learning_rate = 0.5`); an unknown key is an error.
 
 pub mod bytes;
+mod model;
 pub mod properties;
 pub mod review;
+
+pub use model::{ModelArgs, ModelChoice};
 
 use std::path::{Path, PathBuf};
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
-use crate::features::{FeatureConfig, ValueMode, parse_char_ngrams};
-use crate::model::{Hyper, HyperChoice, Learner, Limits, Schedule};
 use crate::pipeline::PipelineConfig;
 
 #[derive(Debug, Parser)]
@@ -40,7 +41,7 @@ pub enum Command {
     /// The daemon: learn from labeled messages, predict unlabeled ones.
     Run(Box<RunArgs>),
     /// Progressive (test-then-train) evaluation of a whole JSON-lines stream.
-    Eval(EvalArgs),
+    Eval(Box<EvalArgs>),
     /// Predict each line of a JSON-lines input with a checkpointed model.
     Predict(PredictArgs),
     /// Summarise a checkpointed model and its strongest features.
@@ -98,156 +99,6 @@ pub struct DemoArgs {
     /// variables (sasl.password: CLASSIFYD_KAFKA_SASL_PASSWORD) and the config file's [kafka] table.
     #[arg(short = 'X', value_name = "KEY=VALUE")]
     pub kafka_property: Vec<String>,
-}
-
-/// Model and feature flags, shared by `run` and `eval`.
-#[derive(Debug, Clone, Args)]
-pub struct ModelArgs {
-    /// Learner: auto (logistic for single-label streams, hinge for
-    /// multi-label ones), perceptron (averaged), logistic, hinge or naive-bayes.
-    #[arg(long, env = "CLASSIFYD_MODEL", default_value = "auto")]
-    pub model: ModelChoice,
-    /// log2 of the number of hash buckets per class.
-    #[arg(long, env = "CLASSIFYD_BITS", default_value_t = 20)]
-    pub bits: u8,
-    /// Seed of the feature hash.
-    #[arg(long, env = "CLASSIFYD_HASH_SEED", default_value_t = 0)]
-    pub hash_seed: u64,
-    /// Word n-grams up to N (0 turns words off).
-    #[arg(long, env = "CLASSIFYD_NGRAMS", default_value_t = 2)]
-    pub ngrams: u8,
-    /// Character n-grams MIN-MAX (or N); 0 turns them off.
-    #[arg(long, env = "CLASSIFYD_CHAR_NGRAMS", default_value = "3-4")]
-    pub char_ngrams: String,
-    /// Character n-grams come from this many leading bytes of the text.
-    #[arg(long, env = "CLASSIFYD_CHAR_PREFIX_BYTES", default_value_t = 3000)]
-    pub char_prefix_bytes: usize,
-    /// Lowercase the text before taking character n-grams.
-    #[arg(long, env = "CLASSIFYD_CHAR_LOWERCASE", default_value_t = false, action = clap::ArgAction::Set)]
-    pub char_lowercase: bool,
-    /// Feature values: binary, count or log-count.
-    #[arg(long, env = "CLASSIFYD_VALUE", default_value = "log-count")]
-    pub value: ValueMode,
-    /// Scale each document's vector to unit L2 norm.
-    #[arg(long, env = "CLASSIFYD_NORMALIZE", default_value_t = true, action = clap::ArgAction::Set)]
-    pub normalize: bool,
-    /// Weight values by inverse document frequency learned from the stream.
-    #[arg(long, env = "CLASSIFYD_IDF", default_value_t = true, action = clap::ArgAction::Set)]
-    pub idf: bool,
-    /// Learning rate (default depends on --model).
-    #[arg(long, env = "CLASSIFYD_LEARNING_RATE")]
-    pub learning_rate: Option<f32>,
-    /// L2 regularization strength (weight decay per step: rate * l2).
-    #[arg(long, env = "CLASSIFYD_L2")]
-    pub l2: Option<f64>,
-    /// Learning-rate schedule: constant, inverse (rate / t^power), adagrad, or arow (hinge only).
-    #[arg(long, env = "CLASSIFYD_SCHEDULE")]
-    pub schedule: Option<Schedule>,
-    /// Exponent of the inverse schedule.
-    #[arg(long, env = "CLASSIFYD_POWER")]
-    pub power: Option<f64>,
-    /// AdaGrad's step is rate * g / (beta + sqrt(sum of g^2)).
-    #[arg(long, env = "CLASSIFYD_ADAGRAD_BETA")]
-    pub adagrad_beta: Option<f32>,
-    /// AROW's regularizer r (with --schedule arow).
-    #[arg(long, env = "CLASSIFYD_AROW_R")]
-    pub arow_r: Option<f32>,
-    /// Predict with lazily averaged weights.
-    #[arg(long, env = "CLASSIFYD_AVERAGE", action = clap::ArgAction::Set)]
-    pub average: Option<bool>,
-    /// Naive Bayes additive smoothing.
-    #[arg(long, env = "CLASSIFYD_NB_ALPHA")]
-    pub nb_alpha: Option<f32>,
-    /// Multi-label: predict the best label when none clears the threshold.
-    #[arg(long, env = "CLASSIFYD_AT_LEAST_ONE_LABEL", action = clap::ArgAction::Set)]
-    pub at_least_one_label: Option<bool>,
-    /// Multi-label: predict a label when its raw score (log-odds or margin) exceeds this.
-    #[arg(long, env = "CLASSIFYD_THRESHOLD", allow_hyphen_values = true)]
-    pub threshold: Option<f32>,
-    /// The most memory the weights (or counts) may take, e.g. 256MiB:
-    /// dense rows while they fit, sparse rows past that, the smallest
-    /// weights dropped when even those fill it. Predictors need the same.
-    #[arg(long, env = "CLASSIFYD_MODEL_MEMORY", default_value = "256MiB", value_parser = bytes::parse_bytes)]
-    pub model_memory: usize,
-    /// The most classes a model learns; a message with a new label past it
-    /// is dead-lettered (too_many_classes).
-    #[arg(long, env = "CLASSIFYD_MAX_CLASSES", default_value_t = crate::model::MAX_CLASSES)]
-    pub max_classes: usize,
-}
-
-/// `--model`: a learner, or `auto`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ModelChoice {
-    Auto,
-    Learner(Learner),
-}
-
-impl std::str::FromStr for ModelChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(ModelChoice::Auto),
-            other => other
-                .parse()
-                .map(ModelChoice::Learner)
-                .map_err(|e| format!("{e}, or auto")),
-        }
-    }
-}
-
-impl ModelArgs {
-    /// Validates the flags into feature and learner settings.
-    pub fn settings(&self) -> Result<(FeatureConfig, HyperChoice), String> {
-        let features = FeatureConfig {
-            bits: self.bits,
-            seed: self.hash_seed,
-            word_ngrams: self.ngrams,
-            char_ngrams: parse_char_ngrams(&self.char_ngrams)?,
-            char_prefix_bytes: self.char_prefix_bytes,
-            char_lowercase: self.char_lowercase,
-            value: self.value,
-            normalize: self.normalize,
-            idf: self.idf,
-        };
-        features.validate().map_err(|e| e.to_string())?;
-        let choice = match self.model {
-            ModelChoice::Auto => HyperChoice {
-                single: self.hyper(Learner::Logistic),
-                multi: self.hyper(Learner::Hinge),
-            },
-            ModelChoice::Learner(l) => HyperChoice::same(self.hyper(l)),
-        };
-        choice.validate().map_err(|e| e.to_string())?;
-        Ok((features, choice))
-    }
-
-    /// The memory and class bounds, checked against the features.
-    pub fn limits(&self, features: &FeatureConfig) -> Result<Limits, String> {
-        let limits = Limits {
-            memory: self.model_memory,
-            max_classes: self.max_classes,
-        };
-        limits.validate(features).map_err(|e| e.to_string())?;
-        Ok(limits)
-    }
-
-    /// The learner's defaults with the flags that were given.
-    fn hyper(&self, learner: Learner) -> Hyper {
-        let d = Hyper::defaults(learner);
-        Hyper {
-            learner,
-            learning_rate: self.learning_rate.unwrap_or(d.learning_rate),
-            l2: self.l2.unwrap_or(d.l2),
-            schedule: self.schedule.unwrap_or(d.schedule),
-            power: self.power.unwrap_or(d.power),
-            adagrad_beta: self.adagrad_beta.unwrap_or(d.adagrad_beta),
-            arow_r: self.arow_r.unwrap_or(d.arow_r),
-            average: self.average.unwrap_or(d.average),
-            nb_alpha: self.nb_alpha.unwrap_or(d.nb_alpha),
-            at_least_one_label: self.at_least_one_label.unwrap_or(d.at_least_one_label),
-            threshold: self.threshold.unwrap_or(d.threshold),
-        }
-    }
 }
 
 /// Flags of the pipeline around the model, shared by `run` and `eval`.
@@ -521,6 +372,7 @@ pub fn config_path_from_args(args: &[String]) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Learner;
 
     #[test]
     fn cli_is_well_formed() {
@@ -576,9 +428,9 @@ mod tests {
         assert_eq!((l.memory, l.max_classes), (256 << 20, crate::model::MAX_CLASSES));
         let l = limits(&["--model-memory", "1.5GiB", "--max-classes", "50000"]).unwrap();
         assert_eq!((l.memory, l.max_classes), (3 << 29, 50_000));
-        // 32 bytes a bucket at least: 32 MiB at the default 2^20 buckets.
+        // 32 bytes a bucket at least: 64 MiB at the default 2^21 buckets.
         let err = limits(&["--model-memory", "16MiB"]).unwrap_err();
-        assert!(err.contains("--model-memory") && err.contains("--bits 20"), "{err}");
+        assert!(err.contains("--model-memory") && err.contains("--bits 21"), "{err}");
         assert!(limits(&["--model-memory", "16MiB", "--bits", "18"]).is_ok());
         assert!(limits(&["--max-classes", "0"]).unwrap_err().contains("--max-classes"));
         let bad = ["classifyd", "eval", "--input", "x", "--model-memory", "lots"];

@@ -87,12 +87,16 @@ pub struct FeatureConfig {
     pub normalize: bool,
     /// Weight values by inverse document frequency learned from the stream.
     pub idf: bool,
+    /// Words and word n-grams hash into the lower half of the buckets,
+    /// character n-grams into the upper half ([`FeatureConfig::words_end`]):
+    /// a model can then tell the two views apart (fusion reads the words).
+    pub split_views: bool,
 }
 
 impl Default for FeatureConfig {
     fn default() -> Self {
         FeatureConfig {
-            bits: 20,
+            bits: 21,
             seed: 0,
             word_ngrams: 2,
             char_ngrams: Some((3, 4)),
@@ -101,6 +105,7 @@ impl Default for FeatureConfig {
             value: ValueMode::LogCount,
             normalize: true,
             idf: true,
+            split_views: true,
         }
     }
 }
@@ -141,6 +146,23 @@ impl FeatureConfig {
     /// The number of buckets, `2^bits`.
     pub fn buckets(&self) -> usize {
         1usize << self.bits
+    }
+
+    /// The first bucket of the character view when the views are split
+    /// (words below it); else the number of buckets.
+    pub fn words_end(&self) -> u32 {
+        let b = self.buckets() as u32;
+        if self.split_views { b / 2 } else { b }
+    }
+
+    /// The word view's bucket mask, and the character view's mask and offset.
+    fn view_masks(&self) -> (u64, u64, u64) {
+        let m = mask(self);
+        if self.split_views {
+            (m >> 1, m >> 1, (m >> 1) + 1)
+        } else {
+            (m, m, 0)
+        }
     }
 }
 
@@ -185,7 +207,7 @@ impl SparseVec {
         self.idx.clear();
         self.val.clear();
     }
-    pub fn iter(&self) -> impl Iterator<Item = (u32, f32)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (u32, f32)> + Clone + '_ {
         self.idx.iter().copied().zip(self.val.iter().copied())
     }
 }
@@ -366,7 +388,7 @@ impl Featurizer {
     /// where in `out` the character n-grams begin.
     fn extract_into(&mut self, text: &str, named: bool, out: &mut Vec<u32>) -> usize {
         let cfg = &{ self.cfg };
-        let m = mask(cfg);
+        let (m, cm, chars_at) = cfg.view_masks();
         self.token_hashes.clear();
         let seed = cfg.seed;
         if cfg.word_ngrams > 0 {
@@ -416,7 +438,7 @@ impl Featurizer {
                     let grams = bytes.windows(n);
                     buckets.reserve(grams.len());
                     // `windows` yields slices of exactly `n` bytes: every conversion succeeds.
-                    let bucket = |h: u64| (h & m) as u32;
+                    let bucket = |h: u64| ((h & cm) | chars_at) as u32;
                     match n {
                         3 => buckets.extend(grams.filter_map(|g| g.try_into().ok()).map(|g| bucket(short.three(g)))),
                         4 => buckets.extend(grams.filter_map(|g| g.try_into().ok()).map(|g| bucket(short.four(g)))),
@@ -433,7 +455,7 @@ impl Featurizer {
                         // Most grams of a mostly-ASCII text are 3 or 4 bytes
                         // long, and take the short formulas.
                         let piece = &bytes[self.char_offsets[start]..self.char_offsets[start + n]];
-                        out.push((short.hash(piece) & m) as u32);
+                        out.push(((short.hash(piece) & cm) | chars_at) as u32);
                     }
                 }
             }

@@ -9,6 +9,7 @@ fn words_only(bits: u8) -> FeatureConfig {
         char_ngrams: None,
         value: ValueMode::Count,
         normalize: false,
+        split_views: false,
         ..FeatureConfig::default()
     }
 }
@@ -47,6 +48,17 @@ fn golden_bucket_ids() {
     let mut f = Featurizer::new(cfg);
     let names = owned_names(&mut f, "Win!", &mut v);
     assert_eq!(names, [(3882435, "c:\"Win!\"".to_string())]);
+    // Split views: words keep their hash in the lower half, character
+    // n-grams theirs in the upper half.
+    let split = |c: FeatureConfig| FeatureConfig { split_views: true, ..c };
+    let mut f = Featurizer::new(split(words_only(21)));
+    let names = owned_names(&mut f, "Free entry", &mut v);
+    let got: Vec<(u32, String)> = names.into_iter().collect();
+    assert_eq!(got[0], (109627, "free".to_string()));
+    let mut f = Featurizer::new(split(cfg));
+    let names = owned_names(&mut f, "Win!", &mut v);
+    assert_eq!(names, [(3882435 & ((1 << 21) - 1) | 1 << 21, "c:\"Win!\"".to_string())]);
+    assert_eq!(split(cfg).words_end(), 1 << 21);
 }
 
 proptest::proptest! {

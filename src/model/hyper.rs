@@ -128,6 +128,13 @@ pub struct Hyper {
     /// Multi-label: a label is predicted when its raw score (log-odds for
     /// logistic and naive Bayes, margin otherwise) exceeds this.
     pub threshold: f32,
+    /// Fuse naive Bayes on the words into a linear learner's binary
+    /// decisions (see [`super::fusion`]; needs split feature views).
+    pub fusion: bool,
+    /// AdaGrad rate of the fusion's weight.
+    pub fusion_rate: f32,
+    /// The fused naive Bayes's additive smoothing.
+    pub fusion_alpha: f32,
 }
 
 impl From<Hyper> for HyperChoice {
@@ -152,6 +159,9 @@ impl Hyper {
             nb_alpha: 0.1,
             at_least_one_label: true,
             threshold: 0.0,
+            fusion: learner != Learner::NaiveBayes,
+            fusion_rate: 0.05,
+            fusion_alpha: 0.01,
         };
         match learner {
             Learner::Logistic => Hyper { l2: 1e-5, ..base },
@@ -199,6 +209,21 @@ impl Hyper {
                 "--schedule arow needs --model hinge, not {}",
                 self.learner
             )));
+        }
+        if self.fusion && self.learner == Learner::NaiveBayes {
+            return Err(ModelError::Hyper(
+                "--fusion fuses naive Bayes into a linear learner, not into naive Bayes".into(),
+            ));
+        }
+        if self.fusion {
+            for (what, v) in [
+                ("--fusion-rate", self.fusion_rate),
+                ("--fusion-alpha", self.fusion_alpha),
+            ] {
+                if !(v.is_finite() && v > 0.0) {
+                    return Err(ModelError::Hyper(format!("{what} must be finite and > 0, got {v}")));
+                }
+            }
         }
         if !(self.nb_alpha.is_finite() && self.nb_alpha > 0.0) {
             return Err(ModelError::Hyper(format!(

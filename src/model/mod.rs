@@ -10,6 +10,8 @@
 //! same buffers.
 
 mod arow;
+mod explain;
+pub mod fusion;
 mod hinge;
 mod hyper;
 mod limits;
@@ -139,6 +141,11 @@ pub struct Model {
     active: Vec<(usize, f32)>,
     /// Memory and class bounds.
     limits: Limits,
+    /// Naive Bayes on the words, fused into a binary task's raw scores.
+    pub(crate) fusion: Option<fusion::Fusion>,
+    /// The fusion's inputs of the example last predicted, for the step
+    /// that learns it with the raw scores of that prediction.
+    fused: std::cell::Cell<[f32; 2]>,
 }
 
 impl Model {
@@ -148,6 +155,7 @@ impl Model {
         let hyper = choice.single.clone();
         let state = Self::empty_state(&hyper, &features, false);
         let doc_freq = features.idf.then(|| DocFreq::new(features.buckets()));
+        let fusion = Self::new_fusion(&hyper, &features);
         Model {
             choice,
             hyper,
@@ -163,7 +171,22 @@ impl Model {
             gold_mask: Vec::new(),
             active: Vec::new(),
             limits: Limits::default(),
+            fusion,
+            fused: Default::default(),
         }
+    }
+
+    /// A fresh fusion, when the hyperparameters ask for one and the
+    /// features keep the word view apart.
+    fn new_fusion(hyper: &Hyper, features: &FeatureConfig) -> Option<fusion::Fusion> {
+        let on = hyper.fusion && features.split_views && hyper.learner != Learner::NaiveBayes;
+        on.then(|| {
+            fusion::Fusion::new(
+                features.words_end(),
+                crate::features::bias_bucket(features),
+                hyper.fusion_alpha,
+            )
+        })
     }
 
     fn empty_state(hyper: &Hyper, features: &FeatureConfig, multilabel: bool) -> State {
@@ -207,6 +230,8 @@ impl Model {
             gold_mask: Vec::new(),
             active: Vec::new(),
             limits: Limits::default(),
+            fusion: None,
+            fused: Default::default(),
         }
     }
 
@@ -230,10 +255,12 @@ impl Model {
 
     /// Bytes the weights or counts hold.
     pub fn state_bytes(&self) -> usize {
-        match &self.state {
-            State::Linear(w) => w.bytes(),
-            State::NaiveBayes(nb) => (nb.counts.len() + nb.totals.len()) * 4,
-        }
+        let fused = self.fusion.as_ref().map_or(0, fusion::Fusion::bytes);
+        fused
+            + match &self.state {
+                State::Linear(w) => w.bytes(),
+                State::NaiveBayes(nb) => (nb.counts.len() + nb.totals.len()) * 4,
+            }
     }
 
     /// Document frequencies, when the features are IDF-weighted.
@@ -291,6 +318,7 @@ impl Model {
                     self.hyper = self.choice.multi.clone();
                     self.state = Self::empty_state(&self.hyper, &self.features, true);
                     self.set_limits(self.limits);
+                    self.fusion = None;
                 }
                 self.task = Some(task);
                 task
@@ -309,7 +337,15 @@ impl Model {
         }
         match &mut self.state {
             // Two classes of a single-label task move as a mirrored pair.
-            State::Linear(w) if self.task == Some(Task::SingleLabel) => w.add_class_mirrored(),
+            State::Linear(w) if self.task == Some(Task::SingleLabel) => {
+                if let Some(f) = &mut self.fusion
+                    && !f.add_class()
+                {
+                    tracing::info!("a third class: naive Bayes fusion (for binary tasks) is off from here");
+                    self.fusion = None;
+                }
+                w.add_class_mirrored()
+            }
             State::Linear(w) => w.add_class(),
             State::NaiveBayes(nb) => {
                 // Dense counts: a class costs a float per bucket.
@@ -348,6 +384,11 @@ impl Model {
         match &self.state {
             State::Linear(w) => w.scores_averaged(x, out),
             State::NaiveBayes(nb) => nb.scores(x, self.hyper.nb_alpha, out),
+        }
+        if let Some(f) = &self.fusion {
+            let inputs = f.inputs(x);
+            self.fused.set(inputs);
+            f.add(inputs, out);
         }
     }
 
@@ -434,15 +475,31 @@ impl Model {
                 w.begin_step(eta * h.l2);
                 self.scratch.resize(k, 0.0);
                 self.grad.resize(k, 0.0);
+                // The fused part of the scores, which the decay leaves alone.
+                let fused = self.fusion.as_ref().map(|f| match raw {
+                    // The scores of the prediction just made: its inputs too.
+                    Some(_) => (self.fused.get(), f.weight),
+                    None => (f.inputs(x), f.weight),
+                });
                 match raw {
-                    // Decay changes every score by the same factor.
+                    // Decay changes every linear score by the same factor.
                     Some(r) if r.len() == k && !w.averaged() => {
-                        let f = (1.0 - eta * h.l2).max(0.0) as f32;
-                        for (s, &r) in self.scratch.iter_mut().zip(r) {
-                            *s = r * if h.l2 > 0.0 { f } else { 1.0 };
+                        let f = if h.l2 > 0.0 {
+                            (1.0 - eta * h.l2).max(0.0) as f32
+                        } else {
+                            1.0
+                        };
+                        for (c, (s, &r)) in self.scratch.iter_mut().zip(r).enumerate() {
+                            let part = fused.map_or(0.0, |(i, a)| a * i.get(c).copied().unwrap_or(0.0));
+                            *s = (r - part) * f + part;
                         }
                     }
-                    _ => w.scores(x, &mut self.scratch),
+                    _ => {
+                        w.scores(x, &mut self.scratch);
+                        if let (Some(f), Some((inputs, _))) = (&self.fusion, fused) {
+                            f.add(inputs, &mut self.scratch);
+                        }
+                    }
                 }
                 match task {
                     Task::SingleLabel => {
@@ -468,6 +525,9 @@ impl Model {
                     }
                 }
                 let eta = eta as f32;
+                if let (Some(f), Some((inputs, _))) = (&mut self.fusion, fused) {
+                    f.learn(x, inputs, &self.grad, h.fusion_rate, gold[0]);
+                }
                 if h.schedule == Schedule::Arow {
                     arow::arow_step(w, x, &self.scratch, &mut self.grad, task, h.arow_r, &mut self.gold_mask);
                 } else {
@@ -504,40 +564,6 @@ impl Model {
                 Ok(())
             }
         }
-    }
-
-    /// What one unit of feature `bucket` adds to `class`'s score: its
-    /// (averaged) weight; for naive Bayes, the log-ratio of the class's
-    /// smoothed rate to the best other class's (0 for a bucket never seen).
-    pub fn feature_weight(&self, bucket: u32, class: usize) -> f32 {
-        match &self.state {
-            State::Linear(w) => w.get_averaged(bucket, class),
-            State::NaiveBayes(nb) => {
-                let k = self.labels.len();
-                let row = &nb.counts[bucket as usize * k..bucket as usize * k + k];
-                if row.iter().all(|&c| c == 0.0) {
-                    return 0.0;
-                }
-                let a = self.hyper.nb_alpha;
-                let rate = |c: usize| ((row[c] + a) as f64 / (nb.class_mass[c] + 1.0)).ln();
-                let other = (0..k)
-                    .filter(|&c| c != class)
-                    .map(rate)
-                    .fold(f64::NEG_INFINITY, f64::max);
-                let own = rate(class);
-                (if other.is_finite() { own - other } else { own }) as f32
-            }
-        }
-    }
-
-    /// The strongest features of class `class`: (bucket, weight), strongest first.
-    pub fn top_features(&self, class: usize, n: usize) -> Vec<(u32, f32)> {
-        let buckets = self.features.buckets() as u32;
-        let mut all: Vec<(u32, f32)> = (0..buckets).map(|b| (b, self.feature_weight(b, class))).collect();
-        all.retain(|&(_, w)| w != 0.0);
-        all.sort_by(|a, b| b.1.total_cmp(&a.1));
-        all.truncate(n);
-        all
     }
 }
 

@@ -244,21 +244,16 @@ pub fn delta(old: &pb::ModelState, new: &pb::ModelState) -> Option<pb::ModelStat
                 mirrored: n.mirrored,
             })
         }
-        (Some(State::NaiveBayes(o)), Some(State::NaiveBayes(n))) => {
-            if o.multilabel != n.multilabel {
-                return None;
-            }
-            State::NaiveBayes(pb::NaiveBayesState {
-                counts: diff_rows(o.counts.as_ref(), n.counts.as_ref())?,
-                totals: diff_rows(o.totals.as_ref(), n.totals.as_ref())?,
-                class_mass: n.class_mass.clone(),
-                class_docs: n.class_docs.clone(),
-                docs: n.docs,
-                mass: n.mass,
-                vocabulary: n.vocabulary,
-                multilabel: n.multilabel,
-            })
-        }
+        (Some(State::NaiveBayes(o)), Some(State::NaiveBayes(n))) => State::NaiveBayes(nb_delta(o, n)?),
+        _ => return None,
+    };
+    let fusion = match (&old.fusion, &new.fusion) {
+        (None, None) => None,
+        (Some(o), Some(n)) => Some(pb::FusionState {
+            naive_bayes: Some(nb_delta(o.naive_bayes.as_ref()?, n.naive_bayes.as_ref()?)?),
+            weight: n.weight,
+            sum_sq: n.sum_sq,
+        }),
         _ => return None,
     };
     let doc_freq = match (&old.doc_freq, &new.doc_freq) {
@@ -281,7 +276,38 @@ pub fn delta(old: &pb::ModelState, new: &pb::ModelState) -> Option<pb::ModelStat
         sketch: Vec::new(),
         sketch_offered: new.sketch_offered,
         doc_freq,
+        fusion,
     })
+}
+
+/// The change between two naive Bayes states of one layout.
+fn nb_delta(o: &pb::NaiveBayesState, n: &pb::NaiveBayesState) -> Option<pb::NaiveBayesState> {
+    if o.multilabel != n.multilabel {
+        return None;
+    }
+    Some(pb::NaiveBayesState {
+        counts: diff_rows(o.counts.as_ref(), n.counts.as_ref())?,
+        totals: diff_rows(o.totals.as_ref(), n.totals.as_ref())?,
+        class_mass: n.class_mass.clone(),
+        class_docs: n.class_docs.clone(),
+        docs: n.docs,
+        mass: n.mass,
+        vocabulary: n.vocabulary,
+        multilabel: n.multilabel,
+    })
+}
+
+/// Applies an [`nb_delta`].
+fn nb_apply(b: &mut pb::NaiveBayesState, n: pb::NaiveBayesState) -> Result<(), String> {
+    if b.multilabel != n.multilabel {
+        return Err("a delta for another naive Bayes layout".into());
+    }
+    merge_rows(&mut b.counts, n.counts)?;
+    merge_rows(&mut b.totals, n.totals)?;
+    b.class_mass = n.class_mass;
+    b.class_docs = n.class_docs;
+    (b.docs, b.mass, b.vocabulary) = (n.docs, n.mass, n.vocabulary);
+    Ok(())
 }
 
 /// Applies a [`delta`] to the image it was taken against. The image keeps
@@ -303,17 +329,19 @@ pub fn apply(base: &mut pb::ModelState, d: pb::ModelState) -> Result<(), String>
             merge_rows(&mut b.entries, n.entries)?;
             (b.scale, b.bsum, b.steps) = (n.scale, n.bsum, n.steps);
         }
-        (Some(State::NaiveBayes(b)), Some(State::NaiveBayes(n))) => {
-            if b.multilabel != n.multilabel {
-                return Err("a delta for another naive Bayes layout".into());
-            }
-            merge_rows(&mut b.counts, n.counts)?;
-            merge_rows(&mut b.totals, n.totals)?;
-            b.class_mass = n.class_mass;
-            b.class_docs = n.class_docs;
-            (b.docs, b.mass, b.vocabulary) = (n.docs, n.mass, n.vocabulary);
-        }
+        (Some(State::NaiveBayes(b)), Some(State::NaiveBayes(n))) => nb_apply(b, n)?,
         _ => return Err("a delta for another learner".into()),
+    }
+    match (&mut base.fusion, d.fusion) {
+        (None, None) => {}
+        (Some(b), Some(n)) => {
+            match (&mut b.naive_bayes, n.naive_bayes) {
+                (Some(b), Some(n)) => nb_apply(b, n)?,
+                _ => return Err("a fusion delta without its counts".into()),
+            }
+            (b.weight, b.sum_sq) = (n.weight, n.sum_sq);
+        }
+        _ => return Err("a delta with and without a fusion".into()),
     }
     match (&mut base.doc_freq, d.doc_freq) {
         (None, None) => {}

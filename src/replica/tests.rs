@@ -117,6 +117,13 @@ fn a_delta_applied_gives_the_newer_image() {
                 let mut want = n.clone();
                 want.sketch = o.sketch.clone();
                 assert_eq!(applied, want, "{learner:?} idf={idf}");
+                // The binary stream's linear models carry their fusion.
+                let binary = lines[0].contains("\"ham\"") || lines[0].contains("\"spam\"");
+                assert_eq!(
+                    d.fusion.is_some(),
+                    binary && learner != Learner::NaiveBayes,
+                    "{learner:?}"
+                );
                 assert!(
                     d.encoded_len() < n.encoded_len(),
                     "{learner:?}: the delta is smaller than the image"
