@@ -65,17 +65,18 @@ rows | while IFS='|' read -r name flags only; do
     cells+=$(eval_json "$data/$s/stream.jsonl" "${f[@]}" | python3 -c '
 import json, sys
 r = json.load(sys.stdin); p = r["progressive"]
-print(f"| {p[\"accuracy\"]:.4f} | {p[\"one_minus_roca_percent\"]:.3f} | {r[\"examples_per_second\"]:,.0f} ", end="")')
+rate = "{:,.0f}".format(r["examples_per_second"])
+print("| %.4f | %.3f | %s " % (p["accuracy"], p["one_minus_roca_percent"], rate), end="")')
   done
   if [[ $only == spam-only ]]; then
     cells+="| (binary only) | (binary only) "
   else
     cells+=$(eval_json "$data/reuters21578/stream.jsonl" "${f[@]}" | python3 -c '
 import json, sys
-print(f"| {json.load(sys.stdin)[\"test\"][\"micro_f1\"]:.4f} ", end="")')
+print("| %.4f " % json.load(sys.stdin)["test"]["micro_f1"], end="")')
     cells+=$(eval_json "$data/20newsgroups/stream.jsonl" "${f[@]}" | python3 -c '
 import json, sys
-print(f"| {json.load(sys.stdin)[\"test\"][\"accuracy\"]:.4f} ", end="")')
+print("| %.4f " % json.load(sys.stdin)["test"]["accuracy"], end="")')
   fi
   echo "| $name $cells| \`${flags:-(none)}\` |"
 done
