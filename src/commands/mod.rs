@@ -123,6 +123,17 @@ pub struct Inspection {
     pub progressive: Report,
     /// Per class: its strongest features (name, weight).
     pub top_features: Vec<(String, Vec<(String, f32)>)>,
+    /// The fused naive Bayes (binary tasks): its weight in the scores and
+    /// the examples it has counted; none without a fusion.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fusion: Option<FusionSummary>,
+}
+
+/// What `inspect` says of a model's fusion.
+#[derive(Debug, Serialize)]
+pub struct FusionSummary {
+    pub weight: f32,
+    pub examples: u64,
 }
 
 pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
@@ -165,6 +176,10 @@ pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
         model_digest,
         progressive: pipeline.progressive().report(),
         top_features,
+        fusion: m.fusion.as_ref().map(|f| FusionSummary {
+            weight: f.weight,
+            examples: f.nb.docs,
+        }),
     })
 }
 
@@ -211,6 +226,13 @@ impl Inspection {
             "{} non-zero buckets, {} with known names",
             self.non_zero_buckets, self.named_buckets
         )?;
+        if let Some(f) = &self.fusion {
+            writeln!(
+                out,
+                "fusion: naive Bayes on the words, weight {:.4} in the scores, {} examples counted (feature weights below include it)",
+                f.weight, f.examples
+            )?;
+        }
         write!(out, "{}", self.progressive.render("progressive"))?;
         for (label, feats) in &self.top_features {
             writeln!(out, "strongest features of {label:?}:")?;
