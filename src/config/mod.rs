@@ -11,7 +11,7 @@ mod model;
 pub mod properties;
 pub mod review;
 
-pub use model::{ModelArgs, ModelChoice};
+pub use model::{ModelArgs, ModelChoice, Preset};
 
 use std::path::{Path, PathBuf};
 
@@ -411,6 +411,18 @@ mod tests {
         assert_eq!((h.single.learner, h.multi.learner), (Learner::Logistic, Learner::Hinge));
         assert_eq!((h.single.learning_rate, h.multi.learning_rate), (0.25, 0.25));
         assert!(Cli::try_parse_from(["classifyd", "eval", "--input", "x", "--model", "forest"]).is_err());
+        // A preset sets feature defaults; flags given win over it.
+        let features = |args: &[&str]| {
+            let all = [&["classifyd", "eval", "--input", "x"], args].concat();
+            let Command::Eval(e) = Cli::try_parse_from(all).unwrap().command else {
+                panic!()
+            };
+            let (f, _) = e.model.settings().unwrap();
+            (f.bits, f.word_ngrams)
+        };
+        assert_eq!(features(&[]), (21, 2));
+        assert_eq!(features(&["--preset", "accurate"]), (22, 3));
+        assert_eq!(features(&["--preset", "accurate", "--bits", "20"]), (20, 3));
     }
 
     #[test]
