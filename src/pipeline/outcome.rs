@@ -9,8 +9,10 @@ use crate::message::Bad;
 /// What became of one message.
 #[derive(Debug, PartialEq)]
 pub enum Outcome {
-    /// A labeled example, counted and learned. `kept` holds its raw features
-    /// and gold labels when [`PipelineConfig::keep_train`] is on.
+    /// A labeled example, counted and learned (under `eval --label-budget`,
+    /// learned only if the review asked for it: see
+    /// [`PipelineConfig::query_labels`]). `kept` holds its raw features and
+    /// gold labels when [`PipelineConfig::keep_train`] is on.
     Learned {
         correct: bool,
         kept: Option<(SparseVec, Vec<String>)>,

@@ -64,7 +64,6 @@ pub struct Verdict {
     pub ask: bool,
 }
 
-/// Predictions whose confidences the band is the quantile of.
 /// Fewest predictions whose confidences the band is the quantile of: a
 /// window short enough to follow a stream whose mix changes (1,000 lost
 /// 0.045 of accuracy on SpamAssassin at a 10 % budget, docs/review.md).
@@ -143,8 +142,9 @@ impl Review {
     /// budget allows (spending the budget).
     pub fn consider(&mut self, confidence: f32, now_ms: u64) -> Verdict {
         let f = self.cfg.fraction;
-        // No evidence either way (a gap of 0) is uncertain whatever the band.
-        let uncertain = f64::from(confidence) < self.band || confidence <= 0.0;
+        // No evidence either way (a gap of 0) is uncertain whatever the
+        // band (but for a review of nothing).
+        let uncertain = f64::from(confidence) < self.band || (confidence <= 0.0 && f > 0.0);
         self.remember(confidence);
         self.seen += 1;
         self.tokens = (self.tokens + f).min(self.burst);
@@ -165,7 +165,7 @@ impl Review {
         Verdict { uncertain, ask }
     }
 
-    /// Keeps `confidence` in the window, and every `REFRESH` predictions
+    /// Keeps `confidence` in the window, and every `refresh` predictions
     /// sets the band to the window's `fraction`-quantile.
     fn remember(&mut self, confidence: f32) {
         let c = if confidence.is_nan() { 0.0 } else { confidence };
