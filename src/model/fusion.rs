@@ -103,6 +103,14 @@ impl Fusion {
         [-d, d]
     }
 
+    /// Hints the CPU to fetch `bucket`'s counts, when it is in the view.
+    #[inline(always)]
+    pub fn prefetch_row(&self, bucket: u32) {
+        if (bucket as usize) < self.nb.buckets {
+            crate::features::prefetch(&self.nb.counts, bucket as usize * self.nb.classes);
+        }
+    }
+
     /// Adds `a f_k` to the raw scores.
     pub fn add(&self, f: [f32; 2], raw: &mut [f32]) {
         for (r, v) in raw.iter_mut().zip(f) {

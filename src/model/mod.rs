@@ -371,6 +371,9 @@ impl Model {
             State::Linear(w) => w.prefetch_row(bucket),
             State::NaiveBayes(nb) => crate::features::prefetch(&nb.counts, bucket as usize * nb.classes),
         }
+        if let Some(f) = &self.fusion {
+            f.prefetch_row(bucket);
+        }
     }
 
     /// Raw scores (averaged weights where averaging is on) into `out`.
