@@ -74,25 +74,9 @@ impl Fusion {
         if nb.classes < 2 || nb.class_docs.contains(&0) {
             return [0.0; 2];
         }
-        let alpha = f64::from(self.alpha);
-        let v = nb.vocabulary.max(1) as f64;
-        let mut s = [0f64; 2];
-        let mut sum = 0f64;
-        let (mut l0, mut l1) = (0f64, 0f64);
-        // A logarithm per count rather than a table of them: the counts'
-        // row is the one cache miss (learning the example hits it again).
-        let a = self.alpha;
-        for (b, val) in view(nb.buckets as u32, self.bias, x) {
-            sum += f64::from(val);
-            let row = &nb.counts[b as usize * 2..b as usize * 2 + 2];
-            l0 += f64::from(val * (row[0] + a).ln());
-            l1 += f64::from(val * (row[1] + a).ln());
-        }
-        for (c, s) in s.iter_mut().enumerate() {
-            let prior = ((nb.class_docs[c] as f64 + 1.0) / (nb.docs as f64 + 2.0)).ln();
-            *s = prior - sum * (nb.class_mass[c] + alpha * v).ln();
-        }
-        let d = (s[1] + l1 - s[0] - l0) as f32;
+        let mut s = [0f32; 2];
+        nb.scores_entries(view(nb.buckets as u32, self.bias, x), self.alpha, &mut s);
+        let d = s[1] - s[0];
         if !d.is_finite() {
             return [0.0; 2];
         }
@@ -146,24 +130,8 @@ impl Fusion {
         if gold >= self.nb.classes {
             return;
         }
-        // Naive Bayes's count of the example, with the logarithms of the
-        // counts it changes, in one pass over the view.
-        let nb = &mut self.nb;
-        // One class or two: rows of `k`.
-        let k = nb.classes;
-        let mut sum = 0f64;
-        for (b, val) in view(nb.buckets as u32, self.bias, x) {
-            let row = &mut nb.counts[b as usize * k..b as usize * k + k];
-            if row.iter().all(|&c| c == 0.0) {
-                nb.vocabulary += 1;
-            }
-            row[gold] += val;
-            sum += f64::from(val);
-        }
-        nb.class_mass[gold] += sum;
-        nb.class_docs[gold] += 1;
-        nb.docs += 1;
-        nb.mass += sum;
+        let (end, bias) = (self.nb.buckets as u32, self.bias);
+        self.nb.learn_entries(view(end, bias, x), &[gold]);
     }
 
     /// Bytes of its counts.

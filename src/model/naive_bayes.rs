@@ -57,22 +57,28 @@ impl NaiveBayes {
 
     /// Log-scores (single-label) or log-odds per label (multi-label) into `out`.
     pub fn scores(&self, x: &SparseVec, alpha: f32, out: &mut [f32]) {
+        self.scores_entries(x.iter(), alpha, out);
+    }
+
+    /// [`NaiveBayes::scores`] of a document given as (bucket, value) entries.
+    pub fn scores_entries(&self, x: impl Iterator<Item = (u32, f32)> + Clone, alpha: f32, out: &mut [f32]) {
         let k = self.classes;
+        let xsum = x.clone().map(|(_, v)| v).sum::<f32>();
         let alpha = alpha as f64;
         let v = (self.vocabulary.max(1)) as f64;
         if !self.multilabel() {
             for (c, o) in out[..k].iter_mut().enumerate() {
                 let prior = ((self.class_docs[c] as f64 + 1.0) / (self.docs as f64 + k as f64)).ln();
-                *o = prior as f32 - (x.val.iter().sum::<f32>() as f64 * (self.class_mass[c] + alpha * v).ln()) as f32;
+                *o = prior as f32 - (xsum as f64 * (self.class_mass[c] + alpha * v).ln()) as f32;
             }
-            for (i, val) in x.iter() {
+            for (i, val) in x {
                 let row = &self.counts[i as usize * k..i as usize * k + k];
                 for (o, &cnt) in out[..k].iter_mut().zip(row) {
                     *o += val * (cnt + alpha as f32).ln();
                 }
             }
         } else {
-            let xsum = x.val.iter().sum::<f32>() as f64;
+            let xsum = xsum as f64;
             for (c, o) in out[..k].iter_mut().enumerate() {
                 let pos_docs = self.class_docs[c] as f64;
                 let neg_docs = self.docs as f64 - pos_docs;
@@ -82,7 +88,7 @@ impl NaiveBayes {
                 *o = (prior + norm) as f32;
             }
             let a = alpha as f32;
-            for (i, val) in x.iter() {
+            for (i, val) in x {
                 let row = &self.counts[i as usize * k..i as usize * k + k];
                 let total = self.totals[i as usize];
                 for (o, &cnt) in out[..k].iter_mut().zip(row) {
@@ -94,9 +100,14 @@ impl NaiveBayes {
 
     /// Counts one document with its gold classes.
     pub fn learn(&mut self, x: &SparseVec, gold: &[usize]) {
+        self.learn_entries(x.iter(), gold);
+    }
+
+    /// [`NaiveBayes::learn`] of a document given as (bucket, value) entries.
+    pub fn learn_entries(&mut self, x: impl Iterator<Item = (u32, f32)> + Clone, gold: &[usize]) {
         let k = self.classes;
-        let xsum: f64 = x.val.iter().map(|&v| v as f64).sum();
-        for (i, val) in x.iter() {
+        let xsum: f64 = x.clone().map(|(_, v)| v as f64).sum();
+        for (i, val) in x {
             let row = &mut self.counts[i as usize * k..i as usize * k + k];
             let fresh = if self.totals.is_empty() {
                 row.iter().all(|&c| c == 0.0)
