@@ -86,8 +86,6 @@ pub struct Review {
     recent: Vec<f32>,
     head: usize,
     window: usize,
-    /// Predictions between two computations of the band.
-    refresh: u64,
     scratch: Vec<f32>,
     /// The traffic bucket: asks it allows now, and its size.
     tokens: f64,
@@ -118,7 +116,6 @@ impl Review {
             recent: Vec::new(),
             head: 0,
             window,
-            refresh: (window / REFRESHES_PER_WINDOW) as u64,
             scratch: Vec::new(),
             tokens: burst,
             burst,
@@ -165,7 +162,7 @@ impl Review {
         Verdict { uncertain, ask }
     }
 
-    /// Keeps `confidence` in the window, and every `refresh` predictions
+    /// Keeps `confidence` in the window, and every window / 25 predictions
     /// sets the band to the window's `fraction`-quantile.
     fn remember(&mut self, confidence: f32) {
         let c = if confidence.is_nan() { 0.0 } else { confidence };
@@ -175,7 +172,7 @@ impl Review {
             self.recent[self.head] = c;
             self.head = (self.head + 1) % self.window;
         }
-        if !(self.seen + 1).is_multiple_of(self.refresh) {
+        if !(self.seen + 1).is_multiple_of((self.window / REFRESHES_PER_WINDOW) as u64) {
             return;
         }
         self.scratch.clone_from(&self.recent);
@@ -252,7 +249,12 @@ impl Pipeline {
     pub(super) fn review_current(&mut self, sent: bool) -> Verdict {
         let task = self.model.task().unwrap_or(Task::SingleLabel);
         let c = confidence(&self.scored, task, self.model.hyper().threshold);
-        let mut verdict = self.review.consider(c, crate::clock::now_ms());
+        // The clock only matters to a per-minute budget.
+        let now = match self.review.config().per_minute {
+            Some(_) => crate::clock::now_ms(),
+            None => 0,
+        };
+        let mut verdict = self.review.consider(c, now);
         verdict.ask &= sent;
         let counters = &mut self.counters;
         counters.uncertain += u64::from(verdict.uncertain);
