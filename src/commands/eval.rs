@@ -16,6 +16,7 @@ use crate::eval::Report;
 use crate::features::{FeatureConfig, SparseVec};
 use crate::model::{Hyper, Model};
 use crate::pipeline::{Outcome, Pipeline, Prepared, Preparer};
+use crate::transport::bounded::{Got, read_bounded};
 use crate::transport::sinks::DeadLetterSink;
 
 /// The result of `eval`, printed by `--json`.
@@ -69,14 +70,11 @@ pub struct LabelBudget {
 /// Progressive evaluation of a whole file, then extra passes over its
 /// training lines and the held-out test metrics when it has a split.
 pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
-    let (features, choice) = args.model.settings().map_err(CommandError::Usage)?;
-    if args.passes == 0 {
-        return Err(CommandError::Usage("--passes must be at least 1".into()));
-    }
-    let mut cfg = args.pipeline.settings().map_err(CommandError::Usage)?;
-    cfg.limits = args.model.limits(&features).map_err(CommandError::Usage)?;
+    let (features, choice) = args.model.settings()?;
+    let mut cfg = args.pipeline.settings();
+    cfg.limits = args.model.limits(&features)?;
     cfg.defer_test = true;
-    if let Some(review) = args.labels.settings().map_err(CommandError::Usage)? {
+    if let Some(review) = args.labels.settings() {
         cfg.review = review;
         cfg.query_labels = true;
     }
@@ -120,7 +118,9 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
                 bytes += n;
                 number += 1;
                 let id = || number.to_string();
-                match pipeline.handle_prepared(&mut batch.prepared, i, &id, number) {
+                // The stream's clock: line n is n seconds in (messages carry
+                // no time), so `--feedback-ttl-secs 60` is 60 lines.
+                match pipeline.handle_prepared(&mut batch.prepared, i, &id, number.saturating_mul(1000)) {
                     Outcome::Learned { kept: Some(k), .. } => train.push(k),
                     Outcome::Test { deferred: Some(t) } => test.push(t),
                     Outcome::Bad(bad) => dead
@@ -242,6 +242,7 @@ fn read_prepared(
 ) {
     let mut number = 0u64;
     let mut eof = false;
+    let mut line = Vec::new();
     while !eof {
         let mut batch = spent.try_recv().unwrap_or_else(|_| Batch {
             text: Vec::with_capacity(1 << 16),
@@ -257,23 +258,27 @@ fn read_prepared(
                 eof = true;
                 break;
             }
-            let start = batch.text.len();
-            match reader.read_until(b'\n', &mut batch.text) {
+            match read_bounded(&mut reader, preparer.max_message_bytes(), &mut line) {
                 Err(e) => {
                     let _ = tx.send(Err(e));
                     return;
                 }
-                Ok(0) => {
+                Ok(Got::End) => {
                     eof = true;
                     break;
                 }
-                Ok(n) => {
-                    while batch.text.len() > start && matches!(batch.text.last(), Some(b'\n' | b'\r')) {
-                        batch.text.pop();
-                    }
+                Ok(Got::Line { taken }) => {
                     number += 1;
-                    preparer.prepare(&batch.text[start..], count, &mut batch.prepared);
-                    batch.lines.push((batch.text.len(), n as u64));
+                    preparer.prepare(&line, count, &mut batch.prepared);
+                    batch.text.extend_from_slice(&line);
+                    batch.lines.push((batch.text.len(), taken));
+                }
+                Ok(Got::Oversized { length, taken }) => {
+                    // Read past, never held: its first bytes go to the dead letters.
+                    number += 1;
+                    preparer.refuse_too_large(length, &mut batch.prepared);
+                    batch.text.extend_from_slice(&line);
+                    batch.lines.push((batch.text.len(), taken));
                 }
             }
         }
@@ -395,7 +400,7 @@ mod tests {
         let (result, threaded) = eval(&args).unwrap();
 
         let (features, choice) = args.model.settings().unwrap();
-        let mut cfg = args.pipeline.settings().unwrap();
+        let mut cfg = args.pipeline.settings();
         cfg.defer_test = true;
         cfg.keep_train = true;
         let mut inline = Pipeline::new(Model::new(choice, features), cfg);

@@ -7,7 +7,7 @@ pub use eval::{EvalResult, LabelBudget, eval};
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufReader, Write};
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -18,6 +18,7 @@ use crate::eval::Report;
 use crate::features::FeatureConfig;
 use crate::model::{Hyper, State, Task};
 use crate::pipeline::{Pipeline, PipelineConfig};
+use crate::transport::bounded::{Got, read_bounded};
 use crate::transport::sinks::{PredictionSink, open_output};
 
 /// Why a command failed.
@@ -25,6 +26,8 @@ use crate::transport::sinks::{PredictionSink, open_output};
 pub enum CommandError {
     #[error("{0}")]
     Usage(String),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     // The cause is in the message itself, not the error chain, so it is
     // printed once.
     #[error("{path}: {error}")]
@@ -77,21 +80,24 @@ pub fn predict(args: &PredictArgs) -> Result<(u64, u64), CommandError> {
     };
     let mut out = PredictionSink::new(open_output(&args.output).map_err(CommandError::Output)?, &args.output);
     let (mut ok, mut bad) = (0, 0);
-    for (i, line) in BufReader::new(input).split(b'\n').enumerate() {
-        let mut line = line.map_err(io_at(&args.input))?;
-        if line.last() == Some(&b'\r') {
-            line.pop();
-        }
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        match pipeline.predict_only(&line, &|| (i + 1).to_string()) {
-            Ok(p) => {
-                out.write(&p).map_err(CommandError::Output)?;
+    let mut reader = BufReader::with_capacity(1 << 16, input);
+    let max = pipeline.config().max_message_bytes;
+    let mut line = Vec::new();
+    for i in 1u64.. {
+        let got = read_bounded(&mut reader, max, &mut line).map_err(io_at(&args.input))?;
+        let refused = match got {
+            Got::End => break,
+            Got::Oversized { length, .. } => Err(crate::message::too_large(length, max)),
+            Got::Line { .. } if line.iter().all(u8::is_ascii_whitespace) => continue,
+            Got::Line { .. } => pipeline.predict_only(&line, &|| i.to_string()).map(|p| out.write(&p)),
+        };
+        match refused {
+            Ok(written) => {
+                written.map_err(CommandError::Output)?;
                 ok += 1;
             }
             Err(b) => {
-                tracing::warn!(line = i + 1, reason = %b.reason, error = %b.detail, "skipping line");
+                tracing::warn!(line = i, reason = %b.reason, error = %b.detail, "skipping line");
                 bad += 1;
             }
         }

@@ -7,15 +7,18 @@
 //! or `learning_rate = 0.5`); an unknown key is an error.
 
 pub mod bytes;
+mod file;
 mod model;
 pub mod properties;
 pub mod review;
 
+pub use file::{ConfigFile, parse_args};
 pub use model::{ModelArgs, ModelChoice, Preset};
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap::builder::RangedU64ValueParser;
+use clap::{Args, Parser, Subcommand};
 
 use crate::pipeline::PipelineConfig;
 
@@ -48,9 +51,11 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Stream a labeled JSON-lines file into Kafka, holding some labels back
     /// and sending them later as feedback (demos).
+    #[command(mut_arg("brokers", |a| a.required(true)))]
     DemoProduce(DemoArgs),
     /// Print a topic's records (predictions by default) as lines on
     /// stdout, from its start, following it until Ctrl-C.
+    #[command(mut_arg("brokers", |a| a.required(true)))]
     Tail(TailArgs),
 }
 
@@ -59,23 +64,20 @@ pub struct TailArgs {
     /// The topic to print (default: the output topic).
     #[arg(env = "CLASSIFYD_OUTPUT_TOPIC", default_value = "predictions")]
     pub topic: String,
-    #[arg(long, env = "CLASSIFYD_BROKERS")]
-    pub brokers: String,
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
     /// Stop after this many records.
-    #[arg(long)]
+    #[arg(long, env = "CLASSIFYD_TAIL_MAX")]
     pub max: Option<u64>,
     /// Stop at the topic's end as it is now instead of following it.
-    #[arg(long)]
+    #[arg(long, env = "CLASSIFYD_TAIL_NO_FOLLOW")]
     pub no_follow: bool,
-    /// librdkafka property key=value (repeatable); also from CLASSIFYD_KAFKA_<NAME> variables.
-    #[arg(short = 'X', value_name = "KEY=VALUE")]
-    pub kafka_property: Vec<String>,
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
-    #[arg(long, env = "CLASSIFYD_BROKERS")]
-    pub brokers: String,
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
     #[arg(long, env = "CLASSIFYD_DEMO_INPUT")]
     pub input: PathBuf,
     #[arg(long, env = "CLASSIFYD_INPUT_TOPIC", default_value = "messages")]
@@ -95,65 +97,111 @@ pub struct DemoArgs {
     /// requests only, so the live accuracy stays honest) until stopped.
     #[arg(long = "loop", env = "CLASSIFYD_DEMO_LOOP")]
     pub repeat: bool,
+}
+
+/// Why the command line, a config file or a flag's value was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {}", path.display())]
+    ReadFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {}: {detail}", path.display())]
+    File { path: PathBuf, detail: String },
+    /// Clap's own error (usage, `--help`, `--version`): `exit()` prints it.
+    #[error(transparent)]
+    Clap(#[from] clap::Error),
+    /// A flag's value that clap alone cannot judge (with the flag's name).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// How to reach Kafka, for every command that does: declared once.
+#[derive(Debug, Clone, Args)]
+pub struct KafkaArgs {
+    /// Kafka bootstrap servers; without it, `run` uses the embedded default (JSON lines).
+    #[arg(long, env = "CLASSIFYD_BROKERS")]
+    pub brokers: Option<String>,
     /// librdkafka property key=value (repeatable); also from CLASSIFYD_KAFKA_<NAME>
     /// variables (sasl.password: CLASSIFYD_KAFKA_SASL_PASSWORD) and the config file's [kafka] table.
     #[arg(short = 'X', value_name = "KEY=VALUE")]
     pub kafka_property: Vec<String>,
 }
 
+impl KafkaArgs {
+    /// The librdkafka properties in force: `-X` over `CLASSIFYD_KAFKA_*`
+    /// variables over the config file's `[kafka]` table.
+    pub fn properties(&self, file: &ConfigFile) -> Result<Vec<(String, String)>, ConfigError> {
+        properties::properties(&self.kafka_property, file.kafka_env()).map_err(ConfigError::Invalid)
+    }
+
+    /// The brokers of a command that needs them (clap requires the flag there).
+    pub fn required_brokers(&self) -> Result<String, ConfigError> {
+        self.brokers
+            .clone()
+            .ok_or_else(|| ConfigError::Invalid("--brokers is required".into()))
+    }
+}
+
+/// At least 1, for counts and durations where 0 means nothing useful.
+fn at_least_one() -> RangedU64ValueParser<u64> {
+    RangedU64ValueParser::new().range(1..)
+}
+
+/// [`at_least_one`] for sizes and counts held as `usize`.
+fn at_least_one_usize() -> RangedU64ValueParser<usize> {
+    RangedU64ValueParser::new().range(1..)
+}
+
 /// Flags of the pipeline around the model, shared by `run` and `eval`.
 #[derive(Debug, Clone, Args)]
 pub struct PipelineArgs {
     /// Messages over this many bytes are refused (dead-lettered).
-    #[arg(long, env = "CLASSIFYD_MAX_MESSAGE_BYTES", default_value_t = crate::message::DEFAULT_MAX_MESSAGE_BYTES)]
+    #[arg(long, env = "CLASSIFYD_MAX_MESSAGE_BYTES", default_value_t = crate::message::DEFAULT_MAX_MESSAGE_BYTES,
+          value_parser = at_least_one_usize())]
     pub max_message_bytes: usize,
     /// Length of the sliding window of the live metrics.
-    #[arg(long, env = "CLASSIFYD_WINDOW", default_value_t = crate::eval::DEFAULT_WINDOW)]
+    #[arg(long, env = "CLASSIFYD_WINDOW", default_value_t = crate::eval::DEFAULT_WINDOW, value_parser = at_least_one_usize(), hide = true)]
     pub window: usize,
     /// Positive class of binary tasks, for ROC (default: "spam", else the second label seen).
     #[arg(long, env = "CLASSIFYD_POSITIVE_LABEL")]
     pub positive_label: Option<String>,
     /// Most messages kept to join late feedback labels to.
-    #[arg(long, env = "CLASSIFYD_FEEDBACK_CACHE_ENTRIES", default_value_t = 100_000)]
+    #[arg(
+        long,
+        env = "CLASSIFYD_FEEDBACK_CACHE_ENTRIES",
+        default_value_t = 100_000,
+        hide = true
+    )]
     pub feedback_cache_entries: usize,
     /// Most text bytes kept to join late feedback labels to.
-    #[arg(long, env = "CLASSIFYD_FEEDBACK_CACHE_BYTES", default_value_t = 64 << 20)]
+    #[arg(long, env = "CLASSIFYD_FEEDBACK_CACHE_BYTES", default_value_t = 64 << 20, hide = true)]
     pub feedback_cache_bytes: usize,
-    /// Seconds a message waits for its late label.
+    /// Seconds a message waits for its late label (`eval` counts each line as one second).
     #[arg(long, env = "CLASSIFYD_FEEDBACK_TTL_SECS", default_value_t = 86_400)]
     pub feedback_ttl_secs: u64,
-    /// Each prediction carries its N strongest features (readable n-grams
-    /// with their contributions); 0: none.
-    #[arg(long, env = "CLASSIFYD_EXPLAIN", default_value_t = 0)]
-    pub explain: usize,
 }
 
 impl PipelineArgs {
-    pub fn settings(&self) -> Result<PipelineConfig, String> {
-        if self.window == 0 {
-            return Err("--window must be at least 1".into());
-        }
-        if self.max_message_bytes == 0 {
-            return Err("--max-message-bytes must be at least 1".into());
-        }
-        Ok(PipelineConfig {
+    pub fn settings(&self) -> PipelineConfig {
+        PipelineConfig {
             max_message_bytes: self.max_message_bytes,
             window: self.window,
             positive_label: self.positive_label.clone(),
             cache_entries: self.feedback_cache_entries,
             cache_bytes: self.feedback_cache_bytes,
             cache_ttl_ms: self.feedback_ttl_secs.saturating_mul(1000),
-            explain: self.explain,
             ..PipelineConfig::default()
-        })
+        }
     }
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Kafka bootstrap servers; without it, the embedded default (JSON lines).
-    #[arg(long, env = "CLASSIFYD_BROKERS")]
-    pub brokers: Option<String>,
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
     #[arg(long, env = "CLASSIFYD_INPUT_TOPIC", default_value = "messages")]
     pub input_topic: String,
     #[arg(long, env = "CLASSIFYD_FEEDBACK_TOPIC", default_value = "labels")]
@@ -170,30 +218,27 @@ pub struct RunArgs {
     #[arg(long, env = "CLASSIFYD_ROLE", default_value = "standalone")]
     pub role: crate::pipeline::Role,
     /// Create the topics this process reads and writes when they are missing.
-    #[arg(long, env = "CLASSIFYD_CREATE_TOPICS", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, env = "CLASSIFYD_CREATE_TOPICS", default_value_t = true, action = clap::ArgAction::Set, hide = true)]
     pub create_topics: bool,
     /// Partitions of the topics it creates (the model topic has one).
-    #[arg(long, env = "CLASSIFYD_TOPIC_PARTITIONS", default_value_t = 4)]
+    #[arg(long, env = "CLASSIFYD_TOPIC_PARTITIONS", default_value_t = 4,
+          value_parser = clap::value_parser!(i32).range(1..), hide = true)]
     pub topic_partitions: i32,
     /// The compacted topic that carries the learner's model to predictors.
     #[arg(long, env = "CLASSIFYD_MODEL_TOPIC", default_value = "classifyd-model")]
     pub model_topic: String,
     /// A learner publishes a new model version at most this often (ms).
-    #[arg(long, env = "CLASSIFYD_MODEL_PUBLISH_MS", default_value_t = 250)]
+    #[arg(long, env = "CLASSIFYD_MODEL_PUBLISH_MS", default_value_t = 250, hide = true)]
     pub model_publish_ms: u64,
     /// A learner publishes a full version at least this often (seconds); deltas between.
-    #[arg(long, env = "CLASSIFYD_MODEL_SNAPSHOT_SECS", default_value_t = 600)]
+    #[arg(long, env = "CLASSIFYD_MODEL_SNAPSHOT_SECS", default_value_t = 600, value_parser = at_least_one(), hide = true)]
     pub model_snapshot_secs: u64,
-    /// librdkafka property key=value (repeatable); also from CLASSIFYD_KAFKA_<NAME>
-    /// variables (sasl.password: CLASSIFYD_KAFKA_SASL_PASSWORD) and the config file's [kafka] table.
-    #[arg(short = 'X', value_name = "KEY=VALUE")]
-    pub kafka_property: Vec<String>,
     /// JSON-lines input when no brokers: a file, or - for stdin.
     #[arg(long, env = "CLASSIFYD_INPUT", default_value = "-")]
     pub input: String,
     /// Name the JSON-lines input's position is kept under, instead of its
     /// first line (for inputs that begin with the same line).
-    #[arg(long, env = "CLASSIFYD_INPUT_NAME")]
+    #[arg(long, env = "CLASSIFYD_INPUT_NAME", hide = true)]
     pub input_name: Option<String>,
     /// Predictions when no brokers: a file (appended), or - for stdout.
     #[arg(long, env = "CLASSIFYD_OUTPUT", default_value = "-")]
@@ -205,20 +250,25 @@ pub struct RunArgs {
     #[arg(long, env = "CLASSIFYD_CHECKPOINT_DIR")]
     pub checkpoint_dir: Option<PathBuf>,
     /// Seconds between checkpoints (one is also written at exit).
-    #[arg(long, env = "CLASSIFYD_CHECKPOINT_INTERVAL_SECS", default_value_t = 60)]
+    #[arg(long, env = "CLASSIFYD_CHECKPOINT_INTERVAL_SECS", default_value_t = 60, value_parser = at_least_one())]
     pub checkpoint_interval_secs: u64,
     /// Also checkpoint after this many learned updates (0: time only).
-    #[arg(long, env = "CLASSIFYD_CHECKPOINT_EVERY_UPDATES", default_value_t = 0)]
+    #[arg(long, env = "CLASSIFYD_CHECKPOINT_EVERY_UPDATES", default_value_t = 0, hide = true)]
     pub checkpoint_every_updates: u64,
     /// Checkpoints kept on disk.
-    #[arg(long, env = "CLASSIFYD_KEEP_CHECKPOINTS", default_value_t = crate::checkpoint::DEFAULT_KEEP)]
+    #[arg(long, env = "CLASSIFYD_KEEP_CHECKPOINTS", default_value_t = crate::checkpoint::DEFAULT_KEEP,
+          value_parser = at_least_one_usize(), hide = true)]
     pub keep_checkpoints: usize,
     /// Prometheus endpoint address, e.g. 127.0.0.1:9464.
     #[arg(long, env = "CLASSIFYD_METRICS_ADDR")]
     pub metrics_addr: Option<String>,
     /// Seconds allowed for the shutdown (finish, checkpoint, flush).
-    #[arg(long, env = "CLASSIFYD_SHUTDOWN_TIMEOUT_SECS", default_value_t = 30)]
+    #[arg(long, env = "CLASSIFYD_SHUTDOWN_TIMEOUT_SECS", default_value_t = 30, value_parser = at_least_one())]
     pub shutdown_timeout_secs: u64,
+    /// Each prediction carries its N strongest features (readable n-grams
+    /// with their contributions); 0: none.
+    #[arg(long, env = "CLASSIFYD_EXPLAIN", default_value_t = 0)]
+    pub explain: usize,
     #[command(flatten)]
     pub model: ModelArgs,
     #[command(flatten)]
@@ -233,19 +283,19 @@ pub struct EvalArgs {
     #[arg(long, env = "CLASSIFYD_INPUT")]
     pub input: PathBuf,
     /// Print one JSON object instead of the readable report.
-    #[arg(long)]
+    #[arg(long, env = "CLASSIFYD_JSON")]
     pub json: bool,
     /// Passes over the training lines of a split stream (the first is progressive).
-    #[arg(long, env = "CLASSIFYD_PASSES", default_value_t = 5)]
+    #[arg(long, env = "CLASSIFYD_PASSES", default_value_t = 5, value_parser = at_least_one_usize())]
     pub passes: usize,
     /// Stop after this many lines.
-    #[arg(long)]
+    #[arg(long, env = "CLASSIFYD_LIMIT")]
     pub limit: Option<u64>,
     /// Bad lines, one JSON record each.
-    #[arg(long)]
+    #[arg(long, env = "CLASSIFYD_DEAD_LETTER")]
     pub dead_letter: Option<PathBuf>,
     /// Draw the learning curve (accuracy over the stream; 1-ROCA or per-class F1) to this SVG file.
-    #[arg(long)]
+    #[arg(long, env = "CLASSIFYD_PLOT")]
     pub plot: Option<PathBuf>,
     #[command(flatten)]
     pub model: ModelArgs,
@@ -259,9 +309,11 @@ pub struct EvalArgs {
 pub struct PredictArgs {
     #[arg(long, env = "CLASSIFYD_CHECKPOINT_DIR")]
     pub checkpoint_dir: PathBuf,
-    #[arg(long, default_value = "-")]
+    /// JSON lines to predict: a file, or - for stdin.
+    #[arg(long, env = "CLASSIFYD_INPUT", default_value = "-")]
     pub input: String,
-    #[arg(long, default_value = "-")]
+    /// Predictions: a file (appended), or - for stdout.
+    #[arg(long, env = "CLASSIFYD_OUTPUT", default_value = "-")]
     pub output: String,
     /// Each prediction carries its N strongest features (readable n-grams
     /// with their contributions).
@@ -274,99 +326,11 @@ pub struct InspectArgs {
     #[arg(long, env = "CLASSIFYD_CHECKPOINT_DIR")]
     pub checkpoint_dir: PathBuf,
     /// Features shown per class.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, env = "CLASSIFYD_TOP", default_value_t = 20)]
     pub top: usize,
-    #[arg(long)]
+    /// Print one JSON object instead of the readable summary.
+    #[arg(long, env = "CLASSIFYD_JSON")]
     pub json: bool,
-}
-
-/// Sets `CLASSIFYD_*` variables from a TOML config file, for each key not
-/// already set in the environment (so flags > env > file). A `[kafka]`
-/// table holds librdkafka properties (`CLASSIFYD_KAFKA_*`, see
-/// [`properties::properties`]). Unknown keys and other tables are errors.
-pub fn apply_config_file(path: &Path) -> Result<(), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e| format!("config file {}: {e}", path.display()))?;
-    let known = known_env_vars();
-    let mut to_set = Vec::new();
-    let scalar = |key: &str, value: toml::Value| match value {
-        toml::Value::String(s) => Ok(s),
-        toml::Value::Integer(i) => Ok(i.to_string()),
-        toml::Value::Float(f) => Ok(f.to_string()),
-        toml::Value::Boolean(b) => Ok(b.to_string()),
-        other => Err(format!(
-            "config file {}: key {key:?} must be a scalar, got {}",
-            path.display(),
-            other.type_str()
-        )),
-    };
-    for (key, value) in table {
-        // librdkafka properties, as `-X` takes them: `[kafka]` then
-        // `"sasl.password" = "..."`.
-        if key == "kafka" {
-            let toml::Value::Table(properties) = value else {
-                return Err(format!(
-                    "config file {}: \"kafka\" must be a table of librdkafka properties",
-                    path.display()
-                ));
-            };
-            for (property, value) in properties {
-                let var = properties::env_of_property(&property);
-                let value = scalar(&format!("kafka.{property}"), value)?;
-                if std::env::var_os(&var).is_none() {
-                    to_set.push((var, value));
-                }
-            }
-            continue;
-        }
-        let var = format!("CLASSIFYD_{}", key.replace('-', "_").to_ascii_uppercase());
-        if !known.contains(&var) {
-            return Err(format!("config file {}: unknown key {key:?}", path.display()));
-        }
-        let value = scalar(&key, value)?;
-        if std::env::var_os(&var).is_none() {
-            to_set.push((var, value));
-        }
-    }
-    for (var, value) in to_set {
-        // SAFETY: called once at start-up, before any thread is spawned.
-        unsafe { std::env::set_var(var, value) };
-    }
-    Ok(())
-}
-
-/// Every environment variable a flag reads.
-fn known_env_vars() -> Vec<String> {
-    fn walk(cmd: &clap::Command, out: &mut Vec<String>) {
-        for a in cmd.get_arguments() {
-            if let Some(env) = a.get_env() {
-                out.push(env.to_string_lossy().into_owned());
-            }
-        }
-        for sub in cmd.get_subcommands() {
-            walk(sub, out);
-        }
-    }
-    let mut out = Vec::new();
-    walk(&Cli::command(), &mut out);
-    out
-}
-
-/// Finds `--config FILE` (or CLASSIFYD_CONFIG) before clap parses, so the
-/// file can feed the environment clap reads.
-pub fn config_path_from_args(args: &[String]) -> Option<PathBuf> {
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        if a == "--config" {
-            return it.next().map(PathBuf::from);
-        }
-        if let Some(p) = a.strip_prefix("--config=") {
-            return Some(PathBuf::from(p));
-        }
-    }
-    std::env::var_os("CLASSIFYD_CONFIG").map(PathBuf::from)
 }
 
 #[cfg(test)]
@@ -376,28 +340,80 @@ mod tests {
 
     #[test]
     fn cli_is_well_formed() {
-        Cli::command().debug_assert();
+        <Cli as clap::CommandFactory>::command().debug_assert();
+    }
+
+    /// Every flag of every command has its own `CLASSIFYD_*` variable,
+    /// except help, version and `-X` (whose properties each have their
+    /// own `CLASSIFYD_KAFKA_*` variable).
+    #[test]
+    fn every_flag_has_an_env_var() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>, seen: &mut usize) {
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if matches!(id, "help" | "version" | "kafka_property") {
+                    continue;
+                }
+                *seen += 1;
+                match a.get_env().and_then(|e| e.to_str()) {
+                    Some(env) if env.starts_with("CLASSIFYD_") => {}
+                    _ => missing.push(format!("{path} {id}")),
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing, seen);
+            }
+        }
+        let (mut missing, mut seen) = (Vec::new(), 0);
+        walk(
+            &<Cli as clap::CommandFactory>::command(),
+            "classifyd",
+            &mut missing,
+            &mut seen,
+        );
+        assert!(missing.is_empty(), "flags without a CLASSIFYD_ variable: {missing:?}");
+        assert!(seen > 80, "walked only {seen} flags");
+    }
+
+    /// `run --help` lists what an operator sets: at most 35 entries.
+    #[test]
+    fn run_help_fits_an_operator() {
+        let mut cmd = <Cli as clap::CommandFactory>::command();
+        cmd.build();
+        let run = cmd.find_subcommand("run").expect("run");
+        let shown = run.get_arguments().filter(|a| !a.is_hide_set()).count();
+        assert!(shown <= 35, "run --help lists {shown} flags");
     }
 
     #[test]
-    fn every_flag_has_an_env_var() {
-        let vars = known_env_vars();
-        for v in [
-            "CLASSIFYD_BROKERS",
-            "CLASSIFYD_MODEL",
-            "CLASSIFYD_BITS",
-            "CLASSIFYD_CHECKPOINT_DIR",
-            "CLASSIFYD_L2",
+    fn zero_is_refused_where_it_means_nothing() {
+        for flag in [
+            "--checkpoint-interval-secs",
+            "--shutdown-timeout-secs",
+            "--keep-checkpoints",
+            "--topic-partitions",
+            "--window",
+            "--max-message-bytes",
         ] {
-            assert!(vars.contains(&v.to_string()), "{v}");
+            let err = Cli::try_parse_from(["classifyd", "run", flag, "0"])
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(flag), "{flag}: {err}");
+            assert!(Cli::try_parse_from(["classifyd", "run", flag, "1"]).is_ok(), "{flag} 1");
         }
+        assert!(Cli::try_parse_from(["classifyd", "eval", "--input", "x", "--passes", "0"]).is_err());
+        // Commands that only talk to Kafka need --brokers; run does not.
+        assert!(Cli::try_parse_from(["classifyd", "tail"]).is_err());
+        assert!(Cli::try_parse_from(["classifyd", "tail", "--brokers", "b:9092"]).is_ok());
+        // eval computes no explanations: it refuses the flag.
+        assert!(Cli::try_parse_from(["classifyd", "eval", "--input", "x", "--explain", "3"]).is_err());
     }
 
     #[test]
     fn model_flags_validate() {
         let cli = Cli::try_parse_from(["classifyd", "eval", "--input", "x", "--bits", "40"]).unwrap();
         let Command::Eval(e) = cli.command else { panic!() };
-        assert!(e.model.settings().unwrap_err().contains("--bits"));
+        assert!(e.model.settings().unwrap_err().to_string().contains("--bits"));
         let cli =
             Cli::try_parse_from(["classifyd", "eval", "--input", "x", "--model", "hinge", "--l2", "0.001"]).unwrap();
         let Command::Eval(e) = cli.command else { panic!() };
@@ -441,10 +457,15 @@ mod tests {
         let l = limits(&["--model-memory", "1.5GiB", "--max-classes", "50000"]).unwrap();
         assert_eq!((l.memory, l.max_classes), (3 << 29, 50_000));
         // 32 bytes a bucket at least: 64 MiB at the default 2^21 buckets.
-        let err = limits(&["--model-memory", "16MiB"]).unwrap_err();
+        let err = limits(&["--model-memory", "16MiB"]).unwrap_err().to_string();
         assert!(err.contains("--model-memory") && err.contains("--bits 21"), "{err}");
         assert!(limits(&["--model-memory", "16MiB", "--bits", "18"]).is_ok());
-        assert!(limits(&["--max-classes", "0"]).unwrap_err().contains("--max-classes"));
+        assert!(
+            limits(&["--max-classes", "0"])
+                .unwrap_err()
+                .to_string()
+                .contains("--max-classes")
+        );
         let bad = ["classifyd", "eval", "--input", "x", "--model-memory", "lots"];
         assert!(Cli::try_parse_from(bad).is_err());
     }

@@ -4,7 +4,7 @@
 
 use clap::Args;
 
-use super::bytes;
+use super::{ConfigError, bytes};
 use crate::features::{FeatureConfig, ValueMode, parse_char_ngrams};
 use crate::model::{Hyper, HyperChoice, Learner, Limits, Schedule};
 
@@ -25,10 +25,10 @@ pub struct ModelArgs {
     #[arg(long, env = "CLASSIFYD_BITS")]
     pub bits: Option<u8>,
     /// Words in the lower half of the buckets, character n-grams in the upper.
-    #[arg(long, env = "CLASSIFYD_SPLIT_VIEWS", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, env = "CLASSIFYD_SPLIT_VIEWS", default_value_t = true, action = clap::ArgAction::Set, hide = true)]
     pub split_views: bool,
     /// Seed of the feature hash.
-    #[arg(long, env = "CLASSIFYD_HASH_SEED", default_value_t = 0)]
+    #[arg(long, env = "CLASSIFYD_HASH_SEED", default_value_t = 0, hide = true)]
     pub hash_seed: u64,
     /// Word n-grams up to N (0 turns words off) [default: 2; 3 with
     /// --preset accurate].
@@ -38,19 +38,19 @@ pub struct ModelArgs {
     #[arg(long, env = "CLASSIFYD_CHAR_NGRAMS", default_value = "3-4")]
     pub char_ngrams: String,
     /// Character n-grams come from this many leading bytes of the text.
-    #[arg(long, env = "CLASSIFYD_CHAR_PREFIX_BYTES", default_value_t = 3000)]
+    #[arg(long, env = "CLASSIFYD_CHAR_PREFIX_BYTES", default_value_t = 3000, hide = true)]
     pub char_prefix_bytes: usize,
     /// Lowercase the text before taking character n-grams.
-    #[arg(long, env = "CLASSIFYD_CHAR_LOWERCASE", default_value_t = false, action = clap::ArgAction::Set)]
+    #[arg(long, env = "CLASSIFYD_CHAR_LOWERCASE", default_value_t = false, action = clap::ArgAction::Set, hide = true)]
     pub char_lowercase: bool,
     /// Feature values: binary, count or log-count.
-    #[arg(long, env = "CLASSIFYD_VALUE", default_value = "log-count")]
+    #[arg(long, env = "CLASSIFYD_VALUE", default_value = "log-count", hide = true)]
     pub value: ValueMode,
     /// Scale each document's vector to unit L2 norm.
-    #[arg(long, env = "CLASSIFYD_NORMALIZE", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, env = "CLASSIFYD_NORMALIZE", default_value_t = true, action = clap::ArgAction::Set, hide = true)]
     pub normalize: bool,
     /// Weight values by inverse document frequency learned from the stream.
-    #[arg(long, env = "CLASSIFYD_IDF", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, env = "CLASSIFYD_IDF", default_value_t = true, action = clap::ArgAction::Set, hide = true)]
     pub idf: bool,
     /// Learning rate (default depends on --model).
     #[arg(long, env = "CLASSIFYD_LEARNING_RATE")]
@@ -59,38 +59,38 @@ pub struct ModelArgs {
     #[arg(long, env = "CLASSIFYD_L2")]
     pub l2: Option<f64>,
     /// Learning-rate schedule: constant, inverse (rate / t^power), adagrad, or arow (hinge only).
-    #[arg(long, env = "CLASSIFYD_SCHEDULE")]
+    #[arg(long, env = "CLASSIFYD_SCHEDULE", hide = true)]
     pub schedule: Option<Schedule>,
     /// Exponent of the inverse schedule.
-    #[arg(long, env = "CLASSIFYD_POWER")]
+    #[arg(long, env = "CLASSIFYD_POWER", hide = true)]
     pub power: Option<f64>,
     /// AdaGrad's step is rate * g / (beta + sqrt(sum of g^2)).
-    #[arg(long, env = "CLASSIFYD_ADAGRAD_BETA")]
+    #[arg(long, env = "CLASSIFYD_ADAGRAD_BETA", hide = true)]
     pub adagrad_beta: Option<f32>,
     /// AROW's regularizer r (with --schedule arow).
-    #[arg(long, env = "CLASSIFYD_AROW_R")]
+    #[arg(long, env = "CLASSIFYD_AROW_R", hide = true)]
     pub arow_r: Option<f32>,
     /// Predict with lazily averaged weights.
-    #[arg(long, env = "CLASSIFYD_AVERAGE", action = clap::ArgAction::Set)]
+    #[arg(long, env = "CLASSIFYD_AVERAGE", action = clap::ArgAction::Set, hide = true)]
     pub average: Option<bool>,
     /// Naive Bayes additive smoothing.
-    #[arg(long, env = "CLASSIFYD_NB_ALPHA")]
+    #[arg(long, env = "CLASSIFYD_NB_ALPHA", hide = true)]
     pub nb_alpha: Option<f32>,
     /// Multi-label: predict the best label when none clears the threshold.
-    #[arg(long, env = "CLASSIFYD_AT_LEAST_ONE_LABEL", action = clap::ArgAction::Set)]
+    #[arg(long, env = "CLASSIFYD_AT_LEAST_ONE_LABEL", action = clap::ArgAction::Set, hide = true)]
     pub at_least_one_label: Option<bool>,
     /// Multi-label: predict a label when its raw score (log-odds or margin) exceeds this.
-    #[arg(long, env = "CLASSIFYD_THRESHOLD", allow_hyphen_values = true)]
+    #[arg(long, env = "CLASSIFYD_THRESHOLD", allow_hyphen_values = true, hide = true)]
     pub threshold: Option<f32>,
     /// Fuse naive Bayes on the words into a linear learner's binary
     /// decisions (default: on; needs --split-views).
-    #[arg(long, env = "CLASSIFYD_FUSION", action = clap::ArgAction::Set)]
+    #[arg(long, env = "CLASSIFYD_FUSION", action = clap::ArgAction::Set, hide = true)]
     pub fusion: Option<bool>,
     /// Rate of the fusion's weight.
-    #[arg(long, env = "CLASSIFYD_FUSION_RATE")]
+    #[arg(long, env = "CLASSIFYD_FUSION_RATE", hide = true)]
     pub fusion_rate: Option<f32>,
     /// Additive smoothing of the fused naive Bayes.
-    #[arg(long, env = "CLASSIFYD_FUSION_ALPHA")]
+    #[arg(long, env = "CLASSIFYD_FUSION_ALPHA", hide = true)]
     pub fusion_alpha: Option<f32>,
     /// The most memory the weights (or counts) may take, e.g. 256MiB:
     /// dense rows while they fit, sparse rows past that, the smallest
@@ -152,12 +152,12 @@ impl std::str::FromStr for ModelChoice {
 
 impl ModelArgs {
     /// Validates the flags into feature and learner settings.
-    pub fn settings(&self) -> Result<(FeatureConfig, HyperChoice), String> {
+    pub fn settings(&self) -> Result<(FeatureConfig, HyperChoice), ConfigError> {
         let features = FeatureConfig {
             bits: self.bits.unwrap_or(self.preset.bits()),
             seed: self.hash_seed,
             word_ngrams: self.ngrams.unwrap_or(self.preset.ngrams()),
-            char_ngrams: parse_char_ngrams(&self.char_ngrams)?,
+            char_ngrams: parse_char_ngrams(&self.char_ngrams).map_err(ConfigError::Invalid)?,
             char_prefix_bytes: self.char_prefix_bytes,
             char_lowercase: self.char_lowercase,
             value: self.value,
@@ -165,7 +165,7 @@ impl ModelArgs {
             idf: self.idf,
             split_views: self.split_views,
         };
-        features.validate().map_err(|e| e.to_string())?;
+        features.validate().map_err(|e| ConfigError::Invalid(e.to_string()))?;
         let choice = match self.model {
             ModelChoice::Auto => HyperChoice {
                 single: self.hyper(Learner::Logistic),
@@ -173,17 +173,19 @@ impl ModelArgs {
             },
             ModelChoice::Learner(l) => HyperChoice::same(self.hyper(l)),
         };
-        choice.validate().map_err(|e| e.to_string())?;
+        choice.validate().map_err(|e| ConfigError::Invalid(e.to_string()))?;
         Ok((features, choice))
     }
 
     /// The memory and class bounds, checked against the features.
-    pub fn limits(&self, features: &FeatureConfig) -> Result<Limits, String> {
+    pub fn limits(&self, features: &FeatureConfig) -> Result<Limits, ConfigError> {
         let limits = Limits {
             memory: self.model_memory,
             max_classes: self.max_classes,
         };
-        limits.validate(features).map_err(|e| e.to_string())?;
+        limits
+            .validate(features)
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         Ok(limits)
     }
 

@@ -12,10 +12,10 @@ use crate::pipeline::{Query, ReviewConfig};
 pub struct ReviewArgs {
     /// Share of predictions in the uncertain band (marked "uncertain": true),
     /// and the most of the traffic sent for review (0 to 1).
-    #[arg(long, env = "CLASSIFYD_REVIEW_BUDGET", default_value_t = 0.01)]
+    #[arg(long, env = "CLASSIFYD_REVIEW_BUDGET", default_value_t = 0.01, value_parser = share)]
     pub review_budget: f64,
     /// Most messages sent for review per minute (default: no limit but the budget).
-    #[arg(long, env = "CLASSIFYD_REVIEW_PER_MINUTE")]
+    #[arg(long, env = "CLASSIFYD_REVIEW_PER_MINUTE", hide = true)]
     pub review_per_minute: Option<u32>,
     /// Topic that uncertain messages are written to, for a person to label
     /// (the labels come back on --feedback-topic). Default: none.
@@ -27,12 +27,12 @@ pub struct ReviewArgs {
 }
 
 impl ReviewArgs {
-    pub fn settings(&self) -> Result<ReviewConfig, String> {
-        Ok(ReviewConfig {
-            fraction: fraction("--review-budget", self.review_budget)?,
+    pub fn settings(&self) -> ReviewConfig {
+        ReviewConfig {
+            fraction: self.review_budget,
             per_minute: self.review_per_minute,
             ..ReviewConfig::default()
-        })
+        }
     }
 }
 
@@ -40,7 +40,7 @@ impl ReviewArgs {
 pub struct LabelBudgetArgs {
     /// Learn a labeled example only if the learner asks for it, within this
     /// share of the stream; every example is still predicted and counted.
-    #[arg(long, env = "CLASSIFYD_LABEL_BUDGET")]
+    #[arg(long, env = "CLASSIFYD_LABEL_BUDGET", value_parser = share)]
     pub label_budget: Option<f64>,
     /// Which examples to ask for under --label-budget: the least confident,
     /// or random ones (the baseline).
@@ -53,49 +53,52 @@ pub struct LabelBudgetArgs {
 
 impl LabelBudgetArgs {
     /// The review that chooses the labels, when there is a budget.
-    pub fn settings(&self) -> Result<Option<ReviewConfig>, String> {
-        let Some(budget) = self.label_budget else {
-            return Ok(None);
-        };
-        Ok(Some(ReviewConfig {
-            fraction: fraction("--label-budget", budget)?,
+    pub fn settings(&self) -> Option<ReviewConfig> {
+        Some(ReviewConfig {
+            fraction: self.label_budget?,
             per_minute: None,
             query: self.query,
             seed: self.seed,
-        }))
+        })
     }
 }
 
-fn fraction(flag: &str, v: f64) -> Result<f64, String> {
+/// A share of the messages, from 0 to 1 (clap's parser of the budgets).
+fn share(v: &str) -> Result<f64, String> {
+    let v: f64 = v.parse().map_err(|e| format!("{e}"))?;
     if (0.0..=1.0).contains(&v) {
         Ok(v)
     } else {
-        Err(format!(
-            "{flag} must be between 0 and 1 (a share of the messages), not {v}"
-        ))
+        Err(format!("must be between 0 and 1 (a share of the messages), not {v}"))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn budgets_are_shares() {
-        let args = |b| LabelBudgetArgs {
-            label_budget: Some(b),
-            query: Query::Random,
-            seed: 3,
+        use clap::Parser;
+        let parse = |args: &[&str]| {
+            let all = [&["classifyd", "eval", "--input", "x"], args].concat();
+            crate::config::Cli::try_parse_from(all)
         };
-        assert_eq!(args(0.1).settings().unwrap().map(|c| c.fraction), Some(0.1));
-        assert!(args(1.5).settings().unwrap_err().contains("--label-budget"));
-        assert!(args(-0.1).settings().is_err());
-        let review = ReviewArgs {
-            review_budget: 2.0,
-            review_per_minute: None,
-            review_topic: None,
-            review: None,
+        let eval = |args: &[&str]| match parse(args).unwrap().command {
+            crate::config::Command::Eval(e) => e,
+            _ => panic!("not eval"),
         };
-        assert!(review.settings().unwrap_err().contains("--review-budget"));
+        assert_eq!(
+            eval(&["--label-budget", "0.1"]).labels.settings().map(|c| c.fraction),
+            Some(0.1)
+        );
+        assert_eq!(eval(&[]).labels.settings(), None);
+        let err = parse(&["--label-budget", "1.5"]).unwrap_err().to_string();
+        assert!(
+            err.contains("--label-budget") && err.contains("between 0 and 1"),
+            "{err}"
+        );
+        assert!(parse(&["--label-budget", "-0.1"]).is_err());
+        let run = |b: &str| crate::config::Cli::try_parse_from(["classifyd", "run", "--review-budget", b]);
+        assert!(run("2").unwrap_err().to_string().contains("--review-budget"));
+        assert!(run("0.5").is_ok());
     }
 }

@@ -2,10 +2,13 @@
 //! of recent messages, by id, under an entry cap, a byte cap and a TTL,
 //! oldest out first. Owns only the cache; the pipeline decides what goes
 //! in and what a joined label does.
+//!
+//! One structure, keyed by id and kept in insertion order (a linked hash
+//! map): a message cached again under an id already there replaces it and
+//! moves to the back, so the cache holds one entry per id whatever the
+//! stream repeats, and its size is bounded by the caps alone.
 
-use std::collections::VecDeque;
-
-use foldhash::HashMap;
+use hashlink::LinkedHashMap;
 
 use super::PipelineConfig;
 
@@ -25,30 +28,35 @@ pub struct CacheEntry {
 }
 
 /// The bounded join cache: a size cap, a byte cap and a TTL, oldest out first.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct FeedbackCache {
-    pub(crate) map: HashMap<String, (CacheEntry, u64)>,
-    /// (id, generation) in insertion order; stale generations are skipped.
-    pub(crate) order: VecDeque<(String, u64)>,
-    pub(crate) generation: u64,
-    pub(crate) bytes: usize,
+    /// Entries by id, oldest first.
+    map: LinkedHashMap<String, CacheEntry, foldhash::fast::RandomState>,
+    /// Text bytes held (what `--feedback-cache-bytes` bounds).
+    bytes: usize,
     /// Entries dropped because their TTL passed.
     pub expired: u64,
     /// Entries dropped to respect the caps.
     pub evicted: u64,
 }
 
+impl PartialEq for FeedbackCache {
+    fn eq(&self, other: &Self) -> bool {
+        self.expired == other.expired && self.evicted == other.evicted && self.map.iter().eq(other.map.iter())
+    }
+}
+
 impl FeedbackCache {
+    /// Caches `entry` under `id` as the newest entry (replacing one with
+    /// the same id), then drops the oldest past the caps.
     pub(super) fn insert(&mut self, id: String, entry: CacheEntry, cfg: &PipelineConfig) {
         if cfg.cache_entries == 0 || entry.text.len() > cfg.cache_bytes {
             return;
         }
-        self.generation += 1;
         self.bytes += entry.text.len();
-        if let Some((old, _)) = self.map.insert(id.clone(), (entry, self.generation)) {
+        if let Some(old) = self.map.insert(id, entry) {
             self.bytes -= old.text.len();
         }
-        self.order.push_back((id, self.generation));
         while self.map.len() > cfg.cache_entries || self.bytes > cfg.cache_bytes {
             if !self.pop_oldest() {
                 break;
@@ -57,34 +65,35 @@ impl FeedbackCache {
         }
     }
 
-    /// Drops the oldest live entry; false when empty.
+    /// The entry cached under `id`.
+    pub(super) fn get(&self, id: &str) -> Option<&CacheEntry> {
+        self.map.get(id)
+    }
+
+    /// The entry cached under `id`, to change in place (its age is kept).
+    pub(super) fn get_mut(&mut self, id: &str) -> Option<&mut CacheEntry> {
+        self.map.get_mut(id)
+    }
+
+    /// Drops the oldest entry; false when empty.
     fn pop_oldest(&mut self) -> bool {
-        while let Some((id, generation)) = self.order.pop_front() {
-            if self.map.get(&id).is_some_and(|e| e.1 == generation) {
-                if let Some((e, _)) = self.map.remove(&id) {
-                    self.bytes -= e.text.len();
-                }
-                return true;
+        match self.map.pop_front() {
+            Some((_, e)) => {
+                self.bytes -= e.text.len();
+                true
             }
+            None => false,
         }
-        false
     }
 
     /// Drops entries older than the TTL at event time `now_ms`.
     pub(super) fn expire(&mut self, now_ms: u64, ttl_ms: u64) {
-        while let Some((id, generation)) = self.order.front() {
-            match self.map.get(id) {
-                Some((e, g)) if g == generation => {
-                    if now_ms.saturating_sub(e.at_ms) <= ttl_ms {
-                        break;
-                    }
-                    self.pop_oldest();
-                    self.expired += 1;
-                }
-                _ => {
-                    self.order.pop_front();
-                }
+        while let Some((_, e)) = self.map.front() {
+            if now_ms.saturating_sub(e.at_ms) <= ttl_ms {
+                break;
             }
+            self.pop_oldest();
+            self.expired += 1;
         }
     }
 
@@ -96,12 +105,14 @@ impl FeedbackCache {
         self.map.is_empty()
     }
 
+    /// Text bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
     /// Live entries, oldest first (for checkpoints).
     pub fn entries(&self) -> Vec<(&str, &CacheEntry)> {
-        self.order
-            .iter()
-            .filter_map(|(id, g)| self.map.get(id).filter(|e| e.1 == *g).map(|e| (id.as_str(), &e.0)))
-            .collect()
+        self.map.iter().map(|(id, e)| (id.as_str(), e)).collect()
     }
 
     /// Rebuilds a cache from entries, oldest first.
@@ -112,11 +123,75 @@ impl FeedbackCache {
             ..Default::default()
         };
         for (id, e) in entries {
-            c.generation += 1;
             c.bytes += e.text.len();
-            c.order.push_back((id.clone(), c.generation));
-            c.map.insert(id, (e, c.generation));
+            if let Some(old) = c.map.insert(id, e) {
+                c.bytes -= old.text.len();
+            }
         }
         c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(text: &str, at_ms: u64) -> CacheEntry {
+        CacheEntry {
+            text: text.into(),
+            predicted: None,
+            score: None,
+            gold: None,
+            at_ms,
+        }
+    }
+
+    #[test]
+    fn a_repeated_id_holds_one_entry_and_moves_to_the_back() {
+        let cfg = PipelineConfig::default();
+        let mut c = FeedbackCache::default();
+        c.insert("a".into(), entry("first", 0), &cfg);
+        c.insert("b".into(), entry("bb", 1), &cfg);
+        for t in 2..10_000 {
+            c.insert("a".into(), entry("again", t), &cfg);
+        }
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.bytes(), "bb".len() + "again".len());
+        let ids: Vec<&str> = c.entries().iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, ["b", "a"]);
+        // "b" is now the oldest: the TTL drops it and keeps the repeated "a".
+        c.expire(9_999 + 5, 10);
+        assert_eq!(c.entries().iter().map(|(id, _)| *id).collect::<Vec<_>>(), ["a"]);
+        assert_eq!(c.expired, 1);
+    }
+
+    #[test]
+    fn the_caps_drop_the_oldest() {
+        let cfg = PipelineConfig {
+            cache_entries: 3,
+            cache_bytes: 10,
+            ..PipelineConfig::default()
+        };
+        let mut c = FeedbackCache::default();
+        for (i, id) in ["a", "b", "c", "d"].iter().enumerate() {
+            c.insert((*id).into(), entry("xx", i as u64), &cfg);
+        }
+        assert_eq!(
+            c.entries().iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+            ["b", "c", "d"]
+        );
+        c.insert("e".into(), entry("xxxxxxxx", 9), &cfg);
+        // 2 + 8 bytes fit the 10-byte cap only without "b" and "c".
+        assert_eq!(c.entries().iter().map(|(id, _)| *id).collect::<Vec<_>>(), ["d", "e"]);
+        assert_eq!((c.evicted, c.bytes()), (3, 10));
+        let back = FeedbackCache::from_entries(
+            c.entries()
+                .into_iter()
+                .map(|(id, e)| (id.to_string(), e.clone()))
+                .collect(),
+            c.expired,
+            c.evicted,
+        );
+        assert_eq!(back, c);
     }
 }

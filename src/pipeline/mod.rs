@@ -526,7 +526,7 @@ impl Pipeline {
         if let Err(bad) = self.check_gold(&gold) {
             return Outcome::Bad(bad);
         }
-        let Some((entry, _)) = self.cache.map.get(id) else {
+        let Some(entry) = self.cache.get(id) else {
             self.counters.feedback_unmatched += 1;
             return Outcome::FeedbackUnmatched;
         };
@@ -546,7 +546,7 @@ impl Pipeline {
         }
         self.featurize(&text, true);
         self.learn_current(&ids, None);
-        if let Some((e, _)) = self.cache.map.get_mut(id) {
+        if let Some(e) = self.cache.get_mut(id) {
             e.gold = Some(gold_names);
         }
         self.counters.feedback_matched += 1;

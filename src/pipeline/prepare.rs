@@ -77,6 +77,22 @@ impl Preparer {
         }
     }
 
+    /// The longest message it parses (longer ones are bad input).
+    pub fn max_message_bytes(&self) -> usize {
+        self.max_message_bytes
+    }
+
+    /// Appends a message that was refused before it could be read whole
+    /// (a line over the size cap, of `length` bytes) to `out`, as bad input.
+    pub fn refuse_too_large(&mut self, length: u64, out: &mut Prepared) {
+        let at = out.buckets.len();
+        out.messages.push(PreparedMessage {
+            message: Some(Err(message::too_large(length, self.max_message_bytes))),
+            buckets: at..at,
+            counted: None,
+        });
+    }
+
     /// Parses `raw` and appends it to `out`, with its text's features
     /// hashed and, when `count`, their repeats counted too.
     pub fn prepare(&mut self, raw: &[u8], count: bool, out: &mut Prepared) {

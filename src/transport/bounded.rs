@@ -1,7 +1,8 @@
 //! Reading a line in bounded memory: a line longer than the cap is read
 //! past in the reader's chunks, only its first bytes kept and its length
 //! counted, so one bad producer cannot take the daemon's memory. Owns only
-//! that; what a line means is the pipeline's.
+//! that; what a line means is the pipeline's. The one line reader of
+//! `run` (JSON lines), `eval` and `predict`.
 
 use std::io::{self, BufRead};
 
@@ -9,21 +10,23 @@ use super::sinks::DEAD_LETTER_PREFIX;
 
 /// What [`read_bounded`] read.
 #[derive(Debug, PartialEq)]
-pub(super) enum Got {
+pub enum Got {
     /// The input has ended.
     End,
-    /// A line, whole, without its line end.
-    Line,
-    /// A line over the cap, of this many bytes (without its line end), of
-    /// which the buffer holds the first [`DEAD_LETTER_PREFIX`].
-    Oversized(u64),
+    /// A line, whole, without its line end; `taken` bytes of input with it.
+    Line { taken: u64 },
+    /// A line over the cap, of `length` bytes (without its line end), of
+    /// which the buffer holds the first [`DEAD_LETTER_PREFIX`]; `taken`
+    /// bytes of input with its line end.
+    Oversized { length: u64, taken: u64 },
 }
 
 /// Reads one line into `buf` without its line end, holding at most
 /// `max + 2` bytes of it at any time: a longer line is read to its end in
 /// the reader's chunks, only its first bytes kept and its length counted,
-/// so memory stays flat whatever a producer sends.
-pub(super) fn read_bounded(r: &mut impl BufRead, max: usize, buf: &mut Vec<u8>) -> io::Result<Got> {
+/// so memory stays flat whatever a producer sends. `buf` is cleared first.
+pub fn read_bounded(r: &mut impl BufRead, max: usize, buf: &mut Vec<u8>) -> io::Result<Got> {
+    buf.clear();
     let mut length = 0u64;
     let mut over = false;
     let mut newline = false;
@@ -59,7 +62,10 @@ pub(super) fn read_bounded(r: &mut impl BufRead, max: usize, buf: &mut Vec<u8>) 
         }
     }
     if over {
-        return Ok(Got::Oversized(length - newline as u64));
+        return Ok(Got::Oversized {
+            length: length - newline as u64,
+            taken: length,
+        });
     }
     if buf.last() == Some(&b'\n') {
         buf.pop();
@@ -67,7 +73,7 @@ pub(super) fn read_bounded(r: &mut impl BufRead, max: usize, buf: &mut Vec<u8>) 
             buf.pop();
         }
     }
-    Ok(Got::Line)
+    Ok(Got::Line { taken: length })
 }
 
 #[cfg(test)]
@@ -96,16 +102,28 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                (Got::Line, "short".to_string()),
-                (Got::Oversized(100_000), "x".repeat(10)),
-                (Got::Line, "after".to_string()),
-                (Got::Oversized(100_000), "x".repeat(10)),
+                (Got::Line { taken: 7 }, "short".to_string()),
+                (
+                    Got::Oversized {
+                        length: 100_000,
+                        taken: 100_001
+                    },
+                    "x".repeat(10)
+                ),
+                (Got::Line { taken: 6 }, "after".to_string()),
+                (
+                    Got::Oversized {
+                        length: 100_000,
+                        taken: 100_000
+                    },
+                    "x".repeat(10)
+                ),
             ]
         );
         // Within the cap (with its line end): whole.
         let mut r = BufReader::new("0123456789\r\n".as_bytes());
         let mut buf = Vec::new();
-        assert_eq!(read_bounded(&mut r, 10, &mut buf).unwrap(), Got::Line);
+        assert_eq!(read_bounded(&mut r, 10, &mut buf).unwrap(), Got::Line { taken: 12 });
         assert_eq!(buf, b"0123456789");
     }
 }

@@ -307,7 +307,7 @@ fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &Reading, tx: &mp
                     if number >= skip {
                         bytes += buf.len();
                         chunk.push(match got {
-                            Got::Oversized(length) => LineEvent::Oversized {
+                            Got::Oversized { length, .. } => LineEvent::Oversized {
                                 number,
                                 prefix: buf,
                                 length,

@@ -9,7 +9,7 @@
 //! A transport may use the pipeline, the checkpoint directory and the
 //! metrics; none of those knows a transport.
 
-mod bounded;
+pub mod bounded;
 pub mod jsonl;
 pub mod kafka;
 pub mod lines;
