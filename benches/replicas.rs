@@ -118,10 +118,23 @@ fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
 }
 
 impl Daemon {
+    /// Until it holds partitions (`/readyz`): a standalone daemon or a
+    /// learner soon after it starts, a predictor only once the learner has
+    /// published a model (so only after messages have been sent).
     fn wait_ready(&self) {
+        self.wait_for("/readyz", "not ready");
+    }
+
+    /// Until its process serves `/healthz` (it is up; a predictor may
+    /// still wait for its first model).
+    fn wait_alive(&self) {
+        self.wait_for("/healthz", "not alive");
+    }
+
+    fn wait_for(&self, path: &str, what: &str) {
         let start = Instant::now();
-        while http_get(&self.addr, "/readyz").is_none_or(|r| r.0 != 200) {
-            assert!(start.elapsed() < Duration::from_secs(120), "not ready");
+        while http_get(&self.addr, path).is_none_or(|r| r.0 != 200) {
+            assert!(start.elapsed() < Duration::from_secs(120), "{what} after 120 s");
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -140,10 +153,22 @@ impl Daemon {
             .map_or(0.0, |kb| kb / 1024.0)
     }
 
+    /// Stops it as an operator would (SIGTERM: it checkpoints and exits).
     fn stop(mut self) {
         // SAFETY: kill(2) on our own child's pid.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let _ = self.child.wait();
+    }
+}
+
+/// A daemon still running when its handle goes (the bench failed half-way)
+/// is killed: a failed bench leaves no process behind.
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 
@@ -318,7 +343,8 @@ fn main() {
     let predictors: Vec<Daemon> = (0..2)
         .map(|_| spawn(&bootstrap, &t, &group, "predictor", None))
         .collect();
-    predictors.iter().for_each(Daemon::wait_ready);
+    // They serve once the learner has learned from the stream: up is enough.
+    predictors.iter().for_each(Daemon::wait_alive);
     let (acc, preds, ids) = stream_through(&bootstrap, &t, &data, rate, &gold);
     println!("| one learner, two predictors | {acc:.4} | {preds} | {ids} |");
     // Let the last feedback be learned and published.

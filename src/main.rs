@@ -115,12 +115,7 @@ fn daemon(a: RunArgs, file: &ConfigFile) -> anyhow::Result<()> {
     };
     if a.kafka.brokers.is_some() {
         let settings = kafka_settings(a, file, features, hyper, pipeline)?;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .context("cannot start the tokio runtime")?;
-        rt.block_on(kafka::run(&settings, &shutdown, telemetry.as_ref()))?;
+        kafka::run(&settings, &shutdown, telemetry.as_ref())?;
         return Ok(());
     }
     if a.review.review_topic.is_some() {

@@ -283,7 +283,8 @@ fn a_missing_input_is_one_clear_error() {
 fn sigterm_checkpoints_and_exits_zero() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("ck");
-    let mut child = spawn_stdin(&dir, &["--checkpoint-interval-secs", "3600"]);
+    let addr = format!("127.0.0.1:{}", common::free_port());
+    let mut child = spawn_stdin(&dir, &["--checkpoint-interval-secs", "3600", "--metrics-addr", &addr]);
     let lines = sms_lines();
     {
         let stdin = child.stdin.as_mut().unwrap();
@@ -292,8 +293,12 @@ fn sigterm_checkpoints_and_exits_zero() {
         }
         stdin.flush().unwrap();
     }
-    // Let it read what it was given (the input stays open: it waits for more).
-    std::thread::sleep(Duration::from_millis(500));
+    // Until it has handled what it was given (the input stays open: it
+    // waits for more), as its metrics say.
+    let handled = format!("classifyd_progressive_examples_total {}", 300);
+    common::wait_for("300 lines handled", Duration::from_secs(30), || {
+        common::http_get(&addr, "/metrics").is_some_and(|(_, body)| body.lines().any(|l| l == handled))
+    });
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let start = Instant::now();

@@ -5,6 +5,7 @@
 //! that order, and reach librdkafka.
 
 use std::fs;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -53,10 +54,11 @@ fn a_flag_wins_over_its_variable_which_wins_over_the_config_file() {
 }
 
 /// `classifyd run --brokers` with these settings: `Err` with what it
-/// said when it stopped at once (librdkafka refused a property: it creates
-/// its clients before it connects, so no broker is needed to see which
-/// properties reached librdkafka), `Ok` when it went on to wait for the
-/// broker (nothing listens on port 9 of loopback), and was then stopped.
+/// said when it stopped (librdkafka refused a property: it creates its
+/// clients before it connects, so no broker is needed to see which
+/// properties reached librdkafka), `Ok` once it said its clients took
+/// them and it is connecting (nothing listens on port 9 of loopback); then
+/// it is stopped. Neither within 30 s is a failure, never a pass.
 fn run_kafka(dir: &Path, flags: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
     let mut c = Command::new(BIN);
     for (k, _) in std::env::vars() {
@@ -73,22 +75,45 @@ fn run_kafka(dir: &Path, flags: &[&str], env: &[(&str, &str)]) -> Result<(), Str
             dir.to_str().unwrap(),
         ])
         .args(flags)
-        .env("CLASSIFYD_LOG", "warn")
+        .env("CLASSIFYD_LOG", "info")
         .envs(env.iter().copied())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_millis(1500) {
-        if child.try_wait().unwrap().is_some() {
-            let out = child.wait_with_output().unwrap();
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut said = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("kafka clients configured") {
+                let _ = tx.send(true);
+            }
+            said.push_str(&line);
+            said.push('\n');
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.kill().unwrap();
+        said
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let outcome = loop {
+        if rx.try_recv().is_ok() {
+            break Some(true);
+        }
+        if child.try_wait().unwrap().is_some() {
+            break Some(false);
+        }
+        if Instant::now() >= deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = child.kill();
     child.wait().unwrap();
-    Ok(())
+    let said = reader.join().unwrap();
+    match outcome {
+        Some(true) => Ok(()),
+        Some(false) => Err(said),
+        None => panic!("neither refused nor connecting within 30 s:\n{said}"),
+    }
 }
 
 #[test]

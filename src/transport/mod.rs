@@ -37,6 +37,16 @@ pub enum DaemonError {
     Io(#[from] std::io::Error),
     #[error("checkpoint {path} cannot be restored: {detail}")]
     Restore { path: PathBuf, detail: String },
+    /// A Kafka client failed: which one, or at what.
+    #[error("kafka: {what}")]
+    Kafka {
+        what: &'static str,
+        #[source]
+        source: rdkafka::error::KafkaError,
+    },
+    /// Settings that cannot work together.
+    #[error("{0}")]
+    Usage(String),
 }
 
 /// A pipeline with the positions its checkpoint recorded and the

@@ -15,6 +15,7 @@ use rdkafka::types::RDKafkaRespErr;
 
 use super::KafkaSettings;
 use super::state::{State, position_key};
+use crate::pipeline::Role;
 use crate::transport::DaemonError;
 
 /// The consumer's context: sets start offsets on assignment and checkpoints
@@ -103,6 +104,47 @@ impl ConsumerContext for Ctx {
     }
 }
 
+/// The input consumer's configuration: the group (a learner's own, since it
+/// must see every partition), offsets stored and committed by the daemon
+/// only, range assignment, statistics for the lag, quick rebalances.
+pub(super) fn consumer_config(s: &KafkaSettings) -> ClientConfig {
+    let group = match s.pipeline.role {
+        Role::Learner => format!("{}-learner", s.group_id),
+        _ => s.group_id.clone(),
+    };
+    let mut cc = client_config(s);
+    cc.set("group.id", &group)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("partition.assignment.strategy", "range")
+        .set("statistics.interval.ms", "5000")
+        // Notice topics created after start (e.g. the feedback topic on first use) within seconds.
+        .set("topic.metadata.refresh.interval.ms", "10000")
+        // A 10 s session (librdkafka's default is 45 s): a dead member's
+        // partitions move within 10 s, and a fresh group is assigned within
+        // seconds on brokers that wait out part of the session timeout
+        // before the first assignment (the test broker took 23 s at 45 s).
+        // -X session.timeout.ms=... overrides it.
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "1000");
+    for (k, v) in &s.properties {
+        cc.set(k, v);
+    }
+    cc
+}
+
+/// The producer's configuration: deliveries retried for as long as the
+/// broker is away (nothing is dropped), small batches.
+pub(super) fn producer_config(s: &KafkaSettings) -> ClientConfig {
+    let mut pc = client_config(s);
+    pc.set("message.timeout.ms", "0").set("linger.ms", "5");
+    for (k, v) in &s.properties {
+        pc.set(k, v);
+    }
+    pc
+}
+
 pub(super) fn client_config(s: &KafkaSettings) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &s.brokers);
@@ -113,6 +155,6 @@ pub(super) fn client_config(s: &KafkaSettings) -> ClientConfig {
 }
 
 /// A Kafka client error as the error a run stops with, saying what failed.
-pub(super) fn kafka_error(what: &str) -> impl Fn(rdkafka::error::KafkaError) -> DaemonError + '_ {
-    move |e| DaemonError::Io(std::io::Error::other(format!("kafka: {what}: {e}")))
+pub(super) fn kafka_error(what: &'static str) -> impl Fn(rdkafka::error::KafkaError) -> DaemonError {
+    move |source| DaemonError::Kafka { what, source }
 }

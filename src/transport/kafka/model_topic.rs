@@ -2,22 +2,25 @@
 //! start by a predictor (and by a learner, which learns from it the keys a
 //! new full version supersedes and the newest epoch), each record handed
 //! to the [`Assembler`]. The format and the logic are [`crate::replica`]'s.
+//! A predictor's feed ([`ModelFeed`]) is polled by the daemon's loop,
+//! on the loop's own thread, between input messages.
 
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use super::KafkaSettings;
 use super::context::{client_config, kafka_error};
+use crate::model::Model;
 use crate::replica::{Assembler, TopicIndex};
 use crate::shutdown::Shutdown;
 use crate::transport::DaemonError;
 
 /// A consumer of the model topic's one partition from its start, outside
 /// any group (it commits nothing: every start reads the topic again).
-pub(super) fn consumer(s: &KafkaSettings) -> Result<StreamConsumer, DaemonError> {
+pub(super) fn consumer(s: &KafkaSettings) -> Result<BaseConsumer, DaemonError> {
     let mut c = client_config(s);
     c.set("group.id", format!("{}-model-reader", s.group_id))
         .set("enable.auto.commit", "false")
@@ -30,7 +33,7 @@ pub(super) fn consumer(s: &KafkaSettings) -> Result<StreamConsumer, DaemonError>
     for (k, v) in &s.properties {
         c.set(k, v);
     }
-    let consumer: StreamConsumer = c.create().map_err(kafka_error("model topic consumer"))?;
+    let consumer: BaseConsumer = c.create().map_err(kafka_error("model topic consumer"))?;
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(&s.model_topic, 0, Offset::Beginning)
         .map_err(kafka_error("model topic"))?;
@@ -66,8 +69,8 @@ fn refused(error: &str, msg: &BorrowedMessage<'_>) -> bool {
 /// version from the start ([`take`]) and a learner knows what the topic
 /// holds ([`note`]). Gives up on the watermark after `patience` (a broker
 /// not yet reachable: the records come later).
-pub(super) async fn catch_up(
-    consumer: &StreamConsumer,
+pub(super) fn catch_up(
+    consumer: &BaseConsumer,
     topic: &str,
     shutdown: &Shutdown,
     patience: Duration,
@@ -79,7 +82,7 @@ pub(super) async fn catch_up(
             Ok((_, high)) => break high,
             Err(error) if started.elapsed() < patience && !shutdown.is_triggered() => {
                 tracing::debug!(%error, "model topic watermarks not yet known");
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                std::thread::sleep(Duration::from_millis(200));
             }
             Err(error) => {
                 tracing::warn!(%error, topic, "cannot read the model topic's end; going on");
@@ -99,20 +102,20 @@ pub(super) async fn catch_up(
         if at_end || shutdown.is_triggered() {
             break;
         }
-        match tokio::time::timeout(Duration::from_millis(100), consumer.recv()).await {
-            Ok(Ok(msg)) => {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(msg)) => {
                 last_record = Instant::now();
                 next = msg.offset() + 1;
                 read += 1;
                 take(&msg);
             }
-            Ok(Err(error)) => {
+            Some(Err(error)) => {
                 tracing::warn!(%error, "model topic read error; retrying");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                std::thread::sleep(Duration::from_millis(100));
             }
             // Compaction can leave the end past the last record.
-            Err(_) if started.elapsed() >= patience => break,
-            Err(_) => {}
+            None if started.elapsed() >= patience => break,
+            None => {}
         }
     }
     tracing::info!(
@@ -122,4 +125,73 @@ pub(super) async fn catch_up(
         "read the model topic"
     );
     Ok(())
+}
+
+/// A predictor's feed of the model topic: its consumer and the versions
+/// assembled from it.
+pub(super) struct ModelFeed {
+    consumer: BaseConsumer,
+    pub(super) assembler: Assembler,
+}
+
+impl ModelFeed {
+    /// Reads the topic to its end, then waits (logging every ten seconds)
+    /// until it holds a complete version the predictor can serve; `None`
+    /// on shutdown.
+    pub(super) fn first_model(s: &KafkaSettings, shutdown: &Shutdown) -> Result<Option<(Self, Model)>, DaemonError> {
+        let consumer = consumer(s)?;
+        let mut assembler = Assembler::default();
+        catch_up(&consumer, &s.model_topic, shutdown, Duration::from_secs(30), |m| {
+            take(&mut assembler, m);
+        })?;
+        let mut feed = ModelFeed { consumer, assembler };
+        // Restored once a version is held, and again only when a newer one
+        // comes (one that cannot be restored is not tried again and again).
+        let mut newer = feed.assembler.served().is_some();
+        let mut waiting = Instant::now();
+        loop {
+            if newer && let Some(model) = feed.newest() {
+                tracing::info!(topic = %s.model_topic, served = ?feed.assembler.served(), "serving the model");
+                return Ok(Some((feed, model)));
+            }
+            if shutdown.is_triggered() {
+                return Ok(None);
+            }
+            if waiting.elapsed() >= Duration::from_secs(10) {
+                tracing::info!(topic = %s.model_topic, "no complete model on the model topic yet; waiting for the learner");
+                waiting = Instant::now();
+            }
+            newer = feed.poll(Duration::from_millis(100));
+        }
+    }
+
+    /// Takes the records that came within `timeout`; true when one
+    /// completed a newer version.
+    pub(super) fn poll(&mut self, timeout: Duration) -> bool {
+        let mut newer = false;
+        let mut wait = timeout;
+        while let Some(record) = self.consumer.poll(wait) {
+            match record {
+                Ok(msg) => newer |= take(&mut self.assembler, &msg),
+                Err(error) => tracing::warn!(%error, "model topic read error; retrying"),
+            }
+            // Drain what has come, without waiting again.
+            wait = Duration::ZERO;
+        }
+        newer
+    }
+
+    /// The newest complete version, restored (logged when it cannot be).
+    pub(super) fn newest(&mut self) -> Option<Model> {
+        match self.assembler.model()? {
+            Ok(model) => {
+                crate::metrics::model_swapped();
+                Some(model)
+            }
+            Err(error) => {
+                tracing::error!(%error, "a model version cannot be restored; keeping the one served");
+                None
+            }
+        }
+    }
 }

@@ -17,6 +17,7 @@ use rdkafka::message::{BorrowedMessage, Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
+use super::KafkaSettings;
 use super::context::Ctx;
 use crate::checkpoint::{self, CheckpointDir};
 use crate::clock::now_ms;
@@ -53,7 +54,7 @@ impl ProducerContext for DeliveryCounter {
 
 /// The daemon's state, shared by the message loop and the rebalance callback
 /// (which runs inside the consumer's poll, on the loop's thread; the lock is
-/// never held across an await).
+/// never held across a poll).
 pub(super) struct State {
     pub(super) pipeline: Pipeline,
     /// Next offset per "topic/partition" that the model includes (a
@@ -92,6 +93,33 @@ fn write_position_key(out: &mut String, topic: &str, partition: i32) {
 }
 
 impl State {
+    pub(super) fn new(
+        s: &KafkaSettings,
+        pipeline: Pipeline,
+        positions: BTreeMap<String, u64>,
+        dir: Option<CheckpointDir>,
+        producer: ThreadedProducer<DeliveryCounter>,
+        cadence: Cadence,
+        publisher: Option<(Publisher, String)>,
+    ) -> Self {
+        State {
+            pipeline,
+            positions,
+            dir,
+            producer,
+            output_topic: s.output_topic.clone(),
+            dead_letter_topic: s.dead_letter_topic.clone(),
+            review_topic: s.review_topic.clone(),
+            flush_timeout: s.flush_timeout,
+            cadence,
+            checkpoints: 0,
+            messages: 0,
+            publisher,
+            buf: Vec::new(),
+            key: String::new(),
+        }
+    }
+
     pub(super) fn handle(&mut self, msg: &BorrowedMessage<'_>) {
         let (topic, partition, offset) = (msg.topic(), msg.partition(), msg.offset());
         let payload = msg.payload().unwrap_or(&[]);

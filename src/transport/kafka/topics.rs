@@ -19,7 +19,7 @@ type Wanted<'a> = (&'a str, i32, bool);
 
 /// The topics a process of this role reads or writes.
 fn wanted(s: &KafkaSettings) -> Vec<Wanted<'_>> {
-    let n = s.topic_partitions.max(1);
+    let n = s.topic_partitions;
     let role = s.pipeline.role;
     let mut out = vec![(s.input_topic.as_str(), n, false)];
     if role != Role::Predictor {
@@ -43,7 +43,17 @@ fn wanted(s: &KafkaSettings) -> Vec<Wanted<'_>> {
 
 /// Creates the topics this process needs that are missing (only the model
 /// topic when `--create-topics false`: replicas cannot work without it).
-pub(super) async fn ensure(s: &KafkaSettings) {
+/// Blocks until the broker has answered (or not): rdkafka's admin calls
+/// are futures that its own thread completes, so a current-thread runtime
+/// only waits for them.
+pub(super) fn ensure(s: &KafkaSettings) {
+    match tokio::runtime::Builder::new_current_thread().enable_time().build() {
+        Ok(rt) => rt.block_on(create_missing(s)),
+        Err(error) => tracing::warn!(%error, "cannot start the admin runtime; not creating topics"),
+    }
+}
+
+async fn create_missing(s: &KafkaSettings) {
     let admin: AdminClient<DefaultClientContext> = match client_config(s).create() {
         Ok(a) => a,
         Err(error) => {

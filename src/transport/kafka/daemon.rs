@@ -1,0 +1,317 @@
+//! The Kafka daemon as a type: [`Daemon::start`] opens the clients and the
+//! model, [`Daemon::run`] polls until shutdown, handing each input or
+//! feedback record to [`Daemon::on_message`], a predictor's model records
+//! to [`Daemon::on_model_records`] and the time-based work to
+//! [`Daemon::on_tick`]; [`Daemon::shutdown`] finishes.
+//!
+//! One concurrency model: a plain thread over a `BaseConsumer`. Every
+//! blocking call (polling, the producer's flush, the synchronous commit,
+//! the checkpoint's write and fsync) runs on this thread, which exists for
+//! them; no async runtime is blocked. librdkafka runs the rebalance and
+//! statistics callbacks inside `poll`, on this same thread, so the state
+//! they share with the loop sits behind a lock that is never contended
+//! (it is there because a consumer context must be `Sync`), and never held
+//! across a poll.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::BorrowedMessage;
+use rdkafka::producer::{Producer, ThreadedProducer};
+
+use super::context::{Ctx, consumer_config, kafka_error, lock, producer_config};
+use super::errors::{ErrorSpell, SpellNote};
+use super::model_topic::{self, ModelFeed};
+use super::state::{DeliveryCounter, State};
+use super::{KafkaSettings, KafkaSummary, topics};
+use crate::checkpoint::CheckpointDir;
+use crate::clock::now_ms;
+use crate::metrics::Telemetry;
+use crate::pipeline::{Pipeline, Role};
+use crate::replica::{Publisher, TopicIndex};
+use crate::shutdown::Shutdown;
+use crate::transport::{Cadence, DaemonError, load_or_new};
+
+/// How often the loop does its time-based work, and the longest a poll
+/// waits for a record.
+const TICK: Duration = Duration::from_millis(100);
+/// How often a predictor looks at the model topic while input flows.
+const FEED_EVERY: Duration = Duration::from_millis(10);
+
+/// The model a process starts with, and what comes with it by role.
+struct Opened {
+    pipeline: Pipeline,
+    positions: BTreeMap<String, u64>,
+    resumed_from: Option<PathBuf>,
+    dir: Option<CheckpointDir>,
+    /// A learner's publisher and the model topic.
+    publisher: Option<(Publisher, String)>,
+    /// A predictor's feed of the model topic.
+    feed: Option<ModelFeed>,
+}
+
+/// A running Kafka daemon of any role.
+pub(super) struct Daemon<'a> {
+    s: &'a KafkaSettings,
+    shutdown: &'a Shutdown,
+    telemetry: Option<&'a Telemetry>,
+    consumer: BaseConsumer<Ctx>,
+    /// Shared with the consumer's callbacks (see the module's doc).
+    state: Arc<Mutex<State>>,
+    /// Partitions assigned now (for `/readyz`).
+    assigned: Arc<AtomicU64>,
+    feed: Option<ModelFeed>,
+    errors: ErrorSpell,
+    next_tick: Instant,
+    next_feed: Instant,
+    last_publish: Instant,
+    resumed_from: Option<PathBuf>,
+}
+
+impl<'a> Daemon<'a> {
+    /// Opens the producer (a property librdkafka refuses fails here, before
+    /// anything waits on the broker), the topics, the model (a predictor
+    /// waits for the learner's first version: `None` if shut down first)
+    /// and the consumer.
+    pub(super) fn start(
+        s: &'a KafkaSettings,
+        shutdown: &'a Shutdown,
+        telemetry: Option<&'a Telemetry>,
+    ) -> Result<Option<Self>, DaemonError> {
+        let producer: ThreadedProducer<DeliveryCounter> = producer_config(s)
+            .create_with_context(DeliveryCounter::default())
+            .map_err(kafka_error("producer"))?;
+        tracing::info!(brokers = %s.brokers, "kafka clients configured; connecting");
+        topics::ensure(s);
+        let Some(opened) = open_model(s, shutdown)? else {
+            return Ok(None);
+        };
+        let cadence = Cadence::new(
+            s.checkpoint_interval,
+            s.checkpoint_every_updates,
+            opened.pipeline.model().version(),
+        );
+        let state = Arc::new(Mutex::new(State::new(
+            s,
+            opened.pipeline,
+            opened.positions,
+            opened.dir,
+            producer,
+            cadence,
+            opened.publisher,
+        )));
+        let assigned = Arc::new(AtomicU64::new(0));
+        let ctx = Ctx {
+            state: Arc::clone(&state),
+            assigned: Arc::clone(&assigned),
+        };
+        let consumer: BaseConsumer<Ctx> = consumer_config(s)
+            .create_with_context(ctx)
+            .map_err(kafka_error("consumer"))?;
+        // A predictor leaves feedback to the learner.
+        let topics: Vec<&str> = if s.feedback_topic == s.input_topic || s.pipeline.role == Role::Predictor {
+            vec![&s.input_topic]
+        } else {
+            vec![&s.input_topic, &s.feedback_topic]
+        };
+        consumer.subscribe(&topics).map_err(kafka_error("subscribe"))?;
+        tracing::info!(brokers = %s.brokers, ?topics, role = %s.pipeline.role, "consuming");
+        // Exported from the start, at 0, so a rate over it is defined before the first error.
+        metrics::counter!("classifyd_consumer_errors_total").increment(0);
+        Ok(Some(Daemon {
+            s,
+            shutdown,
+            telemetry,
+            consumer,
+            state,
+            assigned,
+            feed: opened.feed,
+            errors: ErrorSpell::default(),
+            next_tick: Instant::now() + TICK,
+            next_feed: Instant::now(),
+            last_publish: Instant::now(),
+            resumed_from: opened.resumed_from,
+        }))
+    }
+
+    /// Polls until shutdown is requested.
+    pub(super) fn run(&mut self) -> Result<(), DaemonError> {
+        while !self.shutdown.is_triggered() {
+            let now = Instant::now();
+            if now >= self.next_tick {
+                self.next_tick = now + TICK;
+                self.on_tick()?;
+            }
+            if self.feed.is_some() && now >= self.next_feed {
+                self.next_feed = now + FEED_EVERY;
+                self.on_model_records();
+            }
+            match self.consumer.poll(TICK) {
+                None => {}
+                Some(Err(error)) => self.on_error(&error),
+                Some(Ok(msg)) => Self::on_message(&self.state, &self.consumer, &msg)?,
+            }
+        }
+        tracing::info!("shutdown requested; finishing");
+        Ok(())
+    }
+
+    /// One input or feedback record: through the pipeline, its outputs
+    /// queued, its offset recorded; a checkpoint when enough updates are due.
+    fn on_message(
+        state: &Mutex<State>,
+        consumer: &BaseConsumer<Ctx>,
+        msg: &BorrowedMessage<'_>,
+    ) -> Result<(), DaemonError> {
+        let mut st = lock(state);
+        st.handle(msg);
+        if st.cadence.due_by_updates(st.pipeline.model().version()) {
+            st.checkpoint(consumer, "updates")?;
+        }
+        Ok(())
+    }
+
+    /// A predictor's model records: a newer complete version is put in
+    /// service between two messages.
+    fn on_model_records(&mut self) {
+        let Some(feed) = self.feed.as_mut() else {
+            return;
+        };
+        if feed.poll(Duration::ZERO)
+            && let Some(model) = feed.newest()
+        {
+            lock(&self.state).pipeline.replace_model(model);
+            crate::metrics::model_staleness(feed.assembler.oldest_update_ms());
+        }
+    }
+
+    /// The time-based work: the error log, publishing the model,
+    /// checkpoints by time, metrics.
+    fn on_tick(&mut self) -> Result<(), DaemonError> {
+        if let Some(SpellNote::Over { errors, seconds }) = self.errors.tick(Instant::now()) {
+            tracing::info!(errors, seconds, "consumer errors stopped");
+        }
+        let mut st = lock(&self.state);
+        st.publish_model(false);
+        if st.cadence.due_by_time() {
+            st.checkpoint(&self.consumer, "interval")?;
+        }
+        if let Some(t) = self.telemetry
+            && self.last_publish.elapsed() >= crate::metrics::PUBLISH_INTERVAL
+        {
+            crate::metrics::publish(&st.pipeline);
+            if let Some(feed) = &self.feed {
+                let a = &feed.assembler;
+                crate::metrics::model_served(a.served(), a.index().newest_seen());
+            }
+            let c = st.producer.context();
+            metrics::counter!("classifyd_delivery_failures_total").absolute(c.failed.load(Ordering::Relaxed));
+            metrics::gauge!("classifyd_producer_queue_messages").set(st.producer.in_flight_count() as f64);
+            t.set_ready(self.assigned.load(Ordering::SeqCst) > 0);
+            self.last_publish = Instant::now();
+        }
+        Ok(())
+    }
+
+    /// A consumer error (the broker away, say): counted, logged once per
+    /// spell, and a pause before the next poll.
+    fn on_error(&mut self, error: &KafkaError) {
+        metrics::counter!("classifyd_consumer_errors_total").increment(1);
+        match self.errors.error(Instant::now()) {
+            Some(SpellNote::Began) => tracing::warn!(%error, "consumer error; retrying"),
+            Some(SpellNote::GoesOn { errors, seconds }) => {
+                tracing::warn!(%error, errors, seconds, "consumer errors go on; retrying");
+            }
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    /// Finishes: a learner publishes its last version, then the last
+    /// checkpoint (flush, save, commit) is retried until the deadline.
+    pub(super) fn shutdown(self) -> Result<KafkaSummary, DaemonError> {
+        let mut st = lock(&self.state);
+        // The learner's last version goes out with the last checkpoint's flush.
+        st.publish_model(true);
+        let deadline = Instant::now() + self.s.flush_timeout;
+        while !st.checkpoint(&self.consumer, "shutdown")? {
+            if Instant::now() >= deadline {
+                tracing::error!("could not deliver outputs before the shutdown deadline; last checkpoint kept");
+                break;
+            }
+        }
+        let r = st.pipeline.progressive().report();
+        tracing::info!(
+            messages = st.messages,
+            learned = st.pipeline.counters().learned,
+            predicted = st.pipeline.counters().predicted,
+            bad = st.pipeline.counters().bad_total(),
+            accuracy = r.accuracy,
+            "run finished"
+        );
+        Ok(KafkaSummary {
+            messages: st.messages,
+            checkpoints: st.checkpoints,
+            resumed_from: self.resumed_from.clone(),
+        })
+    }
+}
+
+/// The model by role: a predictor's newest version on the model topic
+/// (`None` if shut down while waiting); else the checkpoint's or a new
+/// one, with, for a learner, its publisher.
+fn open_model(s: &KafkaSettings, shutdown: &Shutdown) -> Result<Option<Opened>, DaemonError> {
+    let role = s.pipeline.role;
+    if role == Role::Predictor {
+        let Some((feed, model)) = ModelFeed::first_model(s, shutdown)? else {
+            return Ok(None);
+        };
+        return Ok(Some(Opened {
+            pipeline: Pipeline::new(model, s.pipeline.clone()),
+            positions: BTreeMap::new(),
+            resumed_from: None,
+            dir: None,
+            publisher: None,
+            feed: Some(feed),
+        }));
+    }
+    let Some(path) = &s.checkpoint_dir else {
+        return Err(DaemonError::Usage(format!(
+            "--checkpoint-dir is required with --brokers and --role {role} (it holds the model and the offsets)"
+        )));
+    };
+    let dir = CheckpointDir::open(path, s.keep_checkpoints)?;
+    let (pipeline, positions, resumed_from) = load_or_new(Some(&dir), &s.features, &s.hyper, s.pipeline.clone())?;
+    let publisher = match role {
+        Role::Learner => Some(publisher(s, shutdown)?),
+        _ => None,
+    };
+    Ok(Some(Opened {
+        pipeline,
+        positions,
+        resumed_from,
+        dir: Some(dir),
+        publisher,
+        feed: None,
+    }))
+}
+
+/// A learner's publisher: what the model topic holds (the keys its first
+/// full version supersedes, and the newest epoch, which this run's must
+/// pass).
+fn publisher(s: &KafkaSettings, shutdown: &Shutdown) -> Result<(Publisher, String), DaemonError> {
+    let mut seen = TopicIndex::default();
+    let consumer = model_topic::consumer(s)?;
+    model_topic::catch_up(&consumer, &s.model_topic, shutdown, Duration::from_secs(10), |m| {
+        model_topic::note(&mut seen, m)
+    })?;
+    let epoch = now_ms().max(seen.newest_seen().0 + 1);
+    tracing::info!(epoch, topic = %s.model_topic, "publishing the model");
+    let publisher = Publisher::new(epoch, s.publish.clone(), seen.live_keys().clone());
+    Ok((publisher, s.model_topic.clone()))
+}
