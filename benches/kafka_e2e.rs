@@ -174,6 +174,101 @@ fn percentile(sorted: &[i64], q: f64) -> i64 {
     sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
 }
 
+/// Latencies of the no-op pipe at `rate` for `total` messages, for
+/// reference (what the broker and client add).
+fn noop_latency(
+    bootstrap: &str,
+    mock: Option<&MockCluster<'static, DefaultProducerContext>>,
+    base: &[serde_json::Value],
+    rate: usize,
+    total: usize,
+) -> Vec<i64> {
+    let (noop_in, noop_out2) = (unique("bench-noop-in"), unique("bench-noop-out"));
+    create(bootstrap, mock, &[&noop_in, &noop_out2]);
+    let (b2, i2, o2) = (bootstrap.to_string(), noop_in.clone(), noop_out2.clone());
+    let pipe = std::thread::spawn(move || noop_pipe(&b2, &i2, &o2, total + 1));
+    // One message through first, so the pipe has joined its group.
+    load(bootstrap, &noop_in, &[("warm-up".to_string(), "{}".to_string())]);
+    read(bootstrap, &noop_out2, 1, Duration::from_secs(120));
+    eprintln!("kafka_e2e: latency, the no-op pipe");
+    let sent = paced(bootstrap, &noop_in, base, rate, total);
+    pipe.join().unwrap();
+    let noop_outs = read(bootstrap, &noop_out2, total + 1, Duration::from_secs(120));
+    trace("no-op pipe", &noop_outs, &sent);
+    latencies(&noop_outs, &sent)
+}
+
+/// `classifyd run` on `topics` (input, feedback, output, dead letters),
+/// killed with this process (a bench stopped by a signal or a failed
+/// assertion leaves no daemon behind).
+fn spawn_classifyd(bin: &Path, bootstrap: &str, topics: [&str; 4], dir: &Path) -> std::process::Child {
+    let [input, fb, out, dlq] = topics;
+    let mut daemon = Command::new(bin);
+    daemon
+        .args([
+            "run",
+            "--brokers",
+            bootstrap,
+            "--group-id",
+            &unique("bench"),
+            "--input-topic",
+            input,
+        ])
+        .args([
+            "--feedback-topic",
+            fb,
+            "--output-topic",
+            out,
+            "--dead-letter-topic",
+            dlq,
+        ])
+        .arg("--checkpoint-dir")
+        .arg(dir)
+        .args(["--checkpoint-interval-secs", "30"])
+        .args(["-X", &format!("fetch.wait.max.ms={}", fetch_wait_ms())])
+        // As in the tests: quick group joins (with librdkafka's 45 s
+        // default, the first join here took ~25 s).
+        .args(["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"])
+        .env("CLASSIFYD_LOG", "warn")
+        .stdout(Stdio::null());
+    // SAFETY: prctl only sets a flag of the child about to exec; it
+    // allocates nothing and touches no memory of the parent's.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut daemon, || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    daemon.spawn().unwrap()
+}
+
+/// The results table: throughput (no-op pipe, classifyd) and latency at
+/// `rate` msg/s for `secs` seconds (`total` messages).
+fn report(
+    n: usize,
+    (noop_rate, classifyd_rate): (f64, f64),
+    (rate, secs, total): (usize, usize, usize),
+    lat: &[i64],
+    noop_lat: &[i64],
+) {
+    println!("| measure | value |\n|---|---:|");
+    println!("| messages | {n} (half labeled) |");
+    println!("| no-op consume->produce pipe | {noop_rate:.0} msg/s |");
+    println!("| classifyd broker->classifyd->broker | {classifyd_rate:.0} msg/s |");
+    println!("| ratio classifyd / no-op | {:.2} |", classifyd_rate / noop_rate);
+    println!(
+        "| latency at {rate} msg/s for {secs} s: p50 | {} ms |",
+        percentile(lat, 0.5)
+    );
+    println!("| latency p99 | {} ms |", percentile(lat, 0.99));
+    println!("| latency samples | {} of {total} |", lat.len());
+    println!(
+        "| no-op pipe latency at the same rate: p50 | {} ms |",
+        percentile(noop_lat, 0.5)
+    );
+    println!("| no-op pipe latency p99 | {} ms |", percentile(noop_lat, 0.99));
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` lists benches; nothing to list here
@@ -239,45 +334,7 @@ fn main() {
     let (fb, out, dlq) = (unique("bench-fb"), unique("bench-out"), unique("bench-dlq"));
     create(&bootstrap, mock, &[&fb, &out, &dlq]);
     let dir = tempfile::tempdir().unwrap();
-    let mut daemon = Command::new(&bin);
-    daemon
-        .args([
-            "run",
-            "--brokers",
-            &bootstrap,
-            "--group-id",
-            &unique("bench"),
-            "--input-topic",
-            &input,
-        ])
-        .args([
-            "--feedback-topic",
-            &fb,
-            "--output-topic",
-            &out,
-            "--dead-letter-topic",
-            &dlq,
-        ])
-        .arg("--checkpoint-dir")
-        .arg(dir.path())
-        .args(["--checkpoint-interval-secs", "30"])
-        .args(["-X", &format!("fetch.wait.max.ms={}", fetch_wait_ms())])
-        // As in the tests: quick group joins (with librdkafka's 45 s
-        // default, the first join here took ~25 s).
-        .args(["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"])
-        .env("CLASSIFYD_LOG", "warn")
-        .stdout(Stdio::null());
-    // SAFETY: prctl only sets a flag of the child about to exec; it
-    // allocates nothing and touches no memory of the parent's. With it, a
-    // bench stopped by a signal or a failed assertion does not leave its
-    // daemon running, retrying a broker that has gone.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut daemon, || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-    let mut daemon = daemon.spawn().unwrap();
+    let mut daemon = spawn_classifyd(&bin, &bootstrap, [&input, &fb, &out, &dlq], dir.path());
     eprintln!("kafka_e2e: classifyd drains them");
     let outs = read(&bootstrap, &out, requests, Duration::from_secs(300));
     assert_eq!(outs.len(), requests, "classifyd delivered every prediction");
@@ -294,34 +351,6 @@ fn main() {
     trace("classifyd", &outs, &sent);
     let lat = latencies(&outs, &sent);
 
-    // The same for the no-op pipe, for reference (what the broker and client add).
-    let (noop_in, noop_out2) = (unique("bench-noop-in"), unique("bench-noop-out"));
-    create(&bootstrap, mock, &[&noop_in, &noop_out2]);
-    let (b2, i2, o2) = (bootstrap.clone(), noop_in.clone(), noop_out2.clone());
-    let pipe = std::thread::spawn(move || noop_pipe(&b2, &i2, &o2, total + 1));
-    // One message through first, so the pipe has joined its group.
-    load(&bootstrap, &noop_in, &[("warm-up".to_string(), "{}".to_string())]);
-    read(&bootstrap, &noop_out2, 1, Duration::from_secs(120));
-    eprintln!("kafka_e2e: latency, the no-op pipe");
-    let sent = paced(&bootstrap, &noop_in, &base, rate, total);
-    pipe.join().unwrap();
-    let noop_outs = read(&bootstrap, &noop_out2, total + 1, Duration::from_secs(120));
-    trace("no-op pipe", &noop_outs, &sent);
-    let noop_lat = latencies(&noop_outs, &sent);
-    println!("| measure | value |\n|---|---:|");
-    println!("| messages | {n} (half labeled) |");
-    println!("| no-op consume->produce pipe | {noop_rate:.0} msg/s |");
-    println!("| classifyd broker->classifyd->broker | {classifyd_rate:.0} msg/s |");
-    println!("| ratio classifyd / no-op | {:.2} |", classifyd_rate / noop_rate);
-    println!(
-        "| latency at {rate} msg/s for {secs} s: p50 | {} ms |",
-        percentile(&lat, 0.5)
-    );
-    println!("| latency p99 | {} ms |", percentile(&lat, 0.99));
-    println!("| latency samples | {} of {total} |", lat.len());
-    println!(
-        "| no-op pipe latency at the same rate: p50 | {} ms |",
-        percentile(&noop_lat, 0.5)
-    );
-    println!("| no-op pipe latency p99 | {} ms |", percentile(&noop_lat, 0.99));
+    let noop_lat = noop_latency(&bootstrap, mock, &base, rate, total);
+    report(n, (noop_rate, classifyd_rate), (rate, secs, total), &lat, &noop_lat);
 }

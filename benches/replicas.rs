@@ -120,15 +120,10 @@ fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
 impl Daemon {
     /// Until it holds partitions (`/readyz`): a standalone daemon or a
     /// learner soon after it starts, a predictor only once the learner has
-    /// published a model (so only after messages have been sent).
+    /// published a model (so only after labeled messages have been sent:
+    /// see `warm_up`).
     fn wait_ready(&self) {
         self.wait_for("/readyz", "not ready");
-    }
-
-    /// Until its process serves `/healthz` (it is up; a predictor may
-    /// still wait for its first model).
-    fn wait_alive(&self) {
-        self.wait_for("/healthz", "not alive");
     }
 
     fn wait_for(&self, path: &str, what: &str) {
@@ -299,53 +294,100 @@ fn drain(
     (rate, rss)
 }
 
+/// The first labeled lines of the stream under ids of their own: sent to
+/// every deployment before the stream, so that a learner has published a
+/// model and its predictors hold partitions when the stream starts (a
+/// predictor serves, and joins the group, only once it has a model).
+fn warm_up(data: &Path, n: usize) -> Vec<(String, String)> {
+    std::fs::read_to_string(data)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("label").is_some())
+        .take(n)
+        .enumerate()
+        .map(|(i, mut v)| {
+            let id = format!("warmup-{i}");
+            v["id"] = serde_json::Value::String(id.clone());
+            (id, v.to_string())
+        })
+        .collect()
+}
+
+/// What every part of the bench reads.
+struct Bench {
+    bootstrap: String,
+    data: PathBuf,
+    rate: f64,
+    gold: HashMap<String, String>,
+    warm_up: Vec<(String, String)>,
+    tmp: PathBuf,
+}
+
 fn main() {
     let bootstrap = std::env::var("KAFKA_BOOTSTRAP").expect("KAFKA_BOOTSTRAP (scripts/bench_replicas.sh sets it)");
     let data: PathBuf = env_or(
         "BENCH_DATA",
         PathBuf::from("../shared/data/sms_spam_collection/stream.jsonl"),
     );
-    let rate: f64 = env_or("BENCH_RATE", 500.0);
     let n: usize = env_or("BENCH_MESSAGES", 50_000);
-    let gold = gold(&data);
-    let tmp = std::env::temp_dir().join(unique("bench-replicas"));
+    let b = Bench {
+        rate: env_or("BENCH_RATE", 500.0),
+        gold: gold(&data),
+        warm_up: warm_up(&data, 50),
+        tmp: std::env::temp_dir().join(unique("bench-replicas")),
+        bootstrap,
+        data,
+    };
     println!(
-        "stream {} ({} messages) at {rate} msg/s, 4 partitions\n",
-        data.display(),
-        gold.len()
+        "stream {} ({} messages) at {} msg/s, 4 partitions, after a warm-up of its first {} labeled messages\n",
+        b.data.display(),
+        b.gold.len(),
+        b.rate,
+        b.warm_up.len()
     );
     println!("| deployment | published accuracy | predictions | distinct ids |");
     println!("|---|---:|---:|---:|");
+    standalone_rows(&b);
+    let (learner_dir, model_topic) = learner_and_predictors(&b);
+    predict_path(&b, n, &learner_dir, &model_topic);
+    let _ = std::fs::remove_dir_all(&b.tmp);
+}
+
+/// The published accuracy of one standalone daemon and of two in one group.
+fn standalone_rows(b: &Bench) {
     for (name, standalone) in [("one standalone daemon", 1), ("two standalone daemons, one group", 2)] {
-        let t = Topics::create(&bootstrap);
+        let t = Topics::create(&b.bootstrap);
         let group = unique("g");
         let daemons: Vec<Daemon> = (0..standalone)
             .map(|i| {
-                spawn(
-                    &bootstrap,
-                    &t,
-                    &group,
-                    "standalone",
-                    Some(&tmp.join(format!("{group}-{i}"))),
-                )
+                let dir = b.tmp.join(format!("{group}-{i}"));
+                spawn(&b.bootstrap, &t, &group, "standalone", Some(&dir))
             })
             .collect();
         daemons.iter().for_each(Daemon::wait_ready);
-        let (acc, preds, ids) = stream_through(&bootstrap, &t, &data, rate, &gold);
+        load(&b.bootstrap, &t.input, &b.warm_up);
+        let (acc, preds, ids) = stream_through(&b.bootstrap, &t, &b.data, b.rate, &b.gold);
         println!("| {name} | {acc:.4} | {preds} | {ids} |");
         daemons.into_iter().for_each(Daemon::stop);
     }
-    let t = Topics::create(&bootstrap);
+}
+
+/// One learner and two predictors: published accuracy, staleness, bytes
+/// published, the size of a full version. Returns the learner's
+/// checkpoint directory and the model topic.
+fn learner_and_predictors(b: &Bench) -> (PathBuf, String) {
+    let t = Topics::create(&b.bootstrap);
     let group = unique("g");
-    let learner_dir = tmp.join("learner");
-    let learner = spawn(&bootstrap, &t, &group, "learner", Some(&learner_dir));
+    let learner_dir = b.tmp.join("learner");
+    let learner = spawn(&b.bootstrap, &t, &group, "learner", Some(&learner_dir));
     learner.wait_ready();
     let predictors: Vec<Daemon> = (0..2)
-        .map(|_| spawn(&bootstrap, &t, &group, "predictor", None))
+        .map(|_| spawn(&b.bootstrap, &t, &group, "predictor", None))
         .collect();
-    // They serve once the learner has learned from the stream: up is enough.
-    predictors.iter().for_each(Daemon::wait_alive);
-    let (acc, preds, ids) = stream_through(&bootstrap, &t, &data, rate, &gold);
+    load(&b.bootstrap, &t.input, &b.warm_up);
+    predictors.iter().for_each(Daemon::wait_ready);
+    let (acc, preds, ids) = stream_through(&b.bootstrap, &t, &b.data, b.rate, &b.gold);
     println!("| one learner, two predictors | {acc:.4} | {preds} | {ids} |");
     // Let the last feedback be learned and published.
     std::thread::sleep(Duration::from_secs(3));
@@ -380,26 +422,35 @@ fn main() {
     );
     predictors.into_iter().for_each(Daemon::stop);
     learner.stop();
-    // A restarted learner publishes its model whole under a new epoch: the
-    // size of a full version of the final model.
-    let again = spawn(&bootstrap, &t, &group, "learner", Some(&learner_dir));
+    full_version_size(b, &t, &group, &learner_dir);
+    (learner_dir, t.model)
+}
+
+/// A restarted learner publishes its model whole under a new epoch: the
+/// size of a full version of the final model.
+fn full_version_size(b: &Bench, t: &Topics, group: &str, learner_dir: &Path) {
+    let again = spawn(&b.bootstrap, t, group, "learner", Some(learner_dir));
     again.wait_ready();
     let start = Instant::now();
     let full = loop {
-        let b = series(
+        let bytes = series(
             &again.metrics(),
             "classifyd_model_published_bytes_total{kind=\"snapshot\"}",
         );
-        if b > 0.0 || start.elapsed() > Duration::from_secs(30) {
-            break b;
+        if bytes > 0.0 || start.elapsed() > Duration::from_secs(30) {
+            break bytes;
         }
         std::thread::sleep(Duration::from_millis(100));
     };
     println!("a full version of the final model (a restarted learner's first publication): {full:.0} B");
     again.stop();
+}
 
-    // Throughput of the predict path, same model everywhere.
-    let base: Vec<serde_json::Value> = std::fs::read_to_string(&data)
+/// Throughput of the predict path, the same model everywhere: `n` requests
+/// drained by a standalone daemon (a copy of the learner's checkpoint),
+/// one predictor and two.
+fn predict_path(b: &Bench, n: usize, learner_dir: &Path, model_topic: &str) {
+    let base: Vec<serde_json::Value> = std::fs::read_to_string(&b.data)
         .unwrap()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -419,29 +470,28 @@ fn main() {
         ("two predictors", 2),
     ] {
         let run = Topics {
-            model: t.model.clone(),
-            ..Topics::create(&bootstrap)
+            model: model_topic.to_string(),
+            ..Topics::create(&b.bootstrap)
         };
         let group = unique("g");
-        let (rate, rss) = drain(&bootstrap, &run, &msgs, || match how {
+        let (rate, rss) = drain(&b.bootstrap, &run, &msgs, || match how {
             0 => {
-                let dir = tmp.join(unique("standalone"));
+                let dir = b.tmp.join(unique("standalone"));
                 let st = Command::new("cp")
                     .arg("-r")
-                    .arg(&learner_dir)
+                    .arg(learner_dir)
                     .arg(&dir)
                     .status()
                     .unwrap();
                 assert!(st.success());
                 let _ = std::fs::remove_file(dir.join("LOCK"));
-                vec![spawn(&bootstrap, &run, &group, "standalone", Some(&dir))]
+                vec![spawn(&b.bootstrap, &run, &group, "standalone", Some(&dir))]
             }
             k => (0..k)
-                .map(|_| spawn(&bootstrap, &run, &group, "predictor", None))
+                .map(|_| spawn(&b.bootstrap, &run, &group, "predictor", None))
                 .collect(),
         });
         let rss: Vec<String> = rss.iter().map(|r| format!("{r:.0}")).collect();
         println!("| {name} | {rate:.0} | {} |", rss.join(", "));
     }
-    let _ = std::fs::remove_dir_all(&tmp);
 }

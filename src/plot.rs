@@ -94,9 +94,23 @@ fn panel(
     Ok(())
 }
 
+/// Why a learning curve could not be drawn.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot draw {}: {detail}", path.display())]
+pub struct PlotError {
+    pub path: std::path::PathBuf,
+    pub detail: String,
+}
+
+/// A drawing area of the SVG file.
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+
 /// Draws `curve` to an SVG file; `labels` and `support` name and rank the classes.
-pub fn render(curve: &Curve, labels: &[String], support: &[u64], title: &str, path: &Path) -> Result<(), String> {
-    let err = |e: String| format!("cannot draw {}: {e}", path.display());
+pub fn render(curve: &Curve, labels: &[String], support: &[u64], title: &str, path: &Path) -> Result<(), PlotError> {
+    let err = |detail: String| PlotError {
+        path: path.to_path_buf(),
+        detail,
+    };
     if curve.points.is_empty() {
         return Err(err("no labeled examples".into()));
     }
@@ -106,8 +120,7 @@ pub fn render(curve: &Curve, labels: &[String], support: &[u64], title: &str, pa
     let n = curve.points.last().map_or(1, |p| p.examples).max(1);
     // Axes scaled to the stream after its first tenth (the first examples meet
     // a model that knows almost nothing; their values are clipped).
-    let later = || curve.points.iter().filter(|p| p.examples * 10 >= n);
-    let lo = later()
+    let lo = later(curve, n)
         .map(|p| p.window_accuracy.min(p.accuracy))
         .fold(1.0, f64::min)
         .clamp(0.0, 0.99);
@@ -117,68 +130,73 @@ pub fn render(curve: &Curve, labels: &[String], support: &[u64], title: &str, pa
         ("cumulative".to_string(), BLUE, 2, acc(|p| p.accuracy)),
         ("last window".to_string(), RED, 2, acc(|p| p.window_accuracy)),
     ];
-    panel(
-        &top,
-        &format!("{title}: progressive accuracy"),
-        22,
-        n,
-        floor..1.0,
-        "accuracy",
-        lines,
-    )
-    .map_err(err)?;
-
+    let caption = format!("{title}: progressive accuracy");
+    panel(&top, &caption, 22, n, floor..1.0, "accuracy", lines).map_err(err)?;
     if curve.points.iter().any(|p| p.one_minus_roca.is_some()) {
-        let hi = later()
-            .filter_map(|p| p.one_minus_roca)
-            .map(|(c, w)| c.max(w.unwrap_or(0.0)))
-            .fold(0.1, f64::max)
-            * 1.5;
-        let pts = |window: bool| {
-            curve
-                .points
-                .iter()
-                .filter_map(|p| {
-                    let (c, w) = p.one_minus_roca?;
-                    Some((p.examples, (if window { w? } else { c }).min(hi)))
-                })
-                .collect()
-        };
-        let lines = vec![
-            ("cumulative".to_string(), BLUE, 2, pts(false)),
-            ("last window".to_string(), RED, 1, pts(true)),
-        ];
-        panel(
-            &bottom,
-            "1-ROCA % (lower is better)",
-            20,
-            n,
-            0.0..hi * 1.05,
-            "1-ROCA %",
-            lines,
-        )
-        .map_err(err)?;
+        roca_panel(&bottom, curve, n).map_err(err)?;
     } else {
-        let mut ranked: Vec<usize> = (0..labels.len()).collect();
-        ranked.sort_by_key(|&c| std::cmp::Reverse(support.get(c).copied().unwrap_or(0)));
-        ranked.truncate(F1_CLASSES);
-        let lines = ranked
-            .iter()
-            .enumerate()
-            .map(|(i, &c)| {
-                let (r, g, b) = Palette99::pick(i).rgb();
-                let color = RGBColor(r, g, b);
-                let pts = curve
-                    .points
-                    .iter()
-                    .filter_map(|p| p.f1.get(c).map(|&f| (p.examples, f)))
-                    .collect();
-                (labels[c].clone(), color, 2, pts)
-            })
-            .collect();
-        let caption = format!("window F1 of the {} most frequent classes", ranked.len());
-        panel(&bottom, &caption, 20, n, 0.0..1.0, "F1", lines).map_err(err)?;
+        f1_panel(&bottom, curve, labels, support, n).map_err(err)?;
     }
     root.present().map_err(|e| err(e.to_string()))?;
     Ok(())
+}
+
+/// The points after the stream's first tenth (of `n` examples).
+fn later(curve: &Curve, n: u64) -> impl Iterator<Item = &Point> {
+    curve.points.iter().filter(move |p| p.examples * 10 >= n)
+}
+
+/// 1-ROCA %, cumulative and over the window (binary tasks).
+fn roca_panel(area: &Area<'_>, curve: &Curve, n: u64) -> Result<(), String> {
+    let hi = later(curve, n)
+        .filter_map(|p| p.one_minus_roca)
+        .map(|(c, w)| c.max(w.unwrap_or(0.0)))
+        .fold(0.1, f64::max)
+        * 1.5;
+    let pts = |window: bool| {
+        curve
+            .points
+            .iter()
+            .filter_map(|p| {
+                let (c, w) = p.one_minus_roca?;
+                Some((p.examples, (if window { w? } else { c }).min(hi)))
+            })
+            .collect()
+    };
+    let lines = vec![
+        ("cumulative".to_string(), BLUE, 2, pts(false)),
+        ("last window".to_string(), RED, 1, pts(true)),
+    ];
+    panel(
+        area,
+        "1-ROCA % (lower is better)",
+        20,
+        n,
+        0.0..hi * 1.05,
+        "1-ROCA %",
+        lines,
+    )
+}
+
+/// The window F1 of the most frequent classes (by `support`).
+fn f1_panel(area: &Area<'_>, curve: &Curve, labels: &[String], support: &[u64], n: u64) -> Result<(), String> {
+    let mut ranked: Vec<usize> = (0..labels.len()).collect();
+    ranked.sort_by_key(|&c| std::cmp::Reverse(support.get(c).copied().unwrap_or(0)));
+    ranked.truncate(F1_CLASSES);
+    let lines = ranked
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| {
+            let (r, g, b) = Palette99::pick(i).rgb();
+            let color = RGBColor(r, g, b);
+            let pts = curve
+                .points
+                .iter()
+                .filter_map(|p| p.f1.get(c).map(|&f| (p.examples, f)))
+                .collect();
+            (labels[c].clone(), color, 2, pts)
+        })
+        .collect();
+    let caption = format!("window F1 of the {} most frequent classes", ranked.len());
+    panel(area, &caption, 20, n, 0.0..1.0, "F1", lines)
 }

@@ -9,6 +9,53 @@ use std::time::Duration;
 
 use common::*;
 
+/// `{"id", "label": "ham"}` feedback for the first `n` requests of `lines`.
+fn late_labels(lines: &[String], n: usize) -> Vec<(String, Vec<u8>, Option<i64>)> {
+    lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("label").is_none())
+        .take(n)
+        .map(|v| {
+            let id = v["id"].as_str().unwrap().to_string();
+            (
+                id.clone(),
+                serde_json::json!({"id": id, "label": "ham"}).to_string().into_bytes(),
+                None,
+            )
+        })
+        .collect()
+}
+
+/// Until every documented metric is exported (consumer lag comes with
+/// librdkafka's statistics, every 5 s) and the lag of `input`'s partition
+/// 0, there from the assignment (NaN until the first statistics), reads 0;
+/// fails after 60 s.
+fn wait_for_every_metric(addr: &str, input: &str) {
+    let missing = |body: &str| -> Vec<&str> {
+        classifyd::metrics::METRICS
+            .iter()
+            .filter(|(name, kind, _)| !body.contains(&format!("# TYPE {name} {kind}")))
+            .map(|m| m.0)
+            .collect()
+    };
+    let lag = format!("classifyd_consumer_lag_messages{{topic=\"{input}\",partition=\"0\"}}");
+    let start = std::time::Instant::now();
+    loop {
+        let body = http_get(addr, "/metrics").map(|r| r.1).unwrap_or_default();
+        let value = body.lines().find_map(|l| l.strip_prefix(lag.as_str())).map(str::trim);
+        let m = missing(&body);
+        if m.is_empty() && value == Some("0") {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "missing metrics: {m:?}, lag {value:?}\n{body}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
 fn end_to_end_predictions_and_progressive_accuracy_match_eval() {
     let topics = Topics::create(1);
@@ -23,50 +70,8 @@ fn end_to_end_predictions_and_progressive_accuracy_match_eval() {
     });
     // Late labels for a few requests (after the stream, so the progressive
     // metrics compared below are untouched): the published accuracy appears.
-    let fb: Vec<(String, Vec<u8>, Option<i64>)> = lines
-        .iter()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v.get("label").is_none())
-        .take(5)
-        .map(|v| {
-            let id = v["id"].as_str().unwrap().to_string();
-            (
-                id.clone(),
-                serde_json::json!({"id": id, "label": "ham"}).to_string().into_bytes(),
-                None,
-            )
-        })
-        .collect();
-    produce(&topics.feedback, Some(0), &fb);
-    // Every documented metric is exported (consumer lag comes with
-    // librdkafka's statistics, every 5 s), and the daemon is ready.
-    let missing = |body: &str| -> Vec<&str> {
-        classifyd::metrics::METRICS
-            .iter()
-            .filter(|(name, kind, _)| !body.contains(&format!("# TYPE {name} {kind}")))
-            .map(|m| m.0)
-            .collect()
-    };
-    // The lag series is there from the assignment (NaN until the first
-    // statistics), then reads 0 once everything is consumed.
-    let lag = format!(
-        "classifyd_consumer_lag_messages{{topic=\"{}\",partition=\"0\"}}",
-        topics.input
-    );
-    let start = std::time::Instant::now();
-    loop {
-        let body = http_get(&addr, "/metrics").map(|r| r.1).unwrap_or_default();
-        let value = body.lines().find_map(|l| l.strip_prefix(lag.as_str())).map(str::trim);
-        let m = missing(&body);
-        if m.is_empty() && value == Some("0") {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "missing metrics: {m:?}, lag {value:?}\n{body}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    produce(&topics.feedback, Some(0), &late_labels(&lines, 5));
+    wait_for_every_metric(&addr, &topics.input);
     assert_eq!(http_get(&addr, "/readyz").unwrap().0, 200);
     terminate(daemon);
 

@@ -185,6 +185,17 @@ fn a_learner_and_two_predictors_serve_one_model() {
     assert!(metric(&addrs[0], "classifyd_model_swaps_total").unwrap() >= 2.0);
 
     // Probes: the replicas' scores equal `predict` on the learner's checkpoint.
+    probes_match_predict(&d, requests.len());
+    for p in predictors.into_iter().chain([late]) {
+        terminate(p);
+    }
+}
+
+/// Sends probe messages through the replicas and checks their
+/// predictions (label, version, scores) against `classifyd predict` on the
+/// learner's checkpoint; `before` predictions are on the topic already.
+fn probes_match_predict(d: &Deployment, before: usize) {
+    let (topics, dir) = (&d.topics, &d.dir);
     let probes: Vec<String> = [
         "WINNER!! claim your free prize now, call 09061701461",
         "are we still on for lunch tomorrow?",
@@ -196,7 +207,7 @@ fn a_learner_and_two_predictors_serve_one_model() {
     .map(|(i, t)| serde_json::json!({"id": format!("probe-{i}"), "text": t}).to_string())
     .collect();
     produce(&topics.input, None, &lines_as_messages(&probes));
-    let all = consume_all(&topics.output, requests.len() + probes.len(), Duration::from_secs(60));
+    let all = consume_all(&topics.output, before + probes.len(), Duration::from_secs(60));
     let served: BTreeMap<String, serde_json::Value> = all
         .iter()
         .map(|(k, v, _)| {
@@ -212,7 +223,7 @@ fn a_learner_and_two_predictors_serve_one_model() {
     write_lines(&probe_file, &probes);
     let out = Command::new(BIN)
         .args(["predict", "--checkpoint-dir"])
-        .arg(&dir)
+        .arg(dir)
         .arg("--input")
         .arg(&probe_file)
         .output()
@@ -227,9 +238,6 @@ fn a_learner_and_two_predictors_serve_one_model() {
             let g = got["scores"][class].as_f64().unwrap();
             assert!((g - w.as_f64().unwrap()).abs() <= 1e-6, "{class}: {g} against {w}");
         }
-    }
-    for p in predictors.into_iter().chain([late]) {
-        terminate(p);
     }
 }
 

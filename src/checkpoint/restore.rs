@@ -200,35 +200,7 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
             if hyper.learner == crate::model::Learner::NaiveBayes {
                 return Err("naive Bayes hyperparameters with linear weights".into());
             }
-            if l.mirrored && k != 2 {
-                return Err(format!("a mirrored pair of weights with {k} labels"));
-            }
-            let columns = if l.mirrored { 1 } else { k };
-            let slots = 1 + l.averaged as usize + l.adagrad as usize;
-            let stride = columns * slots;
-            let (buf, entries) = match l.entries {
-                Some(e) if l.rows.is_some() => {
-                    return Err(format!("both dense rows and {} sparse entries", e.keys.len()));
-                }
-                Some(e) if e.stride as usize != slots => {
-                    return Err(format!("entry stride {} where {slots} was expected", e.stride));
-                }
-                Some(e) => (Vec::new(), Some((e.keys, e.values))),
-                None => (rows_from_pb(l.rows, buckets, stride)?, None),
-            };
-            let parts = WeightsParts {
-                buckets,
-                classes: k,
-                buf,
-                entries,
-                scale: l.scale,
-                bsum: l.bsum,
-                steps: l.steps,
-                averaged: l.averaged,
-                adagrad: l.adagrad,
-                mirrored: l.mirrored,
-            };
-            State::Linear(Weights::from_parts(parts).ok_or("inconsistent weight sizes")?)
+            State::Linear(weights_from_pb(l, k, buckets)?)
         }
         pb::model_state::State::NaiveBayes(n) => {
             if hyper.learner != crate::model::Learner::NaiveBayes {
@@ -257,16 +229,7 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
     let doc_freq = match (features.idf, m.doc_freq) {
         (false, _) => None,
         (true, None) => Some(DocFreq::new(buckets)),
-        (true, Some(d)) => {
-            if d.buckets.len() != d.counts.len() || d.buckets.iter().any(|&b| b as usize >= buckets) {
-                return Err("document frequencies out of range".into());
-            }
-            let mut df = crate::hugepages::zeroed(buckets);
-            for (b, c) in d.buckets.into_iter().zip(d.counts) {
-                df[b as usize] = c;
-            }
-            Some(DocFreq::with_counts(df, d.docs))
-        }
+        (true, Some(d)) => Some(doc_freq_from_pb(d, buckets)?),
     };
     let mut model = Model::from_parts(
         choice,
@@ -280,6 +243,51 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
     );
     model.fusion = fusion;
     Ok(model)
+}
+
+/// A linear model's weights, checked against its `k` labels and `buckets`.
+fn weights_from_pb(l: pb::LinearState, k: usize, buckets: usize) -> Result<Weights, String> {
+    if l.mirrored && k != 2 {
+        return Err(format!("a mirrored pair of weights with {k} labels"));
+    }
+    let columns = if l.mirrored { 1 } else { k };
+    let slots = 1 + l.averaged as usize + l.adagrad as usize;
+    let stride = columns * slots;
+    let (buf, entries) = match l.entries {
+        Some(e) if l.rows.is_some() => {
+            return Err(format!("both dense rows and {} sparse entries", e.keys.len()));
+        }
+        Some(e) if e.stride as usize != slots => {
+            return Err(format!("entry stride {} where {slots} was expected", e.stride));
+        }
+        Some(e) => (Vec::new(), Some((e.keys, e.values))),
+        None => (rows_from_pb(l.rows, buckets, stride)?, None),
+    };
+    let parts = WeightsParts {
+        buckets,
+        classes: k,
+        buf,
+        entries,
+        scale: l.scale,
+        bsum: l.bsum,
+        steps: l.steps,
+        averaged: l.averaged,
+        adagrad: l.adagrad,
+        mirrored: l.mirrored,
+    };
+    Weights::from_parts(parts).ok_or_else(|| "inconsistent weight sizes".to_string())
+}
+
+/// Document frequencies, every bucket in range.
+fn doc_freq_from_pb(d: pb::DocFreq, buckets: usize) -> Result<DocFreq, String> {
+    if d.buckets.len() != d.counts.len() || d.buckets.iter().any(|&b| b as usize >= buckets) {
+        return Err("document frequencies out of range".into());
+    }
+    let mut df = crate::hugepages::zeroed(buckets);
+    for (b, c) in d.buckets.into_iter().zip(d.counts) {
+        df[b as usize] = c;
+    }
+    Ok(DocFreq::with_counts(df, d.docs))
 }
 
 fn tally_from_pb(t: Option<pb::Tally>, n: usize) -> Result<Tally, String> {

@@ -8,6 +8,7 @@ use std::io::{self, BufRead, BufReader};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use indicatif::ProgressBar;
 use serde::Serialize;
 
 use super::{CommandError, io_at};
@@ -83,98 +84,153 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     let path = args.input.display().to_string();
     let file = File::open(&args.input).map_err(io_at(&path))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let reader = BufReader::with_capacity(1 << 16, file);
-    let mut dead = DeadLetterSink::open(args.dead_letter.as_deref()).map_err(CommandError::Output)?;
-    let mut pipeline = Pipeline::new(Model::new(choice.clone(), features), cfg);
-    let progress = progress_bar(size);
+    let mut pipeline = Pipeline::new(Model::new(choice, features), cfg);
     let start = Instant::now();
     let cpu_start = process_cpu_seconds();
-    let mut train: Vec<(SparseVec, Vec<String>)> = Vec::new();
-    let mut test: Vec<(SparseVec, Vec<String>)> = Vec::new();
-    let (mut number, mut bytes) = (0u64, 0u64);
-    let mut curve = args.plot.as_ref().map(|_| crate::plot::Curve::default());
-    // About 400 points along the stream (the file's line count is unknown: sample by bytes).
-    let plot_every = (size / 400).max(1);
-    let mut next_plot = 0u64;
-    // Reading, parsing and featurizing need no model: a reader thread does
-    // them while this one runs the model, a batch of lines at a time.
-    // Spent batches go back to the reader, so their buffers are reused (and
-    // freed by the thread that allocated them).
-    let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE_BATCHES);
-    let (back_tx, back_rx) = std::sync::mpsc::channel();
-    let preparer = pipeline.preparer();
-    let limit = args.limit;
-    let queued = AtomicUsize::new(0);
-    std::thread::scope(|scope| -> Result<(), CommandError> {
-        let queued = &queued;
-        scope.spawn(move || read_prepared(reader, limit, preparer, tx, back_rx, queued));
-        for batch in rx {
-            queued.fetch_sub(1, Ordering::Relaxed);
-            let mut batch = batch.map_err(io_at(&path))?;
-            let mut start = 0;
-            for (i, &(end, n)) in batch.lines.iter().enumerate() {
-                let line = &batch.text[start..end];
-                start = end;
-                bytes += n;
-                number += 1;
-                let id = || number.to_string();
-                // The stream's clock: line n is n seconds in (messages carry
-                // no time), so `--feedback-ttl-secs 60` is 60 lines.
-                match pipeline.handle_prepared(&mut batch.prepared, i, &id, number.saturating_mul(1000)) {
-                    Outcome::Learned { kept: Some(k), .. } => train.push(k),
-                    Outcome::Test { deferred: Some(t) } => test.push(t),
-                    Outcome::Bad(bad) => dead
-                        .write(&format!("{path}:{number}"), &bad, line)
-                        .map_err(CommandError::Output)?,
-                    _ => {}
-                }
-                if let Some(c) = &mut curve
-                    && bytes >= next_plot
-                {
-                    c.sample(pipeline.progressive());
-                    next_plot = bytes + plot_every;
-                }
-            }
-            progress.set_position(bytes);
-            // The reader may have finished: then the batch is just dropped.
-            let _ = back_tx.send(batch);
-        }
-        Ok(())
-    })?;
+    let mut pass = FirstPass {
+        curve: args.plot.as_ref().map(|_| crate::plot::Curve::default()),
+        // About 400 points along the stream (the file's line count is unknown: sample by bytes).
+        plot_every: (size / 400).max(1),
+        ..FirstPass::default()
+    };
+    let mut dead = DeadLetterSink::open(args.dead_letter.as_deref()).map_err(CommandError::Output)?;
+    let progress = progress_bar(size);
+    let reader = BufReader::with_capacity(1 << 16, file);
+    pass.run(args, &path, reader, &mut pipeline, &mut dead, &progress)?;
     // Extra passes only serve the held-out test: a stream without one is
     // reported from its progressive pass, and the model is not kept.
-    let passes = if test.is_empty() { 1 } else { args.passes };
+    let passes = if pass.test.is_empty() { 1 } else { args.passes };
     for _ in 1..passes {
-        for (x, gold) in &train {
+        for (x, gold) in &pass.train {
             pipeline.relearn(x, gold);
         }
     }
-    drop(train);
-    for (x, gold) in &test {
+    pass.train = Vec::new();
+    for (x, gold) in &pass.test {
         pipeline.score_test(x, gold);
     }
     progress.finish_and_clear();
-    if let (Some(c), Some(path)) = (&mut curve, &args.plot) {
-        let m = pipeline.progressive();
-        c.sample(m);
-        let support: Vec<u64> = m.total().per_class.iter().map(|x| x.tp + x.fn_).collect();
-        // "sms_spam_collection/stream.jsonl" says more than "stream.jsonl".
-        let parts: Vec<String> = args
-            .input
-            .iter()
-            .rev()
-            .take(2)
-            .map(|s| s.to_string_lossy().into_owned())
-            .collect();
-        let title = parts.into_iter().rev().collect::<Vec<_>>().join("/");
-        crate::plot::render(c, m.labels(), &support, &title, path).map_err(CommandError::Usage)?;
+    if let (Some(c), Some(plot)) = (&mut pass.curve, &args.plot) {
+        draw(c, &pipeline, &args.input, plot)?;
     }
     dead.flush().map_err(CommandError::Output)?;
-    let seconds = start.elapsed().as_secs_f64();
-    let cpu_seconds = process_cpu_seconds() - cpu_start;
+    let timing = (start.elapsed().as_secs_f64(), process_cpu_seconds() - cpu_start);
+    let result = report(&pipeline, &pass, passes, timing);
+    Ok((result, pipeline))
+}
+
+/// The first, progressive pass over a file and what it keeps for later.
+#[derive(Default)]
+struct FirstPass {
+    /// Lines and bytes read.
+    number: u64,
+    bytes: u64,
+    /// Training examples kept for more passes, test examples deferred.
+    train: Vec<(SparseVec, Vec<String>)>,
+    test: Vec<(SparseVec, Vec<String>)>,
+    curve: Option<crate::plot::Curve>,
+    plot_every: u64,
+    next_plot: u64,
+}
+
+impl FirstPass {
+    /// Reads, parses and featurizes on a reader thread (no model needed)
+    /// while this one runs the model, a batch of lines at a time. Spent
+    /// batches go back to the reader, so their buffers are reused (and
+    /// freed by the thread that allocated them).
+    fn run(
+        &mut self,
+        args: &EvalArgs,
+        path: &str,
+        reader: impl BufRead + Send,
+        pipeline: &mut Pipeline,
+        dead: &mut DeadLetterSink,
+        progress: &ProgressBar,
+    ) -> Result<(), CommandError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE_BATCHES);
+        let (back_tx, back_rx) = std::sync::mpsc::channel();
+        let preparer = pipeline.preparer();
+        let limit = args.limit;
+        let queued = AtomicUsize::new(0);
+        std::thread::scope(|scope| -> Result<(), CommandError> {
+            let queued = &queued;
+            scope.spawn(move || read_prepared(reader, limit, preparer, tx, back_rx, queued));
+            for batch in rx {
+                queued.fetch_sub(1, Ordering::Relaxed);
+                let mut batch = batch.map_err(io_at(path))?;
+                self.batch(&mut batch, path, pipeline, dead)?;
+                progress.set_position(self.bytes);
+                // The reader may have finished: then the batch is just dropped.
+                let _ = back_tx.send(batch);
+            }
+            Ok(())
+        })
+    }
+
+    /// The lines of one batch, in order, through the pipeline.
+    fn batch(
+        &mut self,
+        batch: &mut Batch,
+        path: &str,
+        pipeline: &mut Pipeline,
+        dead: &mut DeadLetterSink,
+    ) -> Result<(), CommandError> {
+        let mut start = 0;
+        for (i, &(end, n)) in batch.lines.iter().enumerate() {
+            let line = &batch.text[start..end];
+            start = end;
+            self.bytes += n;
+            self.number += 1;
+            let number = self.number;
+            let id = || number.to_string();
+            // The stream's clock: line n is n seconds in (messages carry
+            // no time), so `--feedback-ttl-secs 60` is 60 lines.
+            match pipeline.handle_prepared(&mut batch.prepared, i, &id, number.saturating_mul(1000)) {
+                Outcome::Learned { kept: Some(k), .. } => self.train.push(k),
+                Outcome::Test { deferred: Some(t) } => self.test.push(t),
+                Outcome::Bad(bad) => dead
+                    .write(&format!("{path}:{number}"), &bad, line)
+                    .map_err(CommandError::Output)?,
+                _ => {}
+            }
+            if let Some(c) = &mut self.curve
+                && self.bytes >= self.next_plot
+            {
+                c.sample(pipeline.progressive());
+                self.next_plot = self.bytes + self.plot_every;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Draws the learning curve to `plot`, titled by the input's last two path parts.
+fn draw(
+    curve: &mut crate::plot::Curve,
+    pipeline: &Pipeline,
+    input: &std::path::Path,
+    plot: &std::path::Path,
+) -> Result<(), CommandError> {
+    let m = pipeline.progressive();
+    curve.sample(m);
+    let support: Vec<u64> = m.total().per_class.iter().map(|x| x.tp + x.fn_).collect();
+    // "sms_spam_collection/stream.jsonl" says more than "stream.jsonl".
+    let parts: Vec<String> = input
+        .iter()
+        .rev()
+        .take(2)
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+    let title = parts.into_iter().rev().collect::<Vec<_>>().join("/");
+    crate::plot::render(curve, m.labels(), &support, &title, plot).map_err(|e| CommandError::Usage(e.to_string()))
+}
+
+/// The report of a finished evaluation; `timing` is (wall, CPU) seconds.
+fn report(pipeline: &Pipeline, pass: &FirstPass, passes: usize, (seconds, cpu_seconds): (f64, f64)) -> EvalResult {
+    let (number, bytes) = (pass.number, pass.bytes);
     // Blank lines are no examples.
     let examples = number - pipeline.counters().skipped;
-    let result = EvalResult {
+    EvalResult {
         examples,
         seconds,
         examples_per_second: examples as f64 / seconds.max(1e-9),
@@ -184,12 +240,12 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
         megabytes_per_cpu_second: bytes as f64 / 1e6 / cpu_seconds.max(1e-9),
         passes,
         model: pipeline.model().hyper().clone(),
-        features,
+        features: *pipeline.model().features(),
         learned: pipeline.counters().learned,
         bad: pipeline.counters().bad_total(),
         features_per_example: pipeline.counters().features as f64 / number.max(1) as f64,
         progressive: pipeline.progressive().report(),
-        test: (!test.is_empty()).then(|| pipeline.test_metrics().report()),
+        test: (!pass.test.is_empty()).then(|| pipeline.test_metrics().report()),
         published: (pipeline.published().total().examples > 0).then(|| pipeline.published().report()),
         drift_detections: pipeline.drift().progressive_at.clone(),
         label_budget: pipeline.config().query_labels.then(|| {
@@ -202,8 +258,7 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
                 declined: pipeline.counters().labels_declined,
             }
         }),
-    };
-    Ok((result, pipeline))
+    }
 }
 
 /// Lines read and prepared together: the reader thread hands them over in a

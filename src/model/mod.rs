@@ -106,6 +106,10 @@ pub struct Scored {
     pub labels: Vec<usize>,
     /// Whether `scores` are probabilities.
     pub probabilities: bool,
+    /// The fused naive Bayes's part of the raw scores (its inputs), when
+    /// the model fuses one: what learning this example from these scores
+    /// needs besides them.
+    pub fused: Option<[f32; 2]>,
 }
 
 /// Most classes a model may discover by default (`--max-classes`): a guard
@@ -143,9 +147,6 @@ pub struct Model {
     limits: Limits,
     /// Naive Bayes on the words, fused into a binary task's raw scores.
     pub(crate) fusion: Option<fusion::Fusion>,
-    /// The fusion's inputs of the example last predicted, for the step
-    /// that learns it with the raw scores of that prediction.
-    fused: std::cell::Cell<[f32; 2]>,
 }
 
 impl Model {
@@ -172,7 +173,6 @@ impl Model {
             active: Vec::new(),
             limits: Limits::default(),
             fusion,
-            fused: Default::default(),
         }
     }
 
@@ -231,7 +231,6 @@ impl Model {
             active: Vec::new(),
             limits: Limits::default(),
             fusion: None,
-            fused: Default::default(),
         }
     }
 
@@ -376,28 +375,28 @@ impl Model {
         }
     }
 
-    /// Raw scores (averaged weights where averaging is on) into `out`.
-    fn raw_scores(&self, x: &SparseVec, out: &mut Vec<f32>) {
+    /// Raw scores (averaged weights where averaging is on) into `out`;
+    /// returns the fusion's inputs, which they include.
+    fn raw_scores(&self, x: &SparseVec, out: &mut Vec<f32>) -> Option<[f32; 2]> {
         let k = self.labels.len();
         out.clear();
         out.resize(k, 0.0);
         if k == 0 {
-            return;
+            return None;
         }
         match &self.state {
             State::Linear(w) => w.scores_averaged(x, out),
             State::NaiveBayes(nb) => nb.scores(x, self.hyper.nb_alpha, out),
         }
-        if let Some(f) = &self.fusion {
-            let inputs = f.inputs(x);
-            self.fused.set(inputs);
-            f.add(inputs, out);
-        }
+        let f = self.fusion.as_ref()?;
+        let inputs = f.inputs(x);
+        f.add(inputs, out);
+        Some(inputs)
     }
 
     /// Scores every class and picks the predicted label(s).
     pub fn predict(&self, x: &SparseVec, out: &mut Scored) {
-        self.raw_scores(x, &mut out.raw);
+        out.fused = self.raw_scores(x, &mut out.raw);
         out.scores.clear();
         out.scores.extend_from_slice(&out.raw);
         out.labels.clear();
@@ -453,119 +452,151 @@ impl Model {
         self.learn_scored(x, gold, None)
     }
 
-    /// Like [`Model::learn`], reusing `raw`, the raw scores that
-    /// [`Model::predict`] just computed for `x`, when they are the current
-    /// weights' scores (no averaging, no class added since).
-    pub fn learn_scored(&mut self, x: &SparseVec, gold: &[usize], raw: Option<&[f32]>) -> Result<(), ModelError> {
+    /// Like [`Model::learn`], reusing `predicted`, what [`Model::predict`]
+    /// just returned for `x`: its raw scores when they are the current
+    /// weights' (no averaging, no class added since), and its fusion inputs.
+    pub fn learn_scored(
+        &mut self,
+        x: &SparseVec,
+        gold: &[usize],
+        predicted: Option<&Scored>,
+    ) -> Result<(), ModelError> {
         let task = self.task.unwrap_or(Task::SingleLabel);
         if task == Task::SingleLabel && gold.len() != 1 {
             return Err(ModelError::NotSingleLabel(gold.len()));
         }
-        let k = self.labels.len();
         self.version += 1;
-        match &mut self.state {
+        let w = match &mut self.state {
             State::NaiveBayes(nb) => {
                 nb.learn(x, gold);
-                Ok(())
+                return Ok(());
             }
-            State::Linear(w) => {
-                let h = &self.hyper;
-                let t = w.steps() + 1;
-                let eta = match h.schedule {
-                    Schedule::Constant | Schedule::AdaGrad | Schedule::Arow => h.learning_rate as f64,
-                    Schedule::InvScaling => h.learning_rate as f64 / (t as f64).powf(h.power),
-                };
-                w.begin_step(eta * h.l2);
-                self.scratch.resize(k, 0.0);
-                self.grad.resize(k, 0.0);
-                // The fused part of the scores, which the decay leaves alone.
-                let fused = self.fusion.as_ref().map(|f| match raw {
-                    // The scores of the prediction just made: its inputs too.
-                    Some(_) => (self.fused.get(), f.weight),
-                    None => (f.inputs(x), f.weight),
-                });
-                match raw {
-                    // Decay changes every linear score by the same factor.
-                    Some(r) if r.len() == k && !w.averaged() => {
-                        let f = if h.l2 > 0.0 {
-                            (1.0 - eta * h.l2).max(0.0) as f32
-                        } else {
-                            1.0
-                        };
-                        for (c, (s, &r)) in self.scratch.iter_mut().zip(r).enumerate() {
-                            let part = fused.map_or(0.0, |(i, a)| a * i.get(c).copied().unwrap_or(0.0));
-                            *s = (r - part) * f + part;
-                        }
-                    }
-                    _ => {
-                        w.scores(x, &mut self.scratch);
-                        if let (Some(f), Some((inputs, _))) = (&self.fusion, fused) {
-                            f.add(inputs, &mut self.scratch);
-                        }
-                    }
-                }
-                match task {
-                    Task::SingleLabel => {
-                        let g = gold[0];
-                        match h.learner {
-                            Learner::Perceptron => perceptron::multiclass_gradient(&self.scratch, g, &mut self.grad),
-                            Learner::Hinge => hinge::multiclass_gradient(&self.scratch, g, &mut self.grad),
-                            _ => logistic::multiclass_gradient(&self.scratch, g, &mut self.grad),
-                        };
-                    }
-                    Task::MultiLabel => {
-                        self.gold_mask.clear();
-                        self.gold_mask.resize(k, false);
-                        for &g in gold {
-                            self.gold_mask[g] = true;
-                        }
-                        let (s, m, gr) = (&self.scratch, &self.gold_mask, &mut self.grad);
-                        match h.learner {
-                            Learner::Perceptron => perceptron::multilabel_gradient(s, m, gr),
-                            Learner::Hinge => hinge::multilabel_gradient(s, m, gr),
-                            _ => logistic::multilabel_gradient(s, m, gr),
-                        };
-                    }
-                }
-                let eta = eta as f32;
-                if let (Some(f), Some((inputs, _))) = (&mut self.fusion, fused) {
-                    f.learn(x, inputs, &self.grad, h.fusion_rate, gold[0]);
-                }
-                if h.schedule == Schedule::Arow {
-                    arow::arow_step(w, x, &self.scratch, &mut self.grad, task, h.arow_r, &mut self.gold_mask);
-                } else {
-                    // The classes that move: softmax moves every class a
-                    // little; past two, those it moves by less than the
-                    // cut-off are left (see SOFTMAX_CUTOFF).
-                    let cutoff = if task == Task::SingleLabel && k > 2 && h.learner == Learner::Logistic {
-                        SOFTMAX_CUTOFF
-                    } else {
-                        0.0
-                    };
-                    self.active.clear();
-                    // Class 0 of a mirrored pair moves with class 1.
-                    let first = w.mirrored() as usize;
-                    self.active.extend(
-                        self.grad
-                            .iter()
-                            .enumerate()
-                            .skip(first)
-                            .filter(|(_, g)| g.abs() > cutoff)
-                            .map(|(c, &g)| (c, g)),
-                    );
-                    if h.schedule == Schedule::AdaGrad {
-                        w.adagrad_step(x, &self.active, eta, h.adagrad_beta);
-                    } else {
-                        for (f, val) in x.iter() {
-                            for &(c, g) in &self.active {
-                                w.add(f, c, eta * g * val);
-                            }
-                        }
+            State::Linear(w) => w,
+        };
+        let h = &self.hyper;
+        let t = w.steps() + 1;
+        let eta = match h.schedule {
+            Schedule::Constant | Schedule::AdaGrad | Schedule::Arow => h.learning_rate as f64,
+            Schedule::InvScaling => h.learning_rate as f64 / (t as f64).powf(h.power),
+        };
+        w.begin_step(eta * h.l2);
+        // The fused part of the scores, which the decay leaves alone.
+        let fused = self.fusion.as_ref().map(|f| match predicted {
+            // The scores of the prediction just made: its inputs too.
+            Some(p) => (p.fused.unwrap_or_default(), f.weight),
+            None => (f.inputs(x), f.weight),
+        });
+        let k = self.labels.len();
+        self.scratch.resize(k, 0.0);
+        self.grad.resize(k, 0.0);
+        let decay = if h.l2 > 0.0 {
+            (1.0 - eta * h.l2).max(0.0) as f32
+        } else {
+            1.0
+        };
+        let raw = predicted.map(|p| p.raw.as_slice());
+        step_scores(w, self.fusion.as_ref(), x, raw, fused, decay, &mut self.scratch);
+        gradient(
+            h.learner,
+            task,
+            &self.scratch,
+            gold,
+            &mut self.gold_mask,
+            &mut self.grad,
+        );
+        if let (Some(f), Some((inputs, _))) = (&mut self.fusion, fused) {
+            f.learn(x, inputs, &self.grad, h.fusion_rate, gold[0]);
+        }
+        let eta = eta as f32;
+        if h.schedule == Schedule::Arow {
+            arow::arow_step(w, x, &self.scratch, &mut self.grad, task, h.arow_r, &mut self.gold_mask);
+        } else {
+            // The classes that move: softmax moves every class a little;
+            // past two, those it moves by less than the cut-off are left
+            // (see SOFTMAX_CUTOFF).
+            let cutoff = if task == Task::SingleLabel && k > 2 && h.learner == Learner::Logistic {
+                SOFTMAX_CUTOFF
+            } else {
+                0.0
+            };
+            self.active.clear();
+            // Class 0 of a mirrored pair moves with class 1.
+            let first = w.mirrored() as usize;
+            self.active.extend(
+                self.grad
+                    .iter()
+                    .enumerate()
+                    .skip(first)
+                    .filter(|(_, g)| g.abs() > cutoff)
+                    .map(|(c, &g)| (c, g)),
+            );
+            if h.schedule == Schedule::AdaGrad {
+                w.adagrad_step(x, &self.active, eta, h.adagrad_beta);
+            } else {
+                for (f, val) in x.iter() {
+                    for &(c, g) in &self.active {
+                        w.add(f, c, eta * g * val);
                     }
                 }
-                w.end_step();
-                Ok(())
             }
+        }
+        w.end_step();
+        Ok(())
+    }
+}
+
+/// The scores a step starts from, into `out`: the prediction's `raw`
+/// scores when they are the current weights' (decay changes every linear
+/// score by the same factor, and leaves the `fused` part alone), else
+/// computed again.
+fn step_scores(
+    w: &Weights,
+    fusion: Option<&fusion::Fusion>,
+    x: &SparseVec,
+    raw: Option<&[f32]>,
+    fused: Option<([f32; 2], f32)>,
+    decay: f32,
+    out: &mut [f32],
+) {
+    match raw {
+        Some(r) if r.len() == out.len() && !w.averaged() => {
+            for (c, (s, &r)) in out.iter_mut().zip(r).enumerate() {
+                let part = fused.map_or(0.0, |(i, a)| a * i.get(c).copied().unwrap_or(0.0));
+                *s = (r - part) * decay + part;
+            }
+        }
+        _ => {
+            w.scores(x, out);
+            if let (Some(f), Some((inputs, _))) = (fusion, fused) {
+                f.add(inputs, out);
+            }
+        }
+    }
+}
+
+/// The loss's gradient for each class's score, into `grad`: the learner's,
+/// for one gold class or a set of them (`mask` is the set's scratch).
+fn gradient(learner: Learner, task: Task, scores: &[f32], gold: &[usize], mask: &mut Vec<bool>, grad: &mut [f32]) {
+    match task {
+        Task::SingleLabel => {
+            let g = gold[0];
+            match learner {
+                Learner::Perceptron => perceptron::multiclass_gradient(scores, g, grad),
+                Learner::Hinge => hinge::multiclass_gradient(scores, g, grad),
+                _ => logistic::multiclass_gradient(scores, g, grad),
+            };
+        }
+        Task::MultiLabel => {
+            mask.clear();
+            mask.resize(scores.len(), false);
+            for &g in gold {
+                mask[g] = true;
+            }
+            match learner {
+                Learner::Perceptron => perceptron::multilabel_gradient(scores, mask, grad),
+                Learner::Hinge => hinge::multilabel_gradient(scores, mask, grad),
+                _ => logistic::multilabel_gradient(scores, mask, grad),
+            };
         }
     }
 }

@@ -201,6 +201,7 @@ fn positive_score_orders_by_margin() {
         raw: vec![1.0, 3.0],
         labels: vec![1],
         probabilities: false,
+        fused: None,
     };
     assert_eq!(Model::positive_score(&s, 1), 2.0);
     assert_eq!(Model::positive_score(&s, 0), -2.0);
@@ -210,12 +211,14 @@ fn positive_score_orders_by_margin() {
         raw: vec![-30.0, 30.0],
         labels: vec![1],
         probabilities: true,
+        fused: None,
     };
     let b = Scored {
         scores: vec![0.0, 1.0],
         raw: vec![-40.0, 40.0],
         labels: vec![1],
         probabilities: true,
+        fused: None,
     };
     assert!(Model::positive_score(&b, 1) > Model::positive_score(&a, 1));
 }

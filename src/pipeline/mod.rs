@@ -332,9 +332,9 @@ impl Pipeline {
     }
 
     /// Learns `self.x` and counts its document frequencies.
-    fn learn_current(&mut self, ids: &[usize], raw_scores: Option<&[f32]>) {
+    fn learn_current(&mut self, ids: &[usize], predicted: Option<&Scored>) {
         // Callers checked the labels against the task, so learning cannot fail.
-        let _ = self.model.learn_scored(&self.x, ids, raw_scores);
+        let _ = self.model.learn_scored(&self.x, ids, predicted);
         self.model.observe_doc(&self.x.idx[..self.raw_len]);
     }
 
@@ -358,9 +358,9 @@ impl Pipeline {
             self.counters.labels_declined += 1;
             return Outcome::Learned { correct, kept: None };
         }
-        let scores = std::mem::take(&mut self.scored.raw);
-        self.learn_current(&ids, Some(&scores));
-        self.scored.raw = scores;
+        let predicted_scores = std::mem::take(&mut self.scored);
+        self.learn_current(&ids, Some(&predicted_scores));
+        self.scored = predicted_scores;
         self.counters.learned += 1;
         let kept = keep.then(|| (std::mem::take(&mut self.raw), gold_names.to_vec()));
         let gold_vec = gold.into_vec();

@@ -9,12 +9,16 @@
 //! flushed, so a restart never skips a delivery; predictions of lines after
 //! the last checkpoint are delivered again (at least once), and each carries
 //! its id for deduplication.
+//!
+//! The daemon is a type ([`JsonlDaemon`]): started, handed each event of
+//! the input's reader thread, ticked for its time-based work, shut down;
+//! like the Kafka one, a plain thread around the shared pipeline.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::lines::{LEGACY_POSITION, LineEvent, LineSource, record_position};
+use super::lines::{LEGACY_POSITION, LineEvent, LineSource, Resume, record_position};
 use super::sinks::{DeadLetterSink, PredictionSink, open_output};
 use super::{Cadence, DaemonError, load_or_new};
 use crate::checkpoint::{self, CheckpointDir};
@@ -61,147 +65,205 @@ pub fn run_jsonl(
     shutdown: &Shutdown,
     telemetry: Option<&Telemetry>,
 ) -> Result<RunSummary, DaemonError> {
-    let mut dir = match &s.checkpoint_dir {
-        Some(d) => Some(CheckpointDir::open(d, s.keep_checkpoints)?),
-        None => None,
-    };
-    let (mut pipeline, mut positions, resumed_from) =
-        load_or_new(dir.as_ref(), &s.features, &s.hyper, s.pipeline.clone())?;
-    let mut source = LineSource::open(
-        &s.input,
-        positions.clone(),
-        s.input_name.clone(),
-        s.pipeline.max_message_bytes,
-    )?;
-    let mut predictions = PredictionSink::new(open_output(&s.output)?, &s.output).with_review(s.review.as_deref())?;
-    let mut dead = DeadLetterSink::open(s.dead_letter.as_deref())?;
-    let mut summary = RunSummary {
-        resumed_from,
-        ..Default::default()
-    };
-    // This input's position key, known once its first line is read; until
-    // then the checkpoints keep the positions they were given.
-    let mut input_key: Option<String> = None;
-    // The last line handled, whose mark (see `checkpoint::MARK_PREFIX`) a
-    // checkpoint records with the position: kept, not hashed, per line;
-    // none until a line is.
-    let mut last_line: Option<Vec<u8>> = None;
-    let mut cadence = Cadence::new(
-        s.checkpoint_interval,
-        s.checkpoint_every_updates,
-        pipeline.model().version(),
-    );
-    let name = source.name.clone();
-    if let Some(t) = telemetry {
-        crate::metrics::publish(&pipeline);
-        t.set_ready(true);
-    }
-    let mut last_publish = Instant::now();
-
-    let mut checkpoint = |pipeline: &Pipeline,
-                          positions: &mut BTreeMap<String, u64>,
-                          // The input's key (once known), its next line, the last line read.
-                          position: (Option<&str>, u64, Option<&[u8]>),
-                          predictions: &mut PredictionSink,
-                          dead: &mut DeadLetterSink|
-     -> Result<(), DaemonError> {
-        // Deliver before recording the position past these lines.
-        predictions.flush()?;
-        dead.flush()?;
-        if let Some(dir) = dir.as_mut() {
-            if let (Some(key), next_line, last_line) = position {
-                record_position(positions, key, next_line, last_line);
-            }
-            let saved = dir
-                .save(&mut checkpoint::capture(pipeline, positions))
-                .inspect_err(|_| crate::metrics::checkpoint_failed())?;
-            crate::metrics::checkpoint_saved(&saved);
-            tracing::debug!(path = %saved.path.display(), bytes = saved.bytes, ms = saved.duration.as_millis() as u64, "checkpoint written");
-        }
-        Ok(())
-    };
-
+    let mut daemon = JsonlDaemon::start(s, telemetry)?;
     loop {
         if shutdown.is_triggered() {
             tracing::info!("shutdown requested; finishing");
             break;
         }
-        if telemetry.is_some() && last_publish.elapsed() >= crate::metrics::PUBLISH_INTERVAL {
-            crate::metrics::publish(&pipeline);
-            last_publish = Instant::now();
-        }
-        if cadence.due_by_time() || cadence.due_by_updates(pipeline.model().version()) {
-            checkpoint(
-                &pipeline,
-                &mut positions,
-                (input_key.as_deref(), summary.next_line, last_line.as_deref()),
-                &mut predictions,
-                &mut dead,
-            )?;
-            summary.checkpoints += 1;
-            cadence.done(pipeline.model().version());
-        }
-        match source.next(Duration::from_millis(100)) {
+        daemon.on_tick()?;
+        match daemon.source.next(Duration::from_millis(100)) {
             None => continue,
-            Some(LineEvent::Start(resume)) => {
-                if resume.legacy {
-                    // Written by a build that kept one position for any input:
-                    // the best guess is the input it was given then, as then.
-                    tracing::warn!(
-                        input = %name,
-                        line = resume.skip,
-                        "the checkpoint predates per-input positions: assuming this is the input it was reading \
-                         and resuming at its line; from now on its position is kept under the input's own key"
-                    );
-                    positions.remove(LEGACY_POSITION);
-                } else if resume.skip > 0 {
-                    tracing::info!(input = %name, key = %resume.key, line = resume.skip, "resuming the input after the lines the checkpoint holds");
-                } else if summary.resumed_from.is_some() {
-                    tracing::info!(input = %name, key = %resume.key, "the checkpoint has not read this input: reading it from its first line");
-                }
-                summary.next_line = resume.skip;
-                input_key = Some(resume.key);
-            }
+            Some(LineEvent::Start(resume)) => daemon.on_start(resume),
             Some(LineEvent::End) => break,
             Some(LineEvent::Error(e)) => return Err(DaemonError::Io(e)),
-            Some(LineEvent::Oversized { number, prefix, length }) => {
-                // Read past, never held: refused with its first bytes and its length.
-                let bad = pipeline.refuse(crate::message::too_large(length, s.pipeline.max_message_bytes));
-                dead.write_prefix(&format!("{name}:{}", number + 1), &bad, &prefix, length)?;
-                summary.lines += 1;
-                summary.next_line = number + 1;
-                last_line = Some(prefix);
-            }
-            Some(LineEvent::Line { number, bytes }) => {
-                let default_id = || (number + 1).to_string();
-                let started = Instant::now();
-                let outcome = pipeline.handle(&bytes, &default_id, now_ms());
-                crate::metrics::handled(&outcome, started.elapsed());
-                match outcome {
-                    Outcome::Predicted(p) => predictions.write(&p)?,
-                    Outcome::Bad(bad) => dead.write(&format!("{name}:{}", number + 1), &bad, &bytes)?,
-                    _ => {}
-                }
-                summary.lines += 1;
-                summary.next_line = number + 1;
-                last_line = Some(bytes);
-            }
+            Some(LineEvent::Oversized { number, prefix, length }) => daemon.on_oversized(number, prefix, length)?,
+            Some(LineEvent::Line { number, bytes }) => daemon.on_line(number, bytes)?,
         }
     }
-    // With nothing new read, the checkpoint it resumed from still says it all.
-    if summary.lines > 0 || summary.resumed_from.is_none() {
-        let position = (input_key.as_deref(), summary.next_line, last_line.as_deref());
-        checkpoint(&pipeline, &mut positions, position, &mut predictions, &mut dead)?;
-        summary.checkpoints += 1;
+    daemon.shutdown()
+}
+
+/// The JSON-lines daemon: the pipeline, its input and outputs, and where
+/// it stands in the input.
+struct JsonlDaemon<'a> {
+    s: &'a JsonlSettings,
+    telemetry: Option<&'a Telemetry>,
+    pipeline: Pipeline,
+    positions: BTreeMap<String, u64>,
+    dir: Option<CheckpointDir>,
+    source: LineSource,
+    predictions: PredictionSink,
+    dead: DeadLetterSink,
+    summary: RunSummary,
+    /// This input's position key, known once its first line is read; until
+    /// then the checkpoints keep the positions they were given.
+    input_key: Option<String>,
+    /// The last line handled, whose mark (see `checkpoint::MARK_PREFIX`) a
+    /// checkpoint records with the position: kept, not hashed, per line;
+    /// none until a line is.
+    last_line: Option<Vec<u8>>,
+    cadence: Cadence,
+    last_publish: Instant,
+}
+
+impl<'a> JsonlDaemon<'a> {
+    /// Opens the checkpoint directory (resuming from it), the input and the outputs.
+    fn start(s: &'a JsonlSettings, telemetry: Option<&'a Telemetry>) -> Result<Self, DaemonError> {
+        let dir = match &s.checkpoint_dir {
+            Some(d) => Some(CheckpointDir::open(d, s.keep_checkpoints)?),
+            None => None,
+        };
+        let (pipeline, positions, resumed_from) = load_or_new(dir.as_ref(), &s.features, &s.hyper, s.pipeline.clone())?;
+        let source = LineSource::open(
+            &s.input,
+            positions.clone(),
+            s.input_name.clone(),
+            s.pipeline.max_message_bytes,
+        )?;
+        let predictions = PredictionSink::new(open_output(&s.output)?, &s.output).with_review(s.review.as_deref())?;
+        let dead = DeadLetterSink::open(s.dead_letter.as_deref())?;
+        let cadence = Cadence::new(
+            s.checkpoint_interval,
+            s.checkpoint_every_updates,
+            pipeline.model().version(),
+        );
+        if let Some(t) = telemetry {
+            crate::metrics::publish(&pipeline);
+            t.set_ready(true);
+        }
+        Ok(JsonlDaemon {
+            s,
+            telemetry,
+            pipeline,
+            positions,
+            dir,
+            source,
+            predictions,
+            dead,
+            summary: RunSummary {
+                resumed_from,
+                ..Default::default()
+            },
+            input_key: None,
+            last_line: None,
+            cadence,
+            last_publish: Instant::now(),
+        })
     }
-    let r = pipeline.progressive().report();
-    tracing::info!(
-        lines = summary.lines,
-        learned = pipeline.counters().learned,
-        predicted = pipeline.counters().predicted,
-        bad = pipeline.counters().bad_total(),
-        accuracy = r.accuracy,
-        "run finished"
-    );
-    Ok(summary)
+
+    /// The time-based work before each read: metrics, checkpoints by time
+    /// and by updates.
+    fn on_tick(&mut self) -> Result<(), DaemonError> {
+        if self.telemetry.is_some() && self.last_publish.elapsed() >= crate::metrics::PUBLISH_INTERVAL {
+            crate::metrics::publish(&self.pipeline);
+            self.last_publish = Instant::now();
+        }
+        if self.cadence.due_by_time() || self.cadence.due_by_updates(self.pipeline.model().version()) {
+            self.checkpoint()?;
+            self.cadence.done(self.pipeline.model().version());
+        }
+        Ok(())
+    }
+
+    /// The input's first line was read: where it resumes.
+    fn on_start(&mut self, resume: Resume) {
+        let name = &self.source.name;
+        if resume.legacy {
+            // Written by a build that kept one position for any input:
+            // the best guess is the input it was given then, as then.
+            tracing::warn!(
+                input = %name,
+                line = resume.skip,
+                "the checkpoint predates per-input positions: assuming this is the input it was reading \
+                 and resuming at its line; from now on its position is kept under the input's own key"
+            );
+            self.positions.remove(LEGACY_POSITION);
+        } else if resume.skip > 0 {
+            tracing::info!(input = %name, key = %resume.key, line = resume.skip, "resuming the input after the lines the checkpoint holds");
+        } else if self.summary.resumed_from.is_some() {
+            tracing::info!(input = %name, key = %resume.key, "the checkpoint has not read this input: reading it from its first line");
+        }
+        self.summary.next_line = resume.skip;
+        self.input_key = Some(resume.key);
+    }
+
+    /// A line over the size cap: read past, never held, refused with its
+    /// first bytes and its length.
+    fn on_oversized(&mut self, number: u64, prefix: Vec<u8>, length: u64) -> Result<(), DaemonError> {
+        let bad = self
+            .pipeline
+            .refuse(crate::message::too_large(length, self.s.pipeline.max_message_bytes));
+        let position = format!("{}:{}", self.source.name, number + 1);
+        self.dead.write_prefix(&position, &bad, &prefix, length)?;
+        self.done(number, prefix);
+        Ok(())
+    }
+
+    /// One line through the pipeline; its prediction or dead letter written.
+    fn on_line(&mut self, number: u64, bytes: Vec<u8>) -> Result<(), DaemonError> {
+        let default_id = || (number + 1).to_string();
+        let started = Instant::now();
+        let outcome = self.pipeline.handle(&bytes, &default_id, now_ms());
+        crate::metrics::handled(&outcome, started.elapsed());
+        match outcome {
+            Outcome::Predicted(p) => self.predictions.write(&p)?,
+            Outcome::Bad(bad) => {
+                let position = format!("{}:{}", self.source.name, number + 1);
+                self.dead.write(&position, &bad, &bytes)?;
+            }
+            _ => {}
+        }
+        self.done(number, bytes);
+        Ok(())
+    }
+
+    /// Line `number` is handled.
+    fn done(&mut self, number: u64, line: Vec<u8>) {
+        self.summary.lines += 1;
+        self.summary.next_line = number + 1;
+        self.last_line = Some(line);
+    }
+
+    /// Delivers every output so far, then records the position past them
+    /// and saves the checkpoint.
+    fn checkpoint(&mut self) -> Result<(), DaemonError> {
+        self.predictions.flush()?;
+        self.dead.flush()?;
+        if let Some(dir) = self.dir.as_mut() {
+            if let Some(key) = &self.input_key {
+                record_position(
+                    &mut self.positions,
+                    key,
+                    self.summary.next_line,
+                    self.last_line.as_deref(),
+                );
+            }
+            let saved = dir
+                .save(&mut checkpoint::capture(&self.pipeline, &self.positions))
+                .inspect_err(|_| crate::metrics::checkpoint_failed())?;
+            crate::metrics::checkpoint_saved(&saved);
+            tracing::debug!(path = %saved.path.display(), bytes = saved.bytes, ms = saved.duration.as_millis() as u64, "checkpoint written");
+        }
+        self.summary.checkpoints += 1;
+        Ok(())
+    }
+
+    /// The last checkpoint (none when nothing new was read since the one it
+    /// resumed from, which still says it all), and the summary.
+    fn shutdown(mut self) -> Result<RunSummary, DaemonError> {
+        if self.summary.lines > 0 || self.summary.resumed_from.is_none() {
+            self.checkpoint()?;
+        }
+        let r = self.pipeline.progressive().report();
+        tracing::info!(
+            lines = self.summary.lines,
+            learned = self.pipeline.counters().learned,
+            predicted = self.pipeline.counters().predicted,
+            bad = self.pipeline.counters().bad_total(),
+            accuracy = r.accuracy,
+            "run finished"
+        );
+        Ok(self.summary)
+    }
 }
