@@ -33,7 +33,8 @@ import time
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target", "release", "classifyd")
+# CLASSIFYD_BIN: another build (a copy, so that a rebuild during a soak does not change it).
+BIN = os.environ.get("CLASSIFYD_BIN", os.path.join(ROOT, "target", "release", "classifyd"))
 FLAGS = ["--bits", "18", "--checkpoint-every-updates", "50", "--checkpoint-interval-secs", "3600"]
 
 

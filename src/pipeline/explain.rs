@@ -6,7 +6,7 @@
 //! model's sketch keeps for `inspect`), so an explanation lists only what
 //! the message contains, and costs nothing when N is 0.
 
-use super::{Pipeline, Prediction};
+use super::{Pipeline, Prediction, Work};
 use crate::features::SparseVec;
 use crate::model::{Model, Task};
 
@@ -21,23 +21,23 @@ pub struct Contribution {
 }
 
 impl Pipeline {
-    /// Predicts `text` (whose raw features the current vector holds)
-    /// without learning or caching; returns the prediction and the
-    /// positive-class score.
-    pub(super) fn prediction(&mut self, id: String, text: &str) -> (Prediction, Option<f32>) {
-        self.finish_features(text, false, false);
-        let (labels, score) = self.predict_current();
+    /// Predicts `text`, whose raw features `w` holds, without learning or
+    /// caching; returns the prediction and the positive-class score (`w`
+    /// holds the finished features and the scores).
+    pub(super) fn prediction(&mut self, id: String, text: &str, w: &mut Work) -> (Prediction, Option<f32>) {
+        self.finish(text, false, false, &mut w.features);
+        let (labels, score) = self.predict_features(&w.features, &mut w.scored);
         let names = self.model.labels();
-        let scores = self
+        let scores = w
             .scored
             .scores
             .iter()
             .enumerate()
             .map(|(c, &s)| (names.name(c).to_string(), s))
             .collect();
-        let explanation = match (self.cfg.explain, self.scored.labels.first()) {
+        let explanation = match (self.cfg.explain, w.scored.labels.first()) {
             (0, _) | (_, None) => None,
-            (n, Some(&class)) => Some(self.explanation(text, class, n)),
+            (n, Some(&class)) => Some(self.explanation(text, &w.features.x, class, n)),
         };
         let prediction = Prediction {
             id,
@@ -52,10 +52,10 @@ impl Pipeline {
         (prediction, score)
     }
 
-    /// The `n` features of the current (finalized) vector that add most to
-    /// `class`'s score, named from `text`.
-    fn explanation(&mut self, text: &str, class: usize, n: usize) -> Vec<Contribution> {
-        let values: Vec<(u32, f32)> = self.x.iter().collect();
+    /// The `n` features of `x` (finished) that add most to `class`'s
+    /// score, named from `text`.
+    fn explanation(&mut self, text: &str, x: &SparseVec, class: usize, n: usize) -> Vec<Contribution> {
+        let values: Vec<(u32, f32)> = x.iter().collect();
         let mut scratch = SparseVec::default();
         let names = self.prep.featurizer.featurize_raw_named(text, &mut scratch);
         top_contributions(&self.model, &values, names.iter(), class, n)

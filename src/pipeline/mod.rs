@@ -9,6 +9,7 @@
 //! pipeline. Transports (JSON lines, Kafka) only move bytes and positions.
 
 mod cache;
+mod example;
 mod explain;
 mod outcome;
 mod prepare;
@@ -19,6 +20,7 @@ mod settings;
 use foldhash::HashMap;
 
 pub use cache::{CacheEntry, FeedbackCache};
+use example::{Features, Work};
 pub use explain::Contribution;
 pub use outcome::{Outcome, Prediction};
 pub use prepare::{Prepared, Preparer};
@@ -30,7 +32,7 @@ use crate::eval::Progressive;
 use crate::eval::drift::{DriftWatch, Watched};
 use crate::features::SparseVec;
 use crate::message::{self, Bad, BadReason, Gold, Message, Split};
-use crate::model::{Model, ModelError, Scored, Task};
+use crate::model::{Model, ModelError, Task};
 
 /// Counters of what the pipeline has done, by kind and outcome.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -87,14 +89,9 @@ pub struct Pipeline {
     drift: DriftWatch,
     /// The uncertainty review: which predictions to mark and ask about.
     review: Review,
-    /// Scratch buffers for the hot path: the finished vector, how many of
-    /// its entries are document features (the bias may follow), and a copy
-    /// of the raw features (before IDF, normalisation and bias), kept only
-    /// when `eval` holds vectors back for more passes or for the test split.
-    x: SparseVec,
-    raw_len: usize,
-    raw: SparseVec,
-    scored: Scored,
+    /// The buffers a message's stages pass along (see [`example`]),
+    /// kept between messages only for their allocations.
+    work: Work,
 }
 
 impl Pipeline {
@@ -117,10 +114,7 @@ impl Pipeline {
             counters: Counters::default(),
             drift: DriftWatch::default(),
             review,
-            x: SparseVec::default(),
-            raw_len: 0,
-            raw: SparseVec::default(),
-            scored: Scored::default(),
+            work: Work::default(),
         }
     }
 
@@ -210,10 +204,11 @@ impl Pipeline {
             return Outcome::Skipped;
         };
         self.cache.expire(now_ms, self.cfg.cache_ttl_ms);
+        let mut w = std::mem::take(&mut self.work);
         let outcome = match message {
             Err(bad) => Outcome::Bad(bad),
             Ok(Message::Feedback { .. }) if self.cfg.role == Role::Predictor => self.passed(),
-            Ok(Message::Feedback { id, gold }) => self.feedback(&id, gold),
+            Ok(Message::Feedback { id, gold }) => self.feedback(&id, gold, &mut w.features),
             Ok(Message::Example { gold: Some(_), .. }) if self.cfg.role == Role::Predictor => self.passed(),
             Ok(Message::Example {
                 id, text, gold: None, ..
@@ -223,25 +218,24 @@ impl Pipeline {
             }
             Ok(Message::Example { id, text, gold, split }) => {
                 match counted {
-                    Some(r) => {
-                        self.x.idx.clear();
-                        self.x.idx.extend_from_slice(&p.counted.idx[r.clone()]);
-                        self.x.val.clear();
-                        self.x.val.extend_from_slice(&p.counted.val[r]);
-                    }
-                    None => self.prep.featurizer.count_buckets(&p.buckets[buckets], &mut self.x),
+                    Some(r) => w.features.set_counted(&p.counted.idx[r.clone()], &p.counted.val[r]),
+                    None => self
+                        .prep
+                        .featurizer
+                        .count_buckets(&p.buckets[buckets], &mut w.features.x),
                 }
                 let id = id.unwrap_or_else(default_id);
                 match (gold, split) {
-                    (Some(gold), Some(Split::Test)) => self.test_example(&text, gold),
+                    (Some(gold), Some(Split::Test)) => self.test_example(&text, gold, &mut w),
                     (Some(gold), split) => {
                         let keep = self.cfg.keep_train && split == Some(Split::Train);
-                        self.train(id, text, gold, now_ms, keep)
+                        self.train(id, text, gold, now_ms, keep, &mut w)
                     }
-                    (None, _) => self.predict(id, text, now_ms),
+                    (None, _) => self.predict(id, text, now_ms, &mut w),
                 }
             }
         };
+        self.work = w;
         if let Outcome::Bad(b) = &outcome {
             self.counters.bad[b.reason.index()] += 1;
         }
@@ -272,80 +266,14 @@ impl Pipeline {
             .collect()
     }
 
-    /// Predicts `self.x` into `self.scored`; returns the predicted label
-    /// names and the positive-class score for binary ROC.
-    fn predict_current(&mut self) -> (Vec<String>, Option<f32>) {
-        self.model.predict(&self.x, &mut self.scored);
-        let labels = self
-            .scored
-            .labels
-            .iter()
-            .map(|&c| self.model.labels().name(c).to_string())
-            .collect();
-        let score = self.positive_score();
-        (labels, score)
-    }
-
-    fn positive_score(&self) -> Option<f32> {
-        if !self.progressive.is_binary() || self.model.task() == Some(Task::MultiLabel) {
-            return None;
-        }
-        let pos = self.progressive.positive();
-        match pos.and_then(|p| self.model.labels().get(p)) {
-            Some(id) => Some(Model::positive_score(&self.scored, id)),
-            // The model does not know the positive class yet: it has no
-            // evidence either way, so the neutral margin.
-            None => Some(0.0),
-        }
-    }
-
-    /// Featurizes `text` into the current vector and finishes it.
-    fn featurize(&mut self, text: &str, learning: bool) {
-        self.prep.featurizer.featurize_raw(text, &mut self.x);
-        self.finish_features(text, learning, false);
-    }
-
-    /// Finishes the current vector, which holds the raw features of `text`:
-    /// names for the sketch when learning and it asks, a raw copy in
-    /// `self.raw` when `keep_raw`, then IDF, normalisation and the bias.
-    fn finish_features(&mut self, text: &str, learning: bool, keep_raw: bool) {
-        if learning && self.cfg.name_features && self.model.sketch_mut().wants_next() {
-            // The same features again, with their names (one document in 64).
-            let names = self.prep.featurizer.featurize_raw_named(text, &mut self.x);
-            self.model.sketch.observe(names.iter());
-        }
-        if keep_raw {
-            self.raw.clone_from(&self.x);
-        }
-        self.finalize_current();
-        self.counters.features += self.x.len() as u64;
-    }
-
-    /// Completes `self.x` (raw features) in place with the model's IDF,
-    /// normalisation and bias.
-    fn finalize_current(&mut self) {
-        self.raw_len = self.x.len();
-        let model = &self.model;
-        self.prep
-            .featurizer
-            .finalize_prefetching(&mut self.x, model.doc_freq(), |b| model.prefetch_row(b));
-    }
-
-    /// Learns `self.x` and counts its document frequencies.
-    fn learn_current(&mut self, ids: &[usize], predicted: Option<&Scored>) {
-        // Callers checked the labels against the task, so learning cannot fail.
-        let _ = self.model.learn_scored(&self.x, ids, predicted);
-        self.model.observe_doc(&self.x.idx[..self.raw_len]);
-    }
-
     /// Learns a labeled example; `keep` returns its raw features too.
-    fn train(&mut self, id: String, text: String, gold: Gold, now_ms: u64, keep: bool) -> Outcome {
+    fn train(&mut self, id: String, text: String, gold: Gold, now_ms: u64, keep: bool, w: &mut Work) -> Outcome {
         // Check the labels before touching the model or the metrics.
         if let Err(bad) = self.check_gold(&gold) {
             return Outcome::Bad(bad);
         }
-        self.finish_features(&text, true, keep);
-        let (predicted, score) = self.predict_current();
+        let raw = self.finish(&text, true, keep, &mut w.features);
+        let (predicted, score) = self.predict_features(&w.features, &mut w.scored);
         let ids = match self.gold_ids(&gold) {
             Ok(ids) => ids,
             Err(bad) => return Outcome::Bad(bad),
@@ -354,15 +282,13 @@ impl Pipeline {
         let correct = same_set(&predicted, gold_names);
         self.progressive.record(gold_names, &predicted, score);
         self.drift.observe(Watched::Progressive, !correct);
-        if self.cfg.query_labels && !self.review_current(true).ask {
+        if self.cfg.query_labels && !self.review_current(&w.scored, true).ask {
             self.counters.labels_declined += 1;
             return Outcome::Learned { correct, kept: None };
         }
-        let predicted_scores = std::mem::take(&mut self.scored);
-        self.learn_current(&ids, Some(&predicted_scores));
-        self.scored = predicted_scores;
+        self.learn_features(&w.features, &ids, Some(&w.scored));
         self.counters.learned += 1;
-        let kept = keep.then(|| (std::mem::take(&mut self.raw), gold_names.to_vec()));
+        let kept = raw.map(|raw| (raw, gold_names.to_vec()));
         let gold_vec = gold.into_vec();
         self.cache.insert(
             id,
@@ -398,38 +324,33 @@ impl Pipeline {
         Ok(())
     }
 
-    fn test_example(&mut self, text: &str, gold: Gold) -> Outcome {
+    fn test_example(&mut self, text: &str, gold: Gold, w: &mut Work) -> Outcome {
         if let Err(bad) = self.check_gold(&gold) {
             return Outcome::Bad(bad);
         }
-        self.finish_features(text, false, true);
+        let raw = self.finish(text, false, true, &mut w.features).unwrap_or_default();
         if self.cfg.defer_test {
             return Outcome::Test {
-                deferred: Some((std::mem::take(&mut self.raw), gold.as_slice().to_vec())),
+                deferred: Some((raw, gold.as_slice().to_vec())),
             };
         }
         self.model.ensure_task(Self::task_of(&gold));
-        let raw = std::mem::take(&mut self.raw);
         self.score_test(&raw, gold.as_slice());
-        self.raw = raw;
         Outcome::Test { deferred: None }
     }
 
     /// Scores a held-out example (raw features, as [`Outcome::Test`] holds
     /// them) with the model as it stands.
     pub fn score_test(&mut self, raw: &SparseVec, gold: &[String]) {
-        self.x.clone_from(raw);
-        self.finalize_current();
-        self.model.predict(&self.x, &mut self.scored);
-        let predicted: Vec<&str> = self
-            .scored
-            .labels
-            .iter()
-            .map(|&c| self.model.labels().name(c))
-            .collect();
-        let score = self.positive_score();
+        let mut w = std::mem::take(&mut self.work);
+        w.features.set_raw(raw);
+        self.finalize(&mut w.features);
+        self.model.predict(&w.features.x, &mut w.scored);
+        let predicted: Vec<&str> = w.scored.labels.iter().map(|&c| self.model.labels().name(c)).collect();
+        let score = self.positive_score(&w.scored);
         self.test.record(gold, &predicted, score);
         self.counters.test_scored += 1;
+        self.work = w;
     }
 
     /// Learns an example again (extra passes of `eval`, raw features as
@@ -437,15 +358,17 @@ impl Pipeline {
     pub fn relearn(&mut self, raw: &SparseVec, gold: &[String]) {
         let ids: Option<Vec<usize>> = gold.iter().map(|l| self.model.labels().get(l)).collect();
         if let Some(ids) = ids {
-            self.x.clone_from(raw);
-            self.finalize_current();
-            let _ = self.model.learn(&self.x, &ids);
+            let mut w = std::mem::take(&mut self.work);
+            w.features.set_raw(raw);
+            self.finalize(&mut w.features);
+            let _ = self.model.learn(&w.features.x, &ids);
+            self.work = w;
         }
     }
 
-    fn predict(&mut self, id: String, text: String, now_ms: u64) -> Outcome {
-        let (mut prediction, score) = self.prediction(id, &text);
-        let verdict = self.review_current(self.cfg.review_output);
+    fn predict(&mut self, id: String, text: String, now_ms: u64, w: &mut Work) -> Outcome {
+        let (mut prediction, score) = self.prediction(id, &text, w);
+        let verdict = self.review_current(&w.scored, self.cfg.review_output);
         prediction.uncertain = verdict.uncertain;
         prediction.review = verdict.ask.then(|| text.clone());
         for l in &prediction.labels {
@@ -512,8 +435,11 @@ impl Pipeline {
     pub fn predict_only(&mut self, raw: &[u8], default_id: &dyn Fn() -> String) -> Result<Prediction, Bad> {
         match message::parse(raw, self.cfg.max_message_bytes)? {
             Message::Example { id, text, .. } => {
-                self.prep.featurizer.featurize_raw(&text, &mut self.x);
-                Ok(self.prediction(id.unwrap_or_else(default_id), &text).0)
+                let mut w = std::mem::take(&mut self.work);
+                self.featurize(&text, &mut w.features);
+                let prediction = self.prediction(id.unwrap_or_else(default_id), &text, &mut w).0;
+                self.work = w;
+                Ok(prediction)
             }
             Message::Feedback { .. } => Err(Bad::new(
                 BadReason::MissingText,
@@ -522,7 +448,7 @@ impl Pipeline {
         }
     }
 
-    fn feedback(&mut self, id: &str, gold: Gold) -> Outcome {
+    fn feedback(&mut self, id: &str, gold: Gold, f: &mut Features) -> Outcome {
         if let Err(bad) = self.check_gold(&gold) {
             return Outcome::Bad(bad);
         }
@@ -544,8 +470,9 @@ impl Pipeline {
             correct = Some(same_set(predicted, &gold_names));
             self.drift.observe(Watched::Published, correct == Some(false));
         }
-        self.featurize(&text, true);
-        self.learn_current(&ids, None);
+        self.featurize(&text, f);
+        self.finish(&text, true, false, f);
+        self.learn_features(f, &ids, None);
         if let Some(e) = self.cache.get_mut(id) {
             e.gold = Some(gold_names);
         }

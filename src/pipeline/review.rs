@@ -244,11 +244,11 @@ pub fn confidence(scored: &Scored, task: Task, threshold: f32) -> f32 {
 }
 
 impl Pipeline {
-    /// Reviews the current prediction (in `self.scored`) and counts it;
-    /// without an output to send it to (`sent` false), nothing is asked.
-    pub(super) fn review_current(&mut self, sent: bool) -> Verdict {
+    /// Reviews a prediction (its `scored` values) and counts it; without
+    /// an output to send it to (`sent` false), nothing is asked.
+    pub(super) fn review_current(&mut self, scored: &Scored, sent: bool) -> Verdict {
         let task = self.model.task().unwrap_or(Task::SingleLabel);
-        let c = confidence(&self.scored, task, self.model.hyper().threshold);
+        let c = confidence(scored, task, self.model.hyper().threshold);
         // The clock only matters to a per-minute budget.
         let now = match self.review.config().per_minute {
             Some(_) => crate::clock::now_ms(),

@@ -1,0 +1,108 @@
+//! One example's way through the model, its data passed explicitly:
+//! featurizing fills a [`Features`], predicting them fills a [`Scored`],
+//! learning takes both. The buffers are the pipeline's [`Work`], taken at
+//! the start of a message and given back at its end so that their
+//! allocations are reused; nothing in them is read from one message to
+//! the next.
+
+use super::Pipeline;
+use crate::features::SparseVec;
+use crate::model::{Model, Scored, Task};
+
+/// A message's features: raw, then finished (IDF, normalisation, bias).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Features {
+    pub(crate) x: SparseVec,
+    /// How many of `x`'s entries are the document's own (the bias may follow).
+    doc_len: usize,
+}
+
+impl Features {
+    /// Raw features to finish, copied from `raw`.
+    pub(super) fn set_raw(&mut self, raw: &SparseVec) {
+        self.x.clone_from(raw);
+    }
+
+    /// Raw features to finish, copied from counted entries.
+    pub(super) fn set_counted(&mut self, idx: &[u32], val: &[f32]) {
+        self.x.idx.clear();
+        self.x.idx.extend_from_slice(idx);
+        self.x.val.clear();
+        self.x.val.extend_from_slice(val);
+    }
+}
+
+/// The buffers one message's stages fill and pass along.
+#[derive(Debug, Default)]
+pub(crate) struct Work {
+    pub(crate) features: Features,
+    pub(crate) scored: Scored,
+}
+
+impl Pipeline {
+    /// `text`'s raw features into `f`.
+    pub(super) fn featurize(&mut self, text: &str, f: &mut Features) {
+        self.prep.featurizer.featurize_raw(text, &mut f.x);
+    }
+
+    /// Finishes `f`, which holds the raw features of `text`: names for the
+    /// sketch when learning and it asks, then IDF, normalisation and the
+    /// bias. Returns a copy of the raw features when `keep_raw` (for
+    /// `eval`'s extra passes and its test split).
+    pub(super) fn finish(&mut self, text: &str, learning: bool, keep_raw: bool, f: &mut Features) -> Option<SparseVec> {
+        if learning && self.cfg.name_features && self.model.sketch_mut().wants_next() {
+            // The same features again, with their names (one document in 64).
+            let names = self.prep.featurizer.featurize_raw_named(text, &mut f.x);
+            self.model.sketch.observe(names.iter());
+        }
+        let raw = keep_raw.then(|| f.x.clone());
+        self.finalize(f);
+        self.counters.features += f.x.len() as u64;
+        raw
+    }
+
+    /// Completes `f` (raw features) in place with the model's IDF,
+    /// normalisation and bias.
+    pub(super) fn finalize(&self, f: &mut Features) {
+        f.doc_len = f.x.len();
+        let model = &self.model;
+        self.prep
+            .featurizer
+            .finalize_prefetching(&mut f.x, model.doc_freq(), |b| model.prefetch_row(b));
+    }
+
+    /// Predicts finished features into `scored`; returns the predicted
+    /// label names and the positive-class score for binary ROC.
+    pub(super) fn predict_features(&self, f: &Features, scored: &mut Scored) -> (Vec<String>, Option<f32>) {
+        self.model.predict(&f.x, scored);
+        let labels = scored
+            .labels
+            .iter()
+            .map(|&c| self.model.labels().name(c).to_string())
+            .collect();
+        (labels, self.positive_score(scored))
+    }
+
+    /// The positive class's score in `scored` (binary single-label tasks).
+    pub(super) fn positive_score(&self, scored: &Scored) -> Option<f32> {
+        if !self.progressive.is_binary() || self.model.task() == Some(Task::MultiLabel) {
+            return None;
+        }
+        let pos = self.progressive.positive();
+        match pos.and_then(|p| self.model.labels().get(p)) {
+            Some(id) => Some(Model::positive_score(scored, id)),
+            // The model does not know the positive class yet: it has no
+            // evidence either way, so the neutral margin.
+            None => Some(0.0),
+        }
+    }
+
+    /// Learns finished features as gold classes `ids` (with what was just
+    /// `predicted` for them, if anything) and counts their document
+    /// frequencies.
+    pub(super) fn learn_features(&mut self, f: &Features, ids: &[usize], predicted: Option<&Scored>) {
+        // Callers checked the labels against the task, so learning cannot fail.
+        let _ = self.model.learn_scored(&f.x, ids, predicted);
+        self.model.observe_doc(&f.x.idx[..f.doc_len]);
+    }
+}
