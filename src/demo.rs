@@ -29,20 +29,38 @@ pub struct DemoSettings {
     pub properties: Vec<(String, String)>,
 }
 
+/// Why the demo producer stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("cannot read {}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} has no JSON lines", .0.display())]
+    Empty(std::path::PathBuf),
+    #[error("kafka")]
+    Kafka(#[source] rdkafka::error::KafkaError),
+}
+
 /// Runs until the file ends (or, repeating, until `stop` is set). Returns
 /// (messages, feedback labels) sent.
-pub fn run(s: &DemoSettings, stop: &crate::shutdown::Shutdown) -> Result<(u64, u64), String> {
-    let text = std::fs::read_to_string(&s.input).map_err(|e| format!("cannot read {}: {e}", s.input.display()))?;
+pub fn run(s: &DemoSettings, stop: &crate::shutdown::Shutdown) -> Result<(u64, u64), DemoError> {
+    let text = std::fs::read_to_string(&s.input).map_err(|source| DemoError::Read {
+        path: s.input.clone(),
+        source,
+    })?;
     let rows: Vec<serde_json::Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     if rows.is_empty() {
-        return Err(format!("{} has no JSON lines", s.input.display()));
+        return Err(DemoError::Empty(s.input.clone()));
     }
     let mut cfg = ClientConfig::new();
     cfg.set("bootstrap.servers", &s.brokers).set("linger.ms", "5");
     for (k, v) in &s.properties {
         cfg.set(k, v);
     }
-    let producer: BaseProducer = cfg.create().map_err(|e| format!("kafka: {e}"))?;
+    let producer: BaseProducer = cfg.create().map_err(DemoError::Kafka)?;
     let send = |topic: &str, key: &str, value: &str| {
         let mut rec = Some(BaseRecord::to(topic).key(key).payload(value));
         while let Some(r) = rec.take() {
@@ -90,9 +108,7 @@ pub fn run(s: &DemoSettings, stop: &crate::shutdown::Shutdown) -> Result<(u64, u
         send(&s.feedback_topic, &key, &fb);
         labels += 1;
     }
-    producer
-        .flush(Duration::from_secs(30))
-        .map_err(|e| format!("kafka: {e}"))?;
+    producer.flush(Duration::from_secs(30)).map_err(DemoError::Kafka)?;
     Ok((sent, labels))
 }
 

@@ -200,7 +200,7 @@ fn demo(a: &DemoArgs, file: &ConfigFile) -> anyhow::Result<()> {
         repeat: a.repeat,
         properties: a.kafka.properties(file)?,
     };
-    let (sent, labels) = classifyd::demo::run(&s, &shutdown).map_err(anyhow::Error::msg)?;
+    let (sent, labels) = classifyd::demo::run(&s, &shutdown)?;
     tracing::info!(sent, labels, "demo producer finished");
     Ok(())
 }
@@ -214,7 +214,7 @@ fn tail(a: &TailArgs, file: &ConfigFile) -> anyhow::Result<()> {
         no_follow: a.no_follow,
         properties: a.kafka.properties(file)?,
     };
-    let n = kafka::tail::tail(&s, &shutdown, &mut std::io::stdout().lock()).map_err(anyhow::Error::msg)?;
+    let n = kafka::tail::tail(&s, &shutdown, &mut std::io::stdout().lock())?;
     tracing::debug!(records = n, "tail finished");
     Ok(())
 }

@@ -35,7 +35,7 @@ mod restore;
 
 pub use capture::capture;
 pub use capture::capture_model;
-pub use restore::{restore, restore_model};
+pub use restore::{RestoreError, restore, restore_model};
 
 /// The generated protobuf types.
 pub mod pb {
@@ -319,7 +319,7 @@ pub fn decode_file(bytes: &[u8], path: &Path) -> Result<pb::Checkpoint, Checkpoi
         limits: crate::model::Limits::unbounded(),
         ..PipelineConfig::default()
     };
-    restore(ckpt.clone(), check).map_err(corrupt)?;
+    restore(ckpt.clone(), check).map_err(|e| corrupt(e.to_string()))?;
     Ok(ckpt)
 }
 

@@ -16,7 +16,25 @@ use crate::pipeline::{CacheEntry, Counters, FeedbackCache, Pipeline, PipelineCon
 // ---- restore: protobuf -> pipeline ----
 
 /// Rebuilds the pipeline and the positions; `Err` names what is inconsistent.
-pub fn restore(mut c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, BTreeMap<String, u64>), String> {
+/// Why a checkpoint's state cannot be restored: it contradicts itself or
+/// what this build can hold (the field at fault, in words).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct RestoreError(String);
+
+impl From<String> for RestoreError {
+    fn from(detail: String) -> Self {
+        RestoreError(detail)
+    }
+}
+
+impl From<&str> for RestoreError {
+    fn from(detail: &str) -> Self {
+        RestoreError(detail.to_string())
+    }
+}
+
+pub fn restore(mut c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, BTreeMap<String, u64>), RestoreError> {
     let model = restore_model(&mut c)?;
     let ps = c.pipeline.ok_or("no pipeline state")?;
     let prog = |p: Option<pb::Progressive>| {
@@ -76,7 +94,7 @@ pub fn restore(mut c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, 
     Ok((pipeline, c.positions.into_iter().chain(marks).collect()))
 }
 
-fn features_from_pb(f: &pb::FeatureConfig) -> Result<FeatureConfig, String> {
+fn features_from_pb(f: &pb::FeatureConfig) -> Result<FeatureConfig, RestoreError> {
     let small = |v: u32, what: &str| u8::try_from(v).map_err(|_| format!("{what} {v} out of range"));
     let char_ngrams = match (f.char_ngram_min, f.char_ngram_max) {
         (0, 0) => None,
@@ -98,7 +116,7 @@ fn features_from_pb(f: &pb::FeatureConfig) -> Result<FeatureConfig, String> {
     Ok(cfg)
 }
 
-fn hyper_from_pb(h: &pb::Hyper) -> Result<Hyper, String> {
+fn hyper_from_pb(h: &pb::Hyper) -> Result<Hyper, RestoreError> {
     let hyper = Hyper {
         learner: h.learner.parse()?,
         learning_rate: h.learning_rate,
@@ -119,31 +137,27 @@ fn hyper_from_pb(h: &pb::Hyper) -> Result<Hyper, String> {
     Ok(hyper)
 }
 
-fn rows_from_pb(r: Option<pb::Rows>, buckets: usize, stride: usize) -> Result<Vec<f32>, String> {
+fn rows_from_pb(r: Option<pb::Rows>, buckets: usize, stride: usize) -> Result<Vec<f32>, RestoreError> {
     let r = r.unwrap_or_default();
     if r.stride as usize != stride && !(r.rows.is_empty() && r.values.is_empty()) {
-        return Err(format!("row stride {} where {stride} was expected", r.stride));
+        return Err(format!("row stride {} where {stride} was expected", r.stride).into());
     }
     if r.values.len() != r.rows.len() * stride {
-        return Err(format!(
-            "{} rows but {} values at stride {stride}",
-            r.rows.len(),
-            r.values.len()
-        ));
+        return Err(format!("{} rows but {} values at stride {stride}", r.rows.len(), r.values.len()).into());
     }
     // The same huge-page-backed table a fresh model gets.
     let mut out = crate::hugepages::zeroed(buckets * stride);
     for (i, &row) in r.rows.iter().enumerate() {
         let row = row as usize;
         if row >= buckets {
-            return Err(format!("row {row} beyond {buckets} buckets"));
+            return Err(format!("row {row} beyond {buckets} buckets").into());
         }
         out[row * stride..(row + 1) * stride].copy_from_slice(&r.values[i * stride..(i + 1) * stride]);
     }
     Ok(out)
 }
 
-fn nb_from_pb(n: pb::NaiveBayesState, buckets: usize, k: usize) -> Result<NaiveBayes, String> {
+fn nb_from_pb(n: pb::NaiveBayesState, buckets: usize, k: usize) -> Result<NaiveBayes, RestoreError> {
     if n.class_mass.len() != k || n.class_docs.len() != k {
         return Err("naive Bayes class counts disagree with the labels".into());
     }
@@ -167,7 +181,7 @@ fn nb_from_pb(n: pb::NaiveBayesState, buckets: usize, k: usize) -> Result<NaiveB
 /// Rebuilds the model alone (features, hyperparameters, model state),
 /// taking the model state out of `c`: what a predictor needs of a
 /// checkpoint or of a model-topic snapshot.
-pub fn restore_model(c: &mut pb::Checkpoint) -> Result<Model, String> {
+pub fn restore_model(c: &mut pb::Checkpoint) -> Result<Model, RestoreError> {
     let features = features_from_pb(c.features.as_ref().ok_or("no feature config")?)?;
     let single = hyper_from_pb(c.hyper.as_ref().ok_or("no hyperparameters")?)?;
     let multi = match &c.multilabel_hyper {
@@ -181,17 +195,17 @@ pub fn restore_model(c: &mut pb::Checkpoint) -> Result<Model, String> {
     )
 }
 
-fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig) -> Result<Model, String> {
+fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig) -> Result<Model, RestoreError> {
     let task = match m.task.as_str() {
         "" => None,
         "single-label" => Some(Task::SingleLabel),
         "multi-label" => Some(Task::MultiLabel),
-        other => return Err(format!("unknown task {other:?}")),
+        other => return Err(format!("unknown task {other:?}").into()),
     };
     let hyper = choice.for_task(task.unwrap_or(Task::SingleLabel)).clone();
     let mut seen = std::collections::HashSet::new();
     if let Some(twice) = m.labels.iter().find(|l| !seen.insert(l.as_str())) {
-        return Err(format!("label {twice:?} appears twice"));
+        return Err(format!("label {twice:?} appears twice").into());
     }
     let k = m.labels.len();
     let buckets = features.buckets();
@@ -213,9 +227,7 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
         None => None,
         Some(f) => {
             if !(hyper.fusion && features.split_views) || k > 2 {
-                return Err(format!(
-                    "a naive Bayes fusion with {k} labels or without --fusion and split views"
-                ));
+                return Err(format!("a naive Bayes fusion with {k} labels or without --fusion and split views").into());
             }
             let nb = nb_from_pb(f.naive_bayes.unwrap_or_default(), features.words_end() as usize, k)?;
             let bias = crate::features::bias_bucket(&features);
@@ -246,19 +258,19 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
 }
 
 /// A linear model's weights, checked against its `k` labels and `buckets`.
-fn weights_from_pb(l: pb::LinearState, k: usize, buckets: usize) -> Result<Weights, String> {
+fn weights_from_pb(l: pb::LinearState, k: usize, buckets: usize) -> Result<Weights, RestoreError> {
     if l.mirrored && k != 2 {
-        return Err(format!("a mirrored pair of weights with {k} labels"));
+        return Err(format!("a mirrored pair of weights with {k} labels").into());
     }
     let columns = if l.mirrored { 1 } else { k };
     let slots = 1 + l.averaged as usize + l.adagrad as usize;
     let stride = columns * slots;
     let (buf, entries) = match l.entries {
         Some(e) if l.rows.is_some() => {
-            return Err(format!("both dense rows and {} sparse entries", e.keys.len()));
+            return Err(format!("both dense rows and {} sparse entries", e.keys.len()).into());
         }
         Some(e) if e.stride as usize != slots => {
-            return Err(format!("entry stride {} where {slots} was expected", e.stride));
+            return Err(format!("entry stride {} where {slots} was expected", e.stride).into());
         }
         Some(e) => (Vec::new(), Some((e.keys, e.values))),
         None => (rows_from_pb(l.rows, buckets, stride)?, None),
@@ -275,11 +287,11 @@ fn weights_from_pb(l: pb::LinearState, k: usize, buckets: usize) -> Result<Weigh
         adagrad: l.adagrad,
         mirrored: l.mirrored,
     };
-    Weights::from_parts(parts).ok_or_else(|| "inconsistent weight sizes".to_string())
+    Weights::from_parts(parts).ok_or_else(|| "inconsistent weight sizes".into())
 }
 
 /// Document frequencies, every bucket in range.
-fn doc_freq_from_pb(d: pb::DocFreq, buckets: usize) -> Result<DocFreq, String> {
+fn doc_freq_from_pb(d: pb::DocFreq, buckets: usize) -> Result<DocFreq, RestoreError> {
     if d.buckets.len() != d.counts.len() || d.buckets.iter().any(|&b| b as usize >= buckets) {
         return Err("document frequencies out of range".into());
     }
@@ -290,10 +302,10 @@ fn doc_freq_from_pb(d: pb::DocFreq, buckets: usize) -> Result<DocFreq, String> {
     Ok(DocFreq::with_counts(df, d.docs))
 }
 
-fn tally_from_pb(t: Option<pb::Tally>, n: usize) -> Result<Tally, String> {
+fn tally_from_pb(t: Option<pb::Tally>, n: usize) -> Result<Tally, RestoreError> {
     let t = t.unwrap_or_default();
     if t.per_class.len() != n {
-        return Err(format!("{} per-class counts for {n} labels", t.per_class.len()));
+        return Err(format!("{} per-class counts for {n} labels", t.per_class.len()).into());
     }
     let confusion: Vec<Vec<u64>> = if n > crate::eval::CONFUSION_MAX_CLASSES {
         Vec::new()
@@ -302,10 +314,7 @@ fn tally_from_pb(t: Option<pb::Tally>, n: usize) -> Result<Tally, String> {
     } else if t.confusion.len() == n * (n + 1) {
         t.confusion.chunks(n + 1).map(<[u64]>::to_vec).collect()
     } else {
-        return Err(format!(
-            "confusion matrix of {} cells for {n} labels",
-            t.confusion.len()
-        ));
+        return Err(format!("confusion matrix of {} cells for {n} labels", t.confusion.len()).into());
     };
     Ok(Tally {
         examples: t.examples,
@@ -323,7 +332,7 @@ fn tally_from_pb(t: Option<pb::Tally>, n: usize) -> Result<Tally, String> {
     })
 }
 
-fn progressive_from_pb(p: pb::Progressive) -> Result<Progressive, String> {
+fn progressive_from_pb(p: pb::Progressive) -> Result<Progressive, RestoreError> {
     let n = p.labels.len();
     let mut out = Progressive::new(p.window_size.max(1) as usize, p.positive_name);
     for l in &p.labels {

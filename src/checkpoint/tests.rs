@@ -38,7 +38,7 @@ fn a_checkpoint_dir_that_is_a_file_is_said_so() {
         panic!("a file was taken for a checkpoint dir")
     };
     let err = err.to_string();
-    assert!(err.contains("not a directory") && err.contains("model"), "{err}");
+    assert!(err.to_string().contains("not a directory") && err.contains("model"), "{err}");
     // A directory that does not exist yet is made.
     assert!(CheckpointDir::open(dir.path().join("new/dir"), 3).is_ok());
 }
@@ -105,14 +105,14 @@ fn mirrored_weights_are_checked_on_restore() {
         l.mirrored = false;
     }
     let err = restore(two_columns, PipelineConfig::default()).err().unwrap();
-    assert!(err.contains("stride"), "{err}");
+    assert!(err.to_string().contains("stride"), "{err}");
 
     let mut three_labels = ckpt;
     if let Some(m) = three_labels.model.as_mut() {
         m.labels.push("eggs".into());
     }
     let err = restore(three_labels, PipelineConfig::default()).err().unwrap();
-    assert!(err.contains("mirrored pair of weights with 3 labels"), "{err}");
+    assert!(err.to_string().contains("mirrored pair of weights with 3 labels"), "{err}");
 }
 
 #[test]
@@ -224,7 +224,7 @@ fn a_label_twice_is_refused() {
     let Err(err) = restore(ckpt, PipelineConfig::default()) else {
         panic!("a label twice was loaded")
     };
-    assert!(err.contains("appears twice"), "{err}");
+    assert!(err.to_string().contains("appears twice"), "{err}");
 }
 
 /// A model of many classes (sparse rows) round-trips; a version-1

@@ -64,7 +64,7 @@ fn load_checkpoint(
     };
     let (p, positions) = checkpoint::restore(ckpt, cfg).map_err(|detail| CheckpointError::Corrupt {
         path: path.clone(),
-        detail,
+        detail: detail.to_string(),
     })?;
     Ok((p, positions, path))
 }

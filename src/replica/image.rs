@@ -8,6 +8,7 @@
 //! weight slots), with every scalar of the new one; applying it to the old
 //! image gives the new one, row for row.
 
+use super::ReplicaError;
 use crate::checkpoint::{self, pb};
 use crate::model::Model;
 
@@ -196,7 +197,7 @@ fn diff_rows<R: RowSet>(old: Option<&R>, new: Option<&R>) -> Option<Option<R>> {
     Some(Some(R::build(stride as u32, ids, values)))
 }
 
-fn merge_rows<R: RowSet>(base: &mut Option<R>, delta: Option<R>) -> Result<(), String> {
+fn merge_rows<R: RowSet>(base: &mut Option<R>, delta: Option<R>) -> Result<(), ReplicaError> {
     match (base.as_mut(), delta) {
         (_, None) => Ok(()),
         (Some(b), Some(d)) if b.view().stride == d.view().stride && d.valid() && b.valid() => {
@@ -298,7 +299,7 @@ fn nb_delta(o: &pb::NaiveBayesState, n: &pb::NaiveBayesState) -> Option<pb::Naiv
 }
 
 /// Applies an [`nb_delta`].
-fn nb_apply(b: &mut pb::NaiveBayesState, n: pb::NaiveBayesState) -> Result<(), String> {
+fn nb_apply(b: &mut pb::NaiveBayesState, n: pb::NaiveBayesState) -> Result<(), ReplicaError> {
     if b.multilabel != n.multilabel {
         return Err("a delta for another naive Bayes layout".into());
     }
@@ -313,7 +314,7 @@ fn nb_apply(b: &mut pb::NaiveBayesState, n: pb::NaiveBayesState) -> Result<(), S
 /// Applies a [`delta`] to the image it was taken against. The image keeps
 /// its feature-name sketch (deltas carry none). On error `base` may be
 /// half changed: the caller applies to a copy and keeps the old one.
-pub fn apply(base: &mut pb::ModelState, d: pb::ModelState) -> Result<(), String> {
+pub fn apply(base: &mut pb::ModelState, d: pb::ModelState) -> Result<(), ReplicaError> {
     if base.task != d.task || base.labels != d.labels {
         return Err("a delta for other labels".into());
     }

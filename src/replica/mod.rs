@@ -13,6 +13,30 @@
 pub mod image;
 pub mod records;
 
+/// Why a model record cannot be used (it is skipped and counted), or a
+/// version cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaError {
+    /// The record contradicts itself, the format, or the version it builds on.
+    #[error("{0}")]
+    Invalid(String),
+    /// The assembled version's state cannot be restored.
+    #[error(transparent)]
+    Restore(#[from] crate::checkpoint::RestoreError),
+}
+
+impl From<String> for ReplicaError {
+    fn from(detail: String) -> Self {
+        ReplicaError::Invalid(detail)
+    }
+}
+
+impl From<&str> for ReplicaError {
+    fn from(detail: &str) -> Self {
+        ReplicaError::Invalid(detail.to_string())
+    }
+}
+
 pub use records::{Assembler, Kind, MODEL_FORMAT_VERSION, Outgoing, PublishSettings, Publisher, Served, TopicIndex};
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! a replica rebuilds versions from them ([`Assembler`]: only complete
 //! versions, never backwards). Pure logic: no Kafka here.
 
+use super::ReplicaError;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -244,7 +245,7 @@ pub struct TopicIndex {
 
 impl TopicIndex {
     /// Notes one record, and returns it decoded (`None`: a deletion).
-    pub fn note(&mut self, key: &str, value: Option<&[u8]>) -> Result<Option<pb::ModelRecord>, String> {
+    pub fn note(&mut self, key: &str, value: Option<&[u8]>) -> Result<Option<pb::ModelRecord>, ReplicaError> {
         let Some(value) = value else {
             self.live.remove(key);
             return Ok(None);
@@ -255,7 +256,8 @@ impl TopicIndex {
             return Err(format!(
                 "model record {key} has format version {}, this build reads 1 to {MODEL_FORMAT_VERSION}",
                 r.format_version
-            ));
+            )
+            .into());
         }
         self.newest_seen = self.newest_seen.max((r.epoch, r.version));
         Ok(Some(r))
@@ -290,7 +292,7 @@ pub type Served = (u64, u64, u64);
 impl Assembler {
     /// Takes one record; `Ok(true)` when a newer complete version is now
     /// held. An `Err` names a record that cannot be used (it is skipped).
-    pub fn offer(&mut self, key: &str, value: Option<&[u8]>) -> Result<bool, String> {
+    pub fn offer(&mut self, key: &str, value: Option<&[u8]>) -> Result<bool, ReplicaError> {
         let Some(r) = self.index.note(key, value)? else {
             return Ok(false);
         };
@@ -318,16 +320,22 @@ impl Assembler {
                 h.oldest_update_ms = r.oldest_update_unix_ms;
                 Ok(true)
             }
-            None => Err(format!("model record {key} is empty")),
+            None => Err(format!("model record {key} is empty").into()),
         }
     }
 
     /// A snapshot chunk; `times`: when it was published and when its
     /// oldest update was learned.
-    fn chunk(&mut self, epoch: u64, version: u64, times: (u64, u64), c: pb::SnapshotChunk) -> Result<bool, String> {
+    fn chunk(
+        &mut self,
+        epoch: u64,
+        version: u64,
+        times: (u64, u64),
+        c: pb::SnapshotChunk,
+    ) -> Result<bool, ReplicaError> {
         let (index, count) = (c.index as usize, c.count as usize);
         if count == 0 || index >= count || count > 1 << 20 {
-            return Err(format!("snapshot chunk {index} of {count}"));
+            return Err(format!("snapshot chunk {index} of {count}").into());
         }
         let fresh = match &self.staging {
             Some(s) => (epoch, version) > (s.epoch, s.version),
@@ -354,7 +362,7 @@ impl Assembler {
         let Some(s) = self.staging.take() else { return Ok(false) };
         let bytes: Vec<u8> = s.chunks.into_iter().flatten().flatten().collect();
         if crc32fast::hash(&bytes) != s.crc {
-            return Err(format!("snapshot {epoch}/{version} fails its checksum"));
+            return Err(format!("snapshot {epoch}/{version} fails its checksum").into());
         }
         let image = pb::Checkpoint::decode(&bytes[..]).map_err(|e| format!("snapshot {epoch}/{version}: {e}"))?;
         self.held = Some(Held {
@@ -384,8 +392,8 @@ impl Assembler {
     }
 
     /// The model of the version held.
-    pub fn model(&self) -> Option<Result<Model, String>> {
+    pub fn model(&self) -> Option<Result<Model, ReplicaError>> {
         let h = self.held.as_ref()?;
-        Some(checkpoint::restore_model(&mut h.image.clone()))
+        Some(checkpoint::restore_model(&mut h.image.clone()).map_err(ReplicaError::from))
     }
 }

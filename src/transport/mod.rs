@@ -35,8 +35,12 @@ pub enum DaemonError {
     /// printed it twice in `main`'s cause chain).
     #[error(transparent)]
     Io(#[from] std::io::Error),
-    #[error("checkpoint {path} cannot be restored: {detail}")]
-    Restore { path: PathBuf, detail: String },
+    #[error("checkpoint {path} cannot be restored")]
+    Restore {
+        path: PathBuf,
+        #[source]
+        source: crate::checkpoint::RestoreError,
+    },
     /// A Kafka client failed: which one, or at what.
     #[error("kafka: {what}")]
     Kafka {
@@ -65,9 +69,9 @@ pub fn load_or_new(
     if let Some(dir) = dir
         && let Some((ckpt, path)) = dir.load_latest()?
     {
-        let (pipeline, positions) = checkpoint::restore(ckpt, cfg).map_err(|detail| DaemonError::Restore {
+        let (pipeline, positions) = checkpoint::restore(ckpt, cfg).map_err(|source| DaemonError::Restore {
             path: path.clone(),
-            detail,
+            source,
         })?;
         if pipeline.model().features() != features || pipeline.model().choice() != hyper {
             tracing::warn!(

@@ -58,7 +58,7 @@ pub(super) fn note(index: &mut TopicIndex, msg: &BorrowedMessage<'_>) {
 }
 
 /// Counts and logs a record that cannot be used.
-fn refused(error: &str, msg: &BorrowedMessage<'_>) -> bool {
+fn refused(error: &dyn std::fmt::Display, msg: &BorrowedMessage<'_>) -> bool {
     metrics::counter!("classifyd_model_records_refused_total").increment(1);
     tracing::warn!(%error, offset = msg.offset(), "model record refused");
     false

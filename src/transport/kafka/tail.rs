@@ -3,6 +3,8 @@
 //! of every partition, so a user needs no other Kafka client to see what
 //! the daemon published. Reads outside any group and commits nothing.
 
+use super::context::kafka_error;
+use crate::transport::DaemonError;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -29,7 +31,7 @@ pub struct TailSettings {
 
 /// Prints the records to `out` until the end (`no_follow`), `max`
 /// records, or `shutdown`; returns how many it printed.
-pub fn tail(s: &TailSettings, shutdown: &Shutdown, out: &mut impl Write) -> Result<u64, String> {
+pub fn tail(s: &TailSettings, shutdown: &Shutdown, out: &mut impl Write) -> Result<u64, DaemonError> {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &s.brokers)
         .set("group.id", "classifyd-tail")
@@ -38,7 +40,7 @@ pub fn tail(s: &TailSettings, shutdown: &Shutdown, out: &mut impl Write) -> Resu
     for (k, v) in &s.properties {
         c.set(k, v);
     }
-    let consumer: BaseConsumer = c.create().map_err(|e| format!("kafka: {e}"))?;
+    let consumer: BaseConsumer = c.create().map_err(kafka_error("consumer"))?;
     let started = Instant::now();
     let metadata = loop {
         match consumer.fetch_metadata(Some(&s.topic), Duration::from_secs(5)) {
@@ -50,13 +52,16 @@ pub fn tail(s: &TailSettings, shutdown: &Shutdown, out: &mut impl Write) -> Resu
                 break m;
             }
             Ok(_) if started.elapsed() > Duration::from_secs(10) => {
-                return Err(format!(
+                return Err(DaemonError::Usage(format!(
                     "topic {} does not exist on {} (classifyd run creates its topics on first use)",
                     s.topic, s.brokers
-                ));
+                )));
             }
-            Err(e) if started.elapsed() > Duration::from_secs(10) => {
-                return Err(format!("cannot reach {}: {e}", s.brokers));
+            Err(source) if started.elapsed() > Duration::from_secs(10) => {
+                return Err(DaemonError::Kafka {
+                    what: "cannot reach the brokers",
+                    source,
+                });
             }
             _ if shutdown.is_triggered() => return Ok(0),
             _ => std::thread::sleep(Duration::from_millis(200)),
@@ -68,14 +73,14 @@ pub fn tail(s: &TailSettings, shutdown: &Shutdown, out: &mut impl Write) -> Resu
     let mut ends = Vec::new();
     for &p in &partitions {
         tpl.add_partition_offset(&s.topic, p, Offset::Beginning)
-            .map_err(|e| format!("kafka: {e}"))?;
+            .map_err(kafka_error("partition list"))?;
         let (low, high) = consumer
             .fetch_watermarks(&s.topic, p, Duration::from_secs(10))
-            .map_err(|e| format!("kafka: {e}"))?;
+            .map_err(kafka_error("watermarks"))?;
         tracing::debug!(partition = p, low, high, "watermarks");
         ends.push((p, low, high));
     }
-    consumer.assign(&tpl).map_err(|e| format!("kafka: {e}"))?;
+    consumer.assign(&tpl).map_err(kafka_error("assign"))?;
     let mut next: std::collections::HashMap<i32, i64> = ends.iter().map(|&(p, low, _)| (p, low)).collect();
     let done = |next: &std::collections::HashMap<i32, i64>| ends.iter().all(|&(p, _, high)| next[&p] >= high);
     let mut printed = 0;
@@ -92,13 +97,18 @@ pub fn tail(s: &TailSettings, shutdown: &Shutdown, out: &mut impl Write) -> Resu
                 next.insert(m.partition(), m.offset() + 1);
                 out.write_all(m.payload().unwrap_or(&[]))
                     .and_then(|()| out.write_all(b"\n"))
-                    .map_err(|e| format!("cannot write to stdout: {e}"))?;
+                    .map_err(stdout_error)?;
                 printed += 1;
             }
             Some(Err(e)) => tracing::warn!(error = %e, "read error; retrying"),
-            None => out.flush().map_err(|e| format!("cannot write to stdout: {e}"))?,
+            None => out.flush().map_err(stdout_error)?,
         }
     }
-    out.flush().map_err(|e| format!("cannot write to stdout: {e}"))?;
+    out.flush().map_err(stdout_error)?;
     Ok(printed)
+}
+
+/// A failed write of the records, naming where they went.
+fn stdout_error(e: std::io::Error) -> DaemonError {
+    DaemonError::Io(std::io::Error::new(e.kind(), format!("cannot write to stdout: {e}")))
 }
