@@ -38,7 +38,10 @@ fn a_checkpoint_dir_that_is_a_file_is_said_so() {
         panic!("a file was taken for a checkpoint dir")
     };
     let err = err.to_string();
-    assert!(err.to_string().contains("not a directory") && err.contains("model"), "{err}");
+    assert!(
+        err.to_string().contains("not a directory") && err.contains("model"),
+        "{err}"
+    );
     // A directory that does not exist yet is made.
     assert!(CheckpointDir::open(dir.path().join("new/dir"), 3).is_ok());
 }
@@ -112,7 +115,10 @@ fn mirrored_weights_are_checked_on_restore() {
         m.labels.push("eggs".into());
     }
     let err = restore(three_labels, PipelineConfig::default()).err().unwrap();
-    assert!(err.to_string().contains("mirrored pair of weights with 3 labels"), "{err}");
+    assert!(
+        err.to_string().contains("mirrored pair of weights with 3 labels"),
+        "{err}"
+    );
 }
 
 #[test]
