@@ -55,6 +55,18 @@ pub struct EvalResult {
     /// `--label-budget`: how the labels were chosen and how many were asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub label_budget: Option<LabelBudget>,
+    /// `--feedback-noise`: the share asked for, the seed, and the labels
+    /// the learner saw flipped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feedback_noise: Option<FeedbackNoise>,
+}
+
+/// What `--feedback-noise` did.
+#[derive(Debug, Serialize)]
+pub struct FeedbackNoise {
+    pub rate: f64,
+    pub seed: u64,
+    pub flipped: u64,
 }
 
 /// What `--label-budget` did: every labeled example was predicted and
@@ -79,6 +91,7 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
         cfg.review = review;
         cfg.query_labels = true;
     }
+    cfg.label_noise = args.labels.noise();
     cfg.keep_train = args.passes > 1;
     cfg.name_features = false;
     let path = args.input.display().to_string();
@@ -257,6 +270,11 @@ fn report(pipeline: &Pipeline, pass: &FirstPass, passes: usize, (seconds, cpu_se
                 asked: pipeline.counters().reviewed,
                 declined: pipeline.counters().labels_declined,
             }
+        }),
+        feedback_noise: pipeline.config().label_noise.map(|n| FeedbackNoise {
+            rate: n.rate,
+            seed: n.seed,
+            flipped: pipeline.counters().labels_flipped,
         }),
     }
 }
@@ -483,5 +501,37 @@ mod tests {
         let expected: Vec<String> = bad_lines.iter().map(|n| format!("{}:{n}", input.display())).collect();
         assert_eq!(positions, expected);
         assert!(positions.len() >= 7);
+    }
+
+    /// `--feedback-noise`: the learner sees flipped labels (as many as
+    /// asked, the same for the same seed), the metrics still score the
+    /// stream's own labels, so the accuracy falls.
+    #[test]
+    fn feedback_noise_flips_what_the_learner_sees_not_what_is_scored() {
+        let input = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sms_head1000.jsonl");
+        let run = |extra: &[&str]| {
+            let mut all = vec!["classifyd", "eval", "--input", input.to_str().unwrap()];
+            all.extend_from_slice(extra);
+            let Command::Eval(args) = Cli::parse_from(all).command else {
+                panic!("not eval")
+            };
+            eval(&args).unwrap().0
+        };
+        let clean = run(&[]);
+        let noisy = run(&["--feedback-noise", "0.2", "--seed", "3"]);
+        let again = run(&["--feedback-noise", "0.2", "--seed", "3"]);
+        assert!(clean.feedback_noise.is_none());
+        let flips = noisy.feedback_noise.as_ref().map(|n| n.flipped).unwrap();
+        let share = flips as f64 / noisy.learned as f64;
+        assert!((0.15..0.25).contains(&share), "{flips} of {}", noisy.learned);
+        assert_eq!(again.feedback_noise.map(|n| n.flipped), Some(flips));
+        assert_eq!(again.progressive.accuracy, noisy.progressive.accuracy);
+        assert_eq!(noisy.progressive.examples, clean.progressive.examples);
+        assert!(
+            noisy.progressive.accuracy < clean.progressive.accuracy - 0.01,
+            "noisy {} against clean {}",
+            noisy.progressive.accuracy,
+            clean.progressive.accuracy
+        );
     }
 }

@@ -46,13 +46,26 @@ pub struct LabelBudgetArgs {
     /// or random ones (the baseline).
     #[arg(long, env = "CLASSIFYD_QUERY", value_enum, default_value = "uncertainty")]
     pub query: Query,
-    /// Seed of --query random.
+    /// Seed of --query random and --feedback-noise.
     #[arg(long, env = "CLASSIFYD_SEED", default_value_t = 0)]
     pub seed: u64,
+    /// Flip this share of the labels the learner sees (at random, from
+    /// --seed; single-label streams); the metrics still score the
+    /// stream's own labels.
+    #[arg(long, env = "CLASSIFYD_FEEDBACK_NOISE", value_parser = share)]
+    pub feedback_noise: Option<f64>,
 }
 
 impl LabelBudgetArgs {
     /// The review that chooses the labels, when there is a budget.
+    /// The label flips of `--feedback-noise`, if asked for.
+    pub fn noise(&self) -> Option<crate::pipeline::LabelNoise> {
+        Some(crate::pipeline::LabelNoise {
+            rate: self.feedback_noise?,
+            seed: self.seed,
+        })
+    }
+
     pub fn settings(&self) -> Option<ReviewConfig> {
         Some(ReviewConfig {
             fraction: self.label_budget?,

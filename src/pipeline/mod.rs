@@ -11,6 +11,7 @@
 mod cache;
 mod example;
 mod explain;
+mod noise;
 mod outcome;
 mod prepare;
 mod review;
@@ -22,6 +23,7 @@ use foldhash::HashMap;
 pub use cache::{CacheEntry, FeedbackCache};
 use example::{Features, Work};
 pub use explain::Contribution;
+pub use noise::LabelNoise;
 pub use outcome::{Outcome, Prediction};
 pub use prepare::{Prepared, Preparer};
 pub use review::{Query, Review, ReviewConfig, Verdict};
@@ -57,6 +59,8 @@ pub struct Counters {
     pub review_over_budget: u64,
     /// `eval --label-budget`: labeled examples not asked for, so not learned.
     pub labels_declined: u64,
+    /// `eval --feedback-noise`: labels the learner saw flipped.
+    pub labels_flipped: u64,
     /// Predictions published, by label name.
     pub predicted_by_label: HashMap<String, u64>,
 }
@@ -286,10 +290,10 @@ impl Pipeline {
             self.counters.labels_declined += 1;
             return Outcome::Learned { correct, kept: None };
         }
+        let (ids, gold_vec) = self.as_seen(ids, gold.into_vec());
         self.learn_features(&w.features, &ids, Some(&w.scored));
         self.counters.learned += 1;
-        let kept = raw.map(|raw| (raw, gold_names.to_vec()));
-        let gold_vec = gold.into_vec();
+        let kept = raw.map(|raw| (raw, gold_vec.clone()));
         self.cache.insert(
             id,
             CacheEntry {
@@ -302,6 +306,23 @@ impl Pipeline {
             &self.cfg,
         );
         Outcome::Learned { correct, kept }
+    }
+
+    /// The labels the learner sees: the gold ones, or under
+    /// `eval --feedback-noise` (single-label tasks), sometimes another class.
+    fn as_seen(&mut self, ids: Vec<usize>, gold: Vec<String>) -> (Vec<usize>, Vec<String>) {
+        let Some(noise) = self.cfg.label_noise else {
+            return (ids, gold);
+        };
+        let [class] = ids[..] else {
+            return (ids, gold);
+        };
+        let seen = noise.class(self.progressive.total().examples, class, self.model.labels().len());
+        if seen == class {
+            return (ids, gold);
+        }
+        self.counters.labels_flipped += 1;
+        (vec![seen], vec![self.model.labels().name(seen).to_string()])
     }
 
     /// Whether `gold` fits the model's task (without changing anything).

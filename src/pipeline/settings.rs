@@ -43,6 +43,8 @@ pub struct PipelineConfig {
     /// `eval --label-budget`: a labeled example is learned only if the
     /// review asks for it (all are still predicted and counted first).
     pub query_labels: bool,
+    /// `eval --feedback-noise`: the labels learned are flipped at random.
+    pub label_noise: Option<super::LabelNoise>,
 }
 
 impl Default for PipelineConfig {
@@ -63,6 +65,7 @@ impl Default for PipelineConfig {
             review: ReviewConfig::default(),
             review_output: false,
             query_labels: false,
+            label_noise: None,
         }
     }
 }
