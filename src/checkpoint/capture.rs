@@ -45,6 +45,7 @@ pub fn capture(p: &Pipeline, positions: &BTreeMap<String, u64>) -> pb::Checkpoin
                     seen,
                 }
             }),
+            contradictions: p.contradictions,
         }),
         // Marks ride in the positions map under `mark:KEY` (see
         // `MARK_PREFIX`) and in a field of their own on disk.

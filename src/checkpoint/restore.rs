@@ -90,6 +90,7 @@ pub fn restore(mut c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, 
     if let Some(r) = ps.review {
         pipeline.review_mut().restore(r.recent, r.band, r.tokens, r.seen);
     }
+    pipeline.contradictions = ps.contradictions;
     let marks = c.position_marks.into_iter().map(|(k, v)| (mark_key(&k), v));
     Ok((pipeline, c.positions.into_iter().chain(marks).collect()))
 }

@@ -182,6 +182,10 @@ pub struct PipelineArgs {
     /// Seconds a message waits for its late label (`eval` counts each line as one second).
     #[arg(long, env = "CLASSIFYD_FEEDBACK_TTL_SECS", default_value_t = 86_400)]
     pub feedback_ttl_secs: u64,
+    /// A label that contradicts the model's prediction by a raw-score
+    /// margin m over this is learned with weight (this / m)^2 (0: off).
+    #[arg(long, env = "CLASSIFYD_CONTRADICTION_MARGIN", default_value_t = 0.0, hide = true)]
+    pub contradiction_margin: f32,
 }
 
 impl PipelineArgs {
@@ -193,6 +197,7 @@ impl PipelineArgs {
             cache_entries: self.feedback_cache_entries,
             cache_bytes: self.feedback_cache_bytes,
             cache_ttl_ms: self.feedback_ttl_secs.saturating_mul(1000),
+            contradiction_margin: self.contradiction_margin,
             ..PipelineConfig::default()
         }
     }

@@ -121,7 +121,8 @@ impl Fusion {
     /// One AdaGrad step of `a` along `grad` (the learner's ascent direction
     /// per class, e.g. `y_k - p_k`) at `rate`, with `f` the example's
     /// inputs; then counts the example's words for `gold`.
-    pub fn learn(&mut self, x: &SparseVec, f: [f32; 2], grad: &[f32], rate: f32, gold: usize) {
+    /// The words are counted with `weight` (1: as they are).
+    pub fn learn(&mut self, x: &SparseVec, f: [f32; 2], grad: &[f32], rate: f32, gold: usize, weight: f32) {
         let g: f32 = f.iter().zip(grad).map(|(&v, &d)| v * d).sum();
         if g.is_finite() && g != 0.0 {
             self.sum_sq += g * g;
@@ -131,7 +132,12 @@ impl Fusion {
             return;
         }
         let (end, bias) = (self.nb.buckets as u32, self.bias);
-        self.nb.learn_entries(view(end, bias, x), &[gold]);
+        if weight == 1.0 {
+            self.nb.learn_entries(view(end, bias, x), &[gold]);
+        } else {
+            let weighted = view(end, bias, x).map(|(b, v)| (b, v * weight));
+            self.nb.learn_entries(weighted, &[gold]);
+        }
     }
 
     /// Bytes of its counts.
@@ -165,8 +171,22 @@ mod tests {
         // Word 1 says class 1, word 2 says class 0; bucket 9 is a character
         // n-gram and 7 the bias: neither counts.
         for _ in 0..5 {
-            f.learn(&vec(&[(1, 1.0), (7, 1.0), (9, 1.0)]), [0.0; 2], &[0.0, 0.0], 0.1, 1);
-            f.learn(&vec(&[(2, 1.0), (7, 1.0), (9, 1.0)]), [0.0; 2], &[0.0, 0.0], 0.1, 0);
+            f.learn(
+                &vec(&[(1, 1.0), (7, 1.0), (9, 1.0)]),
+                [0.0; 2],
+                &[0.0, 0.0],
+                0.1,
+                1,
+                1.0,
+            );
+            f.learn(
+                &vec(&[(2, 1.0), (7, 1.0), (9, 1.0)]),
+                [0.0; 2],
+                &[0.0, 0.0],
+                0.1,
+                0,
+                1.0,
+            );
         }
         assert_eq!(f.nb.counts.len(), 16);
         let [a, b] = f.inputs(&vec(&[(1, 1.0), (9, 5.0)]));
@@ -179,7 +199,7 @@ mod tests {
         // The weight moves toward what lowers the loss: here f says class
         // 1 and the gradient wants class 1 up, so a grows.
         let before = f.weight;
-        f.learn(&vec(&[(1, 1.0)]), [-3.0, 0.0], &[-0.5, 0.5], 0.1, 1);
+        f.learn(&vec(&[(1, 1.0)]), [-3.0, 0.0], &[-0.5, 0.5], 0.1, 1, 1.0);
         assert!(f.weight > before);
         assert!(f.feature_weight(1, 1) > 0.0 && f.feature_weight(2, 1) < 0.0);
         assert_eq!(f.feature_weight(9, 1), 0.0);

@@ -19,6 +19,7 @@ mod logistic;
 mod naive_bayes;
 mod perceptron;
 pub mod sketch;
+mod step;
 pub mod weights;
 
 use foldhash::HashMap;
@@ -28,6 +29,7 @@ pub use limits::Limits;
 pub use logistic::{sigmoid, softmax};
 pub use naive_bayes::NaiveBayes;
 pub use sketch::NameSketch;
+pub use step::SOFTMAX_CUTOFF;
 pub use weights::Weights;
 
 use crate::features::{DocFreq, FeatureConfig, SparseVec};
@@ -446,167 +448,7 @@ impl Model {
             .fold(f32::NEG_INFINITY, f32::max);
         if other.is_finite() { p - other } else { p }
     }
-
-    /// Learns one example with gold classes `gold` (ids from [`Model::intern`]).
-    pub fn learn(&mut self, x: &SparseVec, gold: &[usize]) -> Result<(), ModelError> {
-        self.learn_scored(x, gold, None)
-    }
-
-    /// Like [`Model::learn`], reusing `predicted`, what [`Model::predict`]
-    /// just returned for `x`: its raw scores when they are the current
-    /// weights' (no averaging, no class added since), and its fusion inputs.
-    pub fn learn_scored(
-        &mut self,
-        x: &SparseVec,
-        gold: &[usize],
-        predicted: Option<&Scored>,
-    ) -> Result<(), ModelError> {
-        let task = self.task.unwrap_or(Task::SingleLabel);
-        if task == Task::SingleLabel && gold.len() != 1 {
-            return Err(ModelError::NotSingleLabel(gold.len()));
-        }
-        self.version += 1;
-        let w = match &mut self.state {
-            State::NaiveBayes(nb) => {
-                nb.learn(x, gold);
-                return Ok(());
-            }
-            State::Linear(w) => w,
-        };
-        let h = &self.hyper;
-        let t = w.steps() + 1;
-        let eta = match h.schedule {
-            Schedule::Constant | Schedule::AdaGrad | Schedule::Arow => h.learning_rate as f64,
-            Schedule::InvScaling => h.learning_rate as f64 / (t as f64).powf(h.power),
-        };
-        w.begin_step(eta * h.l2);
-        // The fused part of the scores, which the decay leaves alone.
-        let fused = self.fusion.as_ref().map(|f| match predicted {
-            // The scores of the prediction just made: its inputs too.
-            Some(p) => (p.fused.unwrap_or_default(), f.weight),
-            None => (f.inputs(x), f.weight),
-        });
-        let k = self.labels.len();
-        self.scratch.resize(k, 0.0);
-        self.grad.resize(k, 0.0);
-        let decay = if h.l2 > 0.0 {
-            (1.0 - eta * h.l2).max(0.0) as f32
-        } else {
-            1.0
-        };
-        let raw = predicted.map(|p| p.raw.as_slice());
-        step_scores(w, self.fusion.as_ref(), x, raw, fused, decay, &mut self.scratch);
-        gradient(
-            h.learner,
-            task,
-            &self.scratch,
-            gold,
-            &mut self.gold_mask,
-            &mut self.grad,
-        );
-        if let (Some(f), Some((inputs, _))) = (&mut self.fusion, fused) {
-            f.learn(x, inputs, &self.grad, h.fusion_rate, gold[0]);
-        }
-        let eta = eta as f32;
-        if h.schedule == Schedule::Arow {
-            arow::arow_step(w, x, &self.scratch, &mut self.grad, task, h.arow_r, &mut self.gold_mask);
-        } else {
-            // The classes that move: softmax moves every class a little;
-            // past two, those it moves by less than the cut-off are left
-            // (see SOFTMAX_CUTOFF).
-            let cutoff = if task == Task::SingleLabel && k > 2 && h.learner == Learner::Logistic {
-                SOFTMAX_CUTOFF
-            } else {
-                0.0
-            };
-            self.active.clear();
-            // Class 0 of a mirrored pair moves with class 1.
-            let first = w.mirrored() as usize;
-            self.active.extend(
-                self.grad
-                    .iter()
-                    .enumerate()
-                    .skip(first)
-                    .filter(|(_, g)| g.abs() > cutoff)
-                    .map(|(c, &g)| (c, g)),
-            );
-            if h.schedule == Schedule::AdaGrad {
-                w.adagrad_step(x, &self.active, eta, h.adagrad_beta);
-            } else {
-                for (f, val) in x.iter() {
-                    for &(c, g) in &self.active {
-                        w.add(f, c, eta * g * val);
-                    }
-                }
-            }
-        }
-        w.end_step();
-        Ok(())
-    }
 }
-
-/// The scores a step starts from, into `out`: the prediction's `raw`
-/// scores when they are the current weights' (decay changes every linear
-/// score by the same factor, and leaves the `fused` part alone), else
-/// computed again.
-fn step_scores(
-    w: &Weights,
-    fusion: Option<&fusion::Fusion>,
-    x: &SparseVec,
-    raw: Option<&[f32]>,
-    fused: Option<([f32; 2], f32)>,
-    decay: f32,
-    out: &mut [f32],
-) {
-    match raw {
-        Some(r) if r.len() == out.len() && !w.averaged() => {
-            for (c, (s, &r)) in out.iter_mut().zip(r).enumerate() {
-                let part = fused.map_or(0.0, |(i, a)| a * i.get(c).copied().unwrap_or(0.0));
-                *s = (r - part) * decay + part;
-            }
-        }
-        _ => {
-            w.scores(x, out);
-            if let (Some(f), Some((inputs, _))) = (fusion, fused) {
-                f.add(inputs, out);
-            }
-        }
-    }
-}
-
-/// The loss's gradient for each class's score, into `grad`: the learner's,
-/// for one gold class or a set of them (`mask` is the set's scratch).
-fn gradient(learner: Learner, task: Task, scores: &[f32], gold: &[usize], mask: &mut Vec<bool>, grad: &mut [f32]) {
-    match task {
-        Task::SingleLabel => {
-            let g = gold[0];
-            match learner {
-                Learner::Perceptron => perceptron::multiclass_gradient(scores, g, grad),
-                Learner::Hinge => hinge::multiclass_gradient(scores, g, grad),
-                _ => logistic::multiclass_gradient(scores, g, grad),
-            };
-        }
-        Task::MultiLabel => {
-            mask.clear();
-            mask.resize(scores.len(), false);
-            for &g in gold {
-                mask[g] = true;
-            }
-            match learner {
-                Learner::Perceptron => perceptron::multilabel_gradient(scores, mask, grad),
-                Learner::Hinge => hinge::multilabel_gradient(scores, mask, grad),
-                _ => logistic::multilabel_gradient(scores, mask, grad),
-            };
-        }
-    }
-}
-
-/// The smallest softmax gradient (`|1[k = gold] - P(k|d)|`) a step of a
-/// single-label logistic model with more than two classes applies: with
-/// many classes nearly all are far from the example, and moving each by
-/// a rounding error would make every step cost features x classes and
-/// fill every row (docs/many-classes.md measures it).
-pub const SOFTMAX_CUTOFF: f32 = 1e-3;
 
 /// Index of the largest value (the first on ties); 0 for an empty slice.
 #[inline]

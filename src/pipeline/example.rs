@@ -9,6 +9,13 @@ use super::Pipeline;
 use crate::features::SparseVec;
 use crate::model::{Model, Scored, Task};
 
+/// The recent share of confident contradictions is a moving average over
+/// about 1 / this many labels.
+const CONTRADICTION_ALPHA: f32 = 0.02;
+/// Below the first share, labels are learned in full; past the second,
+/// confident contradictions are down-weighted in full (docs/feedback.md).
+const CONTRADICTION_BAND: (f32, f32) = (0.02, 0.04);
+
 /// A message's features: raw, then finished (IDF, normalisation, bias).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Features {
@@ -100,9 +107,41 @@ impl Pipeline {
     /// Learns finished features as gold classes `ids` (with what was just
     /// `predicted` for them, if anything) and counts their document
     /// frequencies.
-    pub(super) fn learn_features(&mut self, f: &Features, ids: &[usize], predicted: Option<&Scored>) {
+    pub(super) fn learn_features(&mut self, f: &Features, ids: &[usize], predicted: Option<&Scored>, weight: f32) {
         // Callers checked the labels against the task, so learning cannot fail.
-        let _ = self.model.learn_scored(&f.x, ids, predicted);
+        let _ = self.model.learn_weighted(&f.x, ids, predicted, weight);
         self.model.observe_doc(&f.x.idx[..f.doc_len]);
+    }
+
+    /// How far to believe a single label `ids` given the model's
+    /// prediction `scored` of the same features (`--contradiction-margin`
+    /// r, 0: fully). A label that contradicts the prediction by a raw-score
+    /// margin m over r is a confident contradiction; its weight is
+    /// `1 - s (1 - (r/m)^2)`, where s grows from 0 to 1 as the recent share
+    /// of confident contradictions ([`Pipeline::contradictions`]) goes from
+    /// 2 % to 4 %: clean feedback (under 2 % on the shared spam streams) is
+    /// learned in full; under noise or an attack a label the model is sure
+    /// is wrong moves it little, never not at all.
+    pub(super) fn label_weight(&mut self, scored: &Scored, ids: &[usize]) -> f32 {
+        let r = self.cfg.contradiction_margin;
+        let ([gold], Some(&predicted)) = (ids, scored.labels.first()) else {
+            return 1.0;
+        };
+        if r <= 0.0 {
+            return 1.0;
+        }
+        let margin = match scored.raw.get(*gold) {
+            Some(g) if predicted != *gold => scored.raw[predicted] - g,
+            _ => 0.0,
+        };
+        let confident = margin > r;
+        self.contradictions += CONTRADICTION_ALPHA * (f32::from(u8::from(confident)) - self.contradictions);
+        if !confident {
+            return 1.0;
+        }
+        let (lo, hi) = CONTRADICTION_BAND;
+        let s = ((self.contradictions - lo) / (hi - lo)).clamp(0.0, 1.0);
+        let w = (r / margin) * (r / margin);
+        1.0 - s * (1.0 - w)
     }
 }

@@ -21,7 +21,7 @@ mod settings;
 use foldhash::HashMap;
 
 pub use cache::{CacheEntry, FeedbackCache};
-use example::{Features, Work};
+use example::Work;
 pub use explain::Contribution;
 pub use noise::LabelNoise;
 pub use outcome::{Outcome, Prediction};
@@ -96,6 +96,9 @@ pub struct Pipeline {
     /// The buffers a message's stages pass along (see [`example`]),
     /// kept between messages only for their allocations.
     work: Work,
+    /// The recent share of labels that contradicted a confident
+    /// prediction (with `--contradiction-margin`; checkpointed).
+    pub(crate) contradictions: f32,
 }
 
 impl Pipeline {
@@ -119,6 +122,7 @@ impl Pipeline {
             drift: DriftWatch::default(),
             review,
             work: Work::default(),
+            contradictions: 0.0,
         }
     }
 
@@ -212,7 +216,7 @@ impl Pipeline {
         let outcome = match message {
             Err(bad) => Outcome::Bad(bad),
             Ok(Message::Feedback { .. }) if self.cfg.role == Role::Predictor => self.passed(),
-            Ok(Message::Feedback { id, gold }) => self.feedback(&id, gold, &mut w.features),
+            Ok(Message::Feedback { id, gold }) => self.feedback(&id, gold, &mut w),
             Ok(Message::Example { gold: Some(_), .. }) if self.cfg.role == Role::Predictor => self.passed(),
             Ok(Message::Example {
                 id, text, gold: None, ..
@@ -291,7 +295,8 @@ impl Pipeline {
             return Outcome::Learned { correct, kept: None };
         }
         let (ids, gold_vec) = self.as_seen(ids, gold.into_vec());
-        self.learn_features(&w.features, &ids, Some(&w.scored));
+        let weight = self.label_weight(&w.scored, &ids);
+        self.learn_features(&w.features, &ids, Some(&w.scored), weight);
         self.counters.learned += 1;
         let kept = raw.map(|raw| (raw, gold_vec.clone()));
         self.cache.insert(
@@ -469,7 +474,7 @@ impl Pipeline {
         }
     }
 
-    fn feedback(&mut self, id: &str, gold: Gold, f: &mut Features) -> Outcome {
+    fn feedback(&mut self, id: &str, gold: Gold, w: &mut Work) -> Outcome {
         if let Err(bad) = self.check_gold(&gold) {
             return Outcome::Bad(bad);
         }
@@ -491,9 +496,15 @@ impl Pipeline {
             correct = Some(same_set(predicted, &gold_names));
             self.drift.observe(Watched::Published, correct == Some(false));
         }
-        self.featurize(&text, f);
-        self.finish(&text, true, false, f);
-        self.learn_features(f, &ids, None);
+        self.featurize(&text, &mut w.features);
+        self.finish(&text, true, false, &mut w.features);
+        let weight = if self.cfg.contradiction_margin > 0.0 {
+            self.model.predict(&w.features.x, &mut w.scored);
+            self.label_weight(&w.scored, &ids)
+        } else {
+            1.0
+        };
+        self.learn_features(&w.features, &ids, None, weight);
         if let Some(e) = self.cache.get_mut(id) {
             e.gold = Some(gold_names);
         }

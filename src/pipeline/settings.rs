@@ -45,6 +45,9 @@ pub struct PipelineConfig {
     pub query_labels: bool,
     /// `eval --feedback-noise`: the labels learned are flipped at random.
     pub label_noise: Option<super::LabelNoise>,
+    /// A label contradicting the prediction by a raw-score margin over
+    /// this is learned with less weight (0: every label in full).
+    pub contradiction_margin: f32,
 }
 
 impl Default for PipelineConfig {
@@ -66,6 +69,7 @@ impl Default for PipelineConfig {
             review_output: false,
             query_labels: false,
             label_noise: None,
+            contradiction_margin: 0.0,
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::features::FeatureConfig;
-use crate::model::{Hyper, Learner};
+use crate::model::{Hyper, Learner, Scored};
 
 fn pipeline(cfg: PipelineConfig) -> Pipeline {
     let features = FeatureConfig {
@@ -318,4 +318,48 @@ fn explanations_name_what_the_message_contains() {
         q.write_json(&mut json);
         assert!(!String::from_utf8(json).unwrap().contains("explanation"));
     }
+}
+
+/// `--contradiction-margin`: a label that contradicts a confident
+/// prediction is learned in full while such labels are rare, and with
+/// weight (r/m)^2 once they are common (past 4 % of recent labels); the
+/// recent share rides in the checkpoint.
+#[test]
+fn confident_contradictions_weigh_less_only_when_they_are_common() {
+    let cfg = PipelineConfig {
+        contradiction_margin: 1.0,
+        ..PipelineConfig::default()
+    };
+    let mut p = Pipeline::new(
+        Model::new(Hyper::defaults(Learner::Logistic), FeatureConfig::default()),
+        cfg,
+    );
+    let scored = Scored {
+        scores: vec![0.99, 0.01],
+        raw: vec![3.0, -3.0],
+        labels: vec![0],
+        probabilities: true,
+        fused: None,
+    };
+    // Agreement, or a contradiction within the margin: in full.
+    assert_eq!(p.label_weight(&scored, &[0]), 1.0);
+    // Rare: in full (the share is now 2 %, the bottom of the band).
+    assert_eq!(p.label_weight(&scored, &[1]), 1.0);
+    assert!((p.contradictions - 0.02).abs() < 1e-6);
+    // Common: (1 / 6)^2.
+    p.contradictions = 0.05;
+    let w = p.label_weight(&scored, &[1]);
+    assert!((w - 1.0 / 36.0).abs() < 1e-4, "{w}");
+    // Off: every label in full, and nothing tracked.
+    let mut off = Pipeline::new(
+        Model::new(Hyper::defaults(Learner::Logistic), FeatureConfig::default()),
+        PipelineConfig::default(),
+    );
+    off.contradictions = 0.5;
+    assert_eq!(off.label_weight(&scored, &[1]), 1.0);
+    assert_eq!(off.contradictions, 0.5);
+    // The share survives a checkpoint.
+    let (back, _) =
+        crate::checkpoint::restore(crate::checkpoint::capture(&p, &Default::default()), p.config().clone()).unwrap();
+    assert_eq!(back.contradictions, p.contradictions);
 }
