@@ -128,10 +128,7 @@ pub(super) fn consumer_config(s: &KafkaSettings) -> ClientConfig {
         // -X session.timeout.ms=... overrides it.
         .set("session.timeout.ms", "10000")
         .set("heartbeat.interval.ms", "1000");
-    for (k, v) in &s.properties {
-        cc.set(k, v);
-    }
-    cc
+    with_properties(cc, s)
 }
 
 /// The producer's configuration: deliveries retried for as long as the
@@ -139,15 +136,18 @@ pub(super) fn consumer_config(s: &KafkaSettings) -> ClientConfig {
 pub(super) fn producer_config(s: &KafkaSettings) -> ClientConfig {
     let mut pc = client_config(s);
     pc.set("message.timeout.ms", "0").set("linger.ms", "5");
-    for (k, v) in &s.properties {
-        pc.set(k, v);
-    }
-    pc
+    with_properties(pc, s)
 }
 
 pub(super) fn client_config(s: &KafkaSettings) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &s.brokers);
+    with_properties(c, s)
+}
+
+/// `c` with the user's librdkafka properties (`-X`, ...) set last, so
+/// that they win over the daemon's own choices.
+pub(super) fn with_properties(mut c: ClientConfig, s: &KafkaSettings) -> ClientConfig {
     for (k, v) in &s.properties {
         c.set(k, v);
     }

@@ -12,7 +12,7 @@ use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use super::KafkaSettings;
-use super::context::{client_config, kafka_error};
+use super::context::{client_config, kafka_error, with_properties};
 use crate::model::Model;
 use crate::replica::{Assembler, TopicIndex};
 use crate::shutdown::Shutdown;
@@ -30,10 +30,9 @@ pub(super) fn consumer(s: &KafkaSettings) -> Result<BaseConsumer, DaemonError> {
         // waits at the broker at most this long (librdkafka's 500 ms would
         // add up to half a second of staleness on brokers that wait it out).
         .set("fetch.wait.max.ms", "100");
-    for (k, v) in &s.properties {
-        c.set(k, v);
-    }
-    let consumer: BaseConsumer = c.create().map_err(kafka_error("model topic consumer"))?;
+    let consumer: BaseConsumer = with_properties(c, s)
+        .create()
+        .map_err(kafka_error("model topic consumer"))?;
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(&s.model_topic, 0, Offset::Beginning)
         .map_err(kafka_error("model topic"))?;
