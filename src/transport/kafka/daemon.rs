@@ -40,7 +40,7 @@ use crate::transport::{Cadence, DaemonError, load_or_new};
 /// How often the loop does its time-based work, and the longest a poll
 /// waits for a record.
 const TICK: Duration = Duration::from_millis(100);
-/// How often a predictor looks at the model topic while input flows.
+/// How often a predictor looks at the model topic, input or not.
 const FEED_EVERY: Duration = Duration::from_millis(10);
 
 /// The model a process starts with, and what comes with it by role.
@@ -151,7 +151,10 @@ impl<'a> Daemon<'a> {
                 self.next_feed = now + FEED_EVERY;
                 self.on_model_records();
             }
-            match self.consumer.poll(TICK) {
+            // A predictor waits at most as long as it may leave its model
+            // feed unread.
+            let wait = if self.feed.is_some() { FEED_EVERY } else { TICK };
+            match self.consumer.poll(wait) {
                 None => {}
                 Some(Err(error)) => self.on_error(&error),
                 Some(Ok(msg)) => Self::on_message(&self.state, &self.consumer, &msg)?,
