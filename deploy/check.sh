@@ -3,7 +3,7 @@
 # promtool (Debian's prometheus package) on the scrape configs and alert
 # rules; kubernetes-validate (PyPI, schemas bundled) on the manifests; the
 # compose file, the Grafana dashboard and provisioning parsed, and every
-# metric they query checked against the documented list in src/metrics.rs;
+# metric they query checked against the documented list in src/metrics/catalog.rs;
 # the Dockerfile's COPY sources and the systemd unit checked.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -23,8 +23,8 @@ fi
 "$venv/bin/python" - <<'PY'
 import json, re, sys, yaml, pathlib
 root = pathlib.Path("..")
-documented = set(re.findall(r'"(classifyd_[a-z0-9_]+)",\s*"(?:counter|gauge|histogram)"', (root / "src/metrics.rs").read_text()))
-assert documented, "no documented metrics found in src/metrics.rs"
+documented = set(re.findall(r'"(classifyd_[a-z0-9_]+)",\s*"(?:counter|gauge|histogram)"', (root / "src/metrics/catalog.rs").read_text()))
+assert documented, "no documented metrics found in src/metrics/catalog.rs"
 errors = []
 
 def used(expr):

@@ -16,6 +16,11 @@ random; a scenario changes what some of them say):
   dictionary       3 % extra messages made of the stream's 400 most frequent
                    ham words, labelled spam by the 10 reporters (the extra
                    messages are not scored)
+  focused          one sender's ham labelled spam by an attacker: the ham
+                   with the stream's most frequent ham-only word (a mailing
+                   list's name, a writer's habit) stands for one sender;
+                   every one of those labels comes from "attacker", flipped.
+                   The row also gives the false positives among them.
 
     scripts/feedback_noise.py [--input FILE ...] [--scenarios a,b] [--bin PATH] [-- FLAGS]
 
@@ -39,7 +44,7 @@ STREAMS = [
     os.path.join(DATA, "spamassassin", "stream.jsonl"),
 ]
 HONEST = [f"r-{i}" for i in range(10)]
-SCENARIOS = ["clean", "flip10", "flip20", "flip30", "ham-as-spam", "flooder", "dictionary"]
+SCENARIOS = ["clean", "flip10", "flip20", "flip30", "ham-as-spam", "flooder", "dictionary", "focused"]
 
 
 def load(path):
@@ -69,6 +74,27 @@ def dictionary_messages(rows, n, rng):
     return [" ".join(rng.sample(words, min(len(words), 40))) for _ in range(n)]
 
 
+def sender_word(rows):
+    """The most frequent word found in ham and never in spam (at least 0.5 %
+    of the ham): the ham with it stands for one sender's."""
+    ham, spam = collections.Counter(), collections.Counter()
+    for r in rows:
+        words = set(re.findall(r"[a-z][a-z']{2,}", r["text"].lower()))
+        (ham if r["label"] == "ham" else spam).update(words)
+    n_ham = sum(1 for r in rows if r["label"] == "ham")
+    pool = [(c, w) for w, c in ham.items() if spam[w] == 0 and c >= n_ham // 200]
+    return max(pool)[1] if pool else None
+
+
+def targeted(rows):
+    """The ids of one sender's ham (see `sender_word`)."""
+    w = sender_word(rows)
+    if w is None:
+        return set()
+    pat = re.compile(rf"\b{re.escape(w)}\b")
+    return {r.get("id") or f"m-{i}" for i, r in enumerate(rows) if r["label"] == "ham" and pat.search(r["text"].lower())}
+
+
 def scenario_lines(rows, scenario, seed):
     """The input lines of a scenario and the ids to score (with their truth)."""
     rng = random.Random(seed)
@@ -79,6 +105,7 @@ def scenario_lines(rows, scenario, seed):
         extra = dictionary_messages(rows, max(1, len(rows) * 3 // 100), rng)
     every = len(rows) // max(1, len(extra)) if extra else 0
     flip = {"flip10": 0.1, "flip20": 0.2, "flip30": 0.3}.get(scenario, 0.0)
+    target = targeted(rows) if scenario == "focused" else set()
     for i, r in enumerate(rows):
         mid = r.get("id") or f"m-{i}"
         truth[mid] = r["label"]
@@ -90,6 +117,8 @@ def scenario_lines(rows, scenario, seed):
             label = "spam"
         if scenario == "flooder" and rng.random() < 0.05:
             label, reporter = other(r["label"], labels), "flooder"
+        if mid in target:
+            label, reporter = "spam", "attacker"
         out.append({"id": mid, "label": label, "reporter": reporter})
         if extra and i % every == every - 1 and extra:
             eid = f"dict-{i}"
@@ -143,11 +172,16 @@ def main():
             seeds = [1, 2] if scenario.startswith("flip") else [1]
             for seed in seeds:
                 lines, truth = scenario_lines(rows, scenario, seed)
-                errors, fp = score(run(a.bin, lines, a.flags), truth)
+                preds = run(a.bin, lines, a.flags)
+                errors, fp = score(preds, truth)
                 if scenario == "clean":
                     clean = errors
                 ratio = f"{errors / clean:.2f}" if clean else "-"
                 label = scenario if len(seeds) == 1 else f"{scenario} (seed {seed})"
+                if scenario == "focused":
+                    target = targeted(rows)
+                    hit = sum(1 for p in preds if p["id"] in target and p.get("label") != "ham")
+                    label += f" ({len(target)} ham with \"{sender_word(rows)}\", {hit} false positives among them)"
                 print(f"| {name} ({len(rows)}) | {label} | {errors} | {fp} | {ratio} |", flush=True)
 
 

@@ -17,6 +17,13 @@ averaging and optimizer state, version), the same learned count and
 position. Checkpoints every 50 updates, so most kills lose uncheckpointed
 work that the restart must learn again exactly once.
 
+Labels carry reporters (issue 28): each labeled line names one of ten
+honest reporters, and one line in twenty comes from a flooder with its
+label flipped, so the reporters' trust and the labels held for the
+flooder are part of what must resume exactly (the comparison covers them
+too: `inspect`'s label counts and least trusted reporters).
+--no-reporters soaks the stream as it is.
+
 Kafka needs KAFKA_BOOTSTRAP, or starts the test broker (scripts/broker.sh).
 tests/jsonl_daemon.rs and tests/kafka.rs run the short version (3 and 4
 kills) in the test suite. Exits 1 on any difference.
@@ -46,7 +53,26 @@ def inspect(ckdir):
         "version": i["version"],
         "examples": i["progressive"]["examples"],
         "positions": {k: v for k, v in i["positions"].items()},
+        "feedback": i["feedback"],
     }
+
+
+def with_reporters(src, dst, rng):
+    """Copies the stream, naming a reporter on each labeled line: one of
+    ten honest ones, or (one line in twenty) a flooder flipping it."""
+    lines = [l for l in src]
+    labels = sorted({json.loads(l).get("label") for l in lines if '"label"' in l} - {None})
+    for line in lines:
+        v = json.loads(line) if line.strip() else None
+        if not isinstance(v, dict) or not isinstance(v.get("label"), str):
+            dst.write(line)
+            continue
+        if rng.random() < 0.05 and len(labels) > 1:
+            v["label"] = rng.choice([l for l in labels if l != v["label"]])
+            v["reporter"] = "flooder"
+        else:
+            v["reporter"] = f"r-{rng.randrange(10)}"
+        dst.write(json.dumps(v) + "\n")
 
 
 def run_to_end(args, env=None):
@@ -154,6 +180,7 @@ def main():
     ap.add_argument("--input", default=os.path.join(ROOT, "..", "shared", "data", "sms_spam_collection", "stream.jsonl"))
     ap.add_argument("--transport", default="both", choices=["jsonl", "kafka", "both"])
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-reporters", action="store_true")
     a = ap.parse_args()
     subprocess.run(["cargo", "build", "--release", "-q"], cwd=ROOT, check=True)
     rng = random.Random(a.seed)
@@ -161,7 +188,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         stream = os.path.join(tmp, "stream.jsonl")
         with open(a.input) as src, open(stream, "w") as dst:
-            dst.writelines(src)
+            if a.no_reporters:
+                dst.writelines(src)
+            else:
+                with_reporters(src, dst, random.Random(a.seed))
         if a.transport in ("jsonl", "both"):
             ok &= soak_jsonl(stream, a.kills, rng, tmp)
         if a.transport in ("kafka", "both"):

@@ -170,6 +170,7 @@ fn kafka_settings(
         group_id: a.group_id,
         checkpoint_dir: a.checkpoint_dir,
         model_topic: a.model_topic,
+        reporter_header: a.reporter_header,
         create_topics: a.create_topics,
         topic_partitions: a.topic_partitions,
         publish: PublishSettings {

@@ -9,6 +9,9 @@ use serde::Deserialize;
 /// Default cap on a message's size in bytes.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1 << 20;
 
+/// The longest reporter name, in bytes.
+pub const MAX_REPORTER_BYTES: usize = 128;
+
 /// Why a message was refused: a bounded set, used as a metric label and in
 /// dead-letter records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -20,10 +23,11 @@ pub enum BadReason {
     MissingText,
     BadLabel,
     TooManyClasses,
+    BadReporter,
 }
 
 impl BadReason {
-    pub const ALL: [BadReason; 7] = [
+    pub const ALL: [BadReason; 8] = [
         BadReason::InvalidUtf8,
         BadReason::TooLarge,
         BadReason::BadJson,
@@ -31,6 +35,7 @@ impl BadReason {
         BadReason::MissingText,
         BadReason::BadLabel,
         BadReason::TooManyClasses,
+        BadReason::BadReporter,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -42,6 +47,7 @@ impl BadReason {
             BadReason::MissingText => "missing_text",
             BadReason::BadLabel => "bad_label",
             BadReason::TooManyClasses => "too_many_classes",
+            BadReason::BadReporter => "bad_reporter",
         }
     }
 
@@ -117,9 +123,58 @@ pub enum Message {
         text: String,
         gold: Option<Gold>,
         split: Option<Split>,
+        /// Who gave the label (`"reporter"`), if anyone said.
+        reporter: Option<String>,
     },
-    /// A late gold label for an earlier message.
-    Feedback { id: String, gold: Gold },
+    /// A late gold label for an earlier message, and who gave it.
+    Feedback {
+        id: String,
+        gold: Gold,
+        reporter: Option<String>,
+    },
+}
+
+impl Message {
+    /// Whether it carries a label (a training example or a late label).
+    pub fn has_label(&self) -> bool {
+        matches!(self, Message::Example { gold: Some(_), .. } | Message::Feedback { .. })
+    }
+
+    /// Names `reporter` as the one who gave this message's label (a Kafka
+    /// record header, which wins over the JSON field: the producer that
+    /// sets it knows who sent the label); an unlabeled message has none.
+    pub fn set_reporter(&mut self, name: String) {
+        match self {
+            Message::Example {
+                gold: Some(_),
+                reporter,
+                ..
+            }
+            | Message::Feedback { reporter, .. } => *reporter = Some(name),
+            Message::Example { gold: None, .. } => {}
+        }
+    }
+}
+
+/// Checks a reporter's name: a non-empty string of at most
+/// [`MAX_REPORTER_BYTES`] without control characters.
+pub fn check_reporter(name: &str) -> Result<(), Bad> {
+    if name.is_empty() || name.len() > MAX_REPORTER_BYTES || name.chars().any(char::is_control) {
+        let shown: String = name.chars().take(40).collect();
+        return Err(Bad::new(
+            BadReason::BadReporter,
+            format!("reporter {shown:?} is empty, longer than {MAX_REPORTER_BYTES} bytes or has control characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// A reporter header's bytes as a checked name.
+pub fn reporter_from_header(bytes: &[u8]) -> Result<String, Bad> {
+    let name =
+        std::str::from_utf8(bytes).map_err(|_| Bad::new(BadReason::BadReporter, "the reporter header is not UTF-8"))?;
+    check_reporter(name)?;
+    Ok(name.to_string())
 }
 
 /// An id or a label: a string, an integer or a boolean, kept as its text.
@@ -177,6 +232,23 @@ struct Raw {
     label: Option<Scalar>,
     labels: Option<Vec<Scalar>>,
     split: Option<String>,
+    /// `None`: absent; `Some(None)`: present but not a string.
+    #[serde(default, deserialize_with = "present")]
+    reporter: Option<AnyString>,
+}
+
+/// A field that must be a string: any other JSON value is kept as `None`
+/// (and refused by the caller with a reason of its own), not a parse error.
+struct AnyString(Option<String>);
+
+impl<'de> Deserialize<'de> for AnyString {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        Ok(AnyString(match v {
+            serde_json::Value::String(s) => Some(s),
+            _ => None,
+        }))
+    }
 }
 
 /// A field that is present, `null` or not: absent fields take the default.
@@ -190,6 +262,15 @@ pub fn too_large(length: u64, max_bytes: usize) -> Bad {
         BadReason::TooLarge,
         format!("message of {length} bytes is over the cap of {max_bytes}"),
     )
+}
+
+/// The `"reporter"` field, checked: absent, or a valid name.
+fn reporter_field(field: Option<AnyString>) -> Result<Option<String>, Bad> {
+    match field {
+        None => Ok(None),
+        Some(AnyString(None)) => Err(Bad::new(BadReason::BadReporter, "\"reporter\" must be a string")),
+        Some(AnyString(Some(name))) => check_reporter(&name).map(|()| Some(name)),
+    }
 }
 
 /// Parses one message. `max_bytes` caps its size.
@@ -244,14 +325,25 @@ pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Message, Bad> {
         }
     };
     let id = raw.id.map(Scalar::into_string);
+    let reporter = reporter_field(raw.reporter)?;
     let text = match raw.text {
         Some(None) => return Err(Bad::new(BadReason::WrongType, "\"text\" is null; it must be a string")),
         Some(Some(text)) => Some(text),
         None => None,
     };
     match (text, gold, id) {
-        (Some(text), gold, id) => Ok(Message::Example { id, text, gold, split }),
-        (None, Some(gold), Some(id)) => Ok(Message::Feedback { id, gold }),
+        (Some(text), gold, id) => {
+            // An unlabeled message's reporter names no label's source.
+            let reporter = reporter.filter(|_| gold.is_some());
+            Ok(Message::Example {
+                id,
+                text,
+                gold,
+                split,
+                reporter,
+            })
+        }
+        (None, Some(gold), Some(id)) => Ok(Message::Feedback { id, gold, reporter }),
         (None, Some(_), None) => Err(Bad::new(
             BadReason::MissingText,
             "no \"text\", and a feedback label needs an \"id\"",
@@ -279,7 +371,8 @@ mod tests {
                 id: Some("m-42".into()),
                 text: "Free entry".into(),
                 gold: Some(Gold::One("spam".into())),
-                split: None
+                split: None,
+                reporter: None
             })
         );
         assert_eq!(
@@ -291,15 +384,64 @@ mod tests {
                 id: Some("7".into()),
                 text: "x".into(),
                 gold: Some(Gold::Set(vec!["grain".into(), "wheat".into()])),
-                split: Some(Split::Test)
+                split: Some(Split::Test),
+                reporter: None
             })
         );
         assert_eq!(
             parse(br#"{"id": "m-43", "label": 1}"#, 1000),
             Ok(Message::Feedback {
                 id: "m-43".into(),
-                gold: Gold::One("1".into())
+                gold: Gold::One("1".into()),
+                reporter: None
             })
+        );
+    }
+
+    /// A label may name its reporter, a checked string; a reporter on an
+    /// unlabeled message names nothing and is dropped.
+    #[test]
+    fn reporters_are_strings_within_the_cap() {
+        assert_eq!(
+            parse(br#"{"id": "m-43", "label": "ham", "reporter": "u-17"}"#, 1000),
+            Ok(Message::Feedback {
+                id: "m-43".into(),
+                gold: Gold::One("ham".into()),
+                reporter: Some("u-17".into())
+            })
+        );
+        assert!(matches!(
+            parse(br#"{"text": "a", "label": "spam", "reporter": "u-1"}"#, 1000),
+            Ok(Message::Example { reporter: Some(r), .. }) if r == "u-1"
+        ));
+        assert!(matches!(
+            parse(br#"{"text": "a", "reporter": "u-1"}"#, 1000),
+            Ok(Message::Example { reporter: None, .. })
+        ));
+        let long = format!(
+            r#"{{"id": "m", "label": "ham", "reporter": "{}"}}"#,
+            "r".repeat(MAX_REPORTER_BYTES + 1)
+        );
+        for bad in [
+            r#"{"id": "m", "label": "ham", "reporter": 17}"#,
+            r#"{"id": "m", "label": "ham", "reporter": null}"#,
+            r#"{"id": "m", "label": "ham", "reporter": ["a"]}"#,
+            r#"{"id": "m", "label": "ham", "reporter": ""}"#,
+            r#"{"id": "m", "label": "ham", "reporter": "a\u0000b"}"#,
+            &long,
+        ] {
+            assert_eq!(
+                parse(bad.as_bytes(), 1000).unwrap_err().reason,
+                BadReason::BadReporter,
+                "{bad}"
+            );
+        }
+        let mut m = parse(br#"{"id": "m", "label": "ham", "reporter": "u-1"}"#, 1000).unwrap();
+        m.set_reporter(reporter_from_header(b"mail-frontend:u-9").unwrap());
+        assert!(matches!(m, Message::Feedback { reporter: Some(r), .. } if r == "mail-frontend:u-9"));
+        assert_eq!(
+            reporter_from_header(b"\xff").unwrap_err().reason,
+            BadReason::BadReporter
         );
     }
 

@@ -32,6 +32,9 @@ pub fn capture(p: &Pipeline, positions: &BTreeMap<String, u64>) -> pb::Checkpoin
                     score: e.score,
                     has_gold: e.gold.is_some(),
                     gold: e.gold.clone().unwrap_or_default(),
+                    has_held: e.held.is_some(),
+                    held: e.held.as_ref().map(|h| h.labels.clone()).unwrap_or_default(),
+                    held_reporter: e.held.as_ref().map(|h| h.reporter.clone()).unwrap_or_default(),
                     at_ms: e.at_ms,
                 })
                 .collect(),
@@ -46,6 +49,19 @@ pub fn capture(p: &Pipeline, positions: &BTreeMap<String, u64>) -> pb::Checkpoin
                 }
             }),
             contradictions: p.contradictions,
+            reporters: p
+                .reporters
+                .iter()
+                .map(|(name, r)| pb::ReporterRecord {
+                    name: name.to_string(),
+                    labels: r.labels,
+                    held: r.held,
+                    recent: r.recent,
+                    contradicted: r.contradicted,
+                    excess: r.excess,
+                })
+                .collect(),
+            reporters_evicted: p.reporters.evicted,
         }),
         // Marks ride in the positions map under `mark:KEY` (see
         // `MARK_PREFIX`) and in a field of their own on disk.
@@ -258,6 +274,10 @@ fn counters_to_pb(c: &Counters, cache: &FeedbackCache) -> pb::Counters {
         uncertain: c.uncertain,
         reviewed: c.reviewed,
         review_over_budget: c.review_over_budget,
+        labels_in_full: c.labels_in_full,
+        labels_down_weighted: c.labels_down_weighted,
+        labels_held: c.labels_held,
+        labels_corroborated: c.labels_corroborated,
         bad: BadReason::ALL
             .iter()
             .map(|r| (r.as_str().to_string(), c.bad[r.index()]))

@@ -11,7 +11,7 @@ use crate::message::BadReason;
 use crate::model::fusion::Fusion;
 use crate::model::weights::WeightsParts;
 use crate::model::{Hyper, HyperChoice, Labels, Model, NaiveBayes, NameSketch, State, Task, Weights};
-use crate::pipeline::{CacheEntry, Counters, FeedbackCache, Pipeline, PipelineConfig};
+use crate::pipeline::{CacheEntry, Counters, FeedbackCache, Held, Pipeline, PipelineConfig, Reporter, Reporters};
 
 // ---- restore: protobuf -> pipeline ----
 
@@ -57,6 +57,10 @@ pub fn restore(mut c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, 
                         predicted: (!e.prediction_unknown).then_some(e.predicted),
                         score: e.score,
                         gold,
+                        held: e.has_held.then_some(Held {
+                            labels: e.held,
+                            reporter: e.held_reporter,
+                        }),
                         at_ms: e.at_ms,
                     },
                 )
@@ -78,6 +82,10 @@ pub fn restore(mut c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, 
         uncertain: counters_pb.uncertain,
         reviewed: counters_pb.reviewed,
         review_over_budget: counters_pb.review_over_budget,
+        labels_in_full: counters_pb.labels_in_full,
+        labels_down_weighted: counters_pb.labels_down_weighted,
+        labels_held: counters_pb.labels_held,
+        labels_corroborated: counters_pb.labels_corroborated,
         predicted_by_label: counters_pb.predicted_by_label.into_iter().collect(),
         ..Counters::default()
     };
@@ -91,6 +99,17 @@ pub fn restore(mut c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, 
         pipeline.review_mut().restore(r.recent, r.band, r.tokens, r.seen);
     }
     pipeline.contradictions = ps.contradictions;
+    let reporters = ps.reporters.into_iter().map(|r| {
+        let record = Reporter {
+            labels: r.labels,
+            held: r.held,
+            recent: r.recent,
+            contradicted: r.contradicted,
+            excess: r.excess,
+        };
+        (r.name, record)
+    });
+    pipeline.reporters = Reporters::from_parts(pipeline.cfg.trust.max_reporters, ps.reporters_evicted, reporters);
     let marks = c.position_marks.into_iter().map(|(k, v)| (mark_key(&k), v));
     Ok((pipeline, c.positions.into_iter().chain(marks).collect()))
 }

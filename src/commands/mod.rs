@@ -133,6 +133,102 @@ pub struct Inspection {
     /// the examples it has counted; none without a fusion.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fusion: Option<FusionSummary>,
+    /// How far labels were believed, and the least trusted reporters.
+    pub feedback: FeedbackSummary,
+}
+
+/// What `inspect` says of the labels and their reporters.
+#[derive(Debug, Serialize)]
+pub struct FeedbackSummary {
+    /// The recent share of labels that contradicted a confident prediction.
+    pub contradiction_share: f32,
+    pub labels_in_full: u64,
+    pub labels_down_weighted: u64,
+    pub labels_held: u64,
+    pub labels_corroborated: u64,
+    pub reporters_tracked: usize,
+    pub reporters_evicted: u64,
+    pub reporters_unreliable: usize,
+    /// The least trusted reporters, least first ("" is the anonymous one).
+    pub least_trusted: Vec<ReporterSummary>,
+}
+
+/// One reporter, as `inspect` lists it.
+#[derive(Debug, Serialize)]
+pub struct ReporterSummary {
+    pub reporter: String,
+    pub trust: f32,
+    pub labels: u64,
+    pub held: u64,
+    pub contradiction_share: f32,
+    pub excess_over_everyone: f32,
+}
+
+/// Reporters `inspect` lists.
+const LEAST_TRUSTED_SHOWN: usize = 10;
+
+fn feedback_summary(p: &crate::pipeline::Pipeline) -> FeedbackSummary {
+    let (c, r) = (p.counters(), p.reporters());
+    FeedbackSummary {
+        contradiction_share: p.contradiction_share(),
+        labels_in_full: c.labels_in_full,
+        labels_down_weighted: c.labels_down_weighted,
+        labels_held: c.labels_held,
+        labels_corroborated: c.labels_corroborated,
+        reporters_tracked: r.len(),
+        reporters_evicted: r.evicted,
+        reporters_unreliable: r.unreliable(),
+        least_trusted: r
+            .least_trusted(LEAST_TRUSTED_SHOWN)
+            .into_iter()
+            .map(|(name, rec, trust)| ReporterSummary {
+                reporter: name.to_string(),
+                trust,
+                labels: rec.labels,
+                held: rec.held,
+                contradiction_share: rec.share(),
+                excess_over_everyone: rec.excess(),
+            })
+            .collect(),
+    }
+}
+
+impl FeedbackSummary {
+    fn render(&self, out: &mut impl Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "labels: {} learned in full, {} down-weighted, {} held, {} held then confirmed; \
+             recent share contradicting a confident prediction {:.4}",
+            self.labels_in_full,
+            self.labels_down_weighted,
+            self.labels_held,
+            self.labels_corroborated,
+            self.contradiction_share
+        )?;
+        writeln!(
+            out,
+            "reporters: {} tracked ({} dropped at the cap), {} unreliable; least trusted:",
+            self.reporters_tracked, self.reporters_evicted, self.reporters_unreliable
+        )?;
+        writeln!(
+            out,
+            "  {:>6}  {:>8}  {:>6}  {:>6}  {:>7}  reporter",
+            "trust", "labels", "held", "share", "excess"
+        )?;
+        for r in &self.least_trusted {
+            let name = if r.reporter.is_empty() {
+                "(anonymous)"
+            } else {
+                &r.reporter
+            };
+            writeln!(
+                out,
+                "  {:>6.3}  {:>8}  {:>6}  {:>6.3}  {:>7.3}  {name}",
+                r.trust, r.labels, r.held, r.contradiction_share, r.excess_over_everyone
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// What `inspect` says of a model's fusion.
@@ -186,6 +282,7 @@ pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
             weight: f.weight,
             examples: f.nb.docs,
         }),
+        feedback: feedback_summary(&pipeline),
     })
 }
 
@@ -240,6 +337,7 @@ impl Inspection {
             )?;
         }
         write!(out, "{}", self.progressive.render("progressive"))?;
+        self.feedback.render(out)?;
         for (label, feats) in &self.top_features {
             writeln!(out, "strongest features of {label:?}:")?;
             for (name, w) in feats {

@@ -7,6 +7,7 @@
 //! or `learning_rate = 0.5`); an unknown key is an error.
 
 pub mod bytes;
+mod feedback;
 mod file;
 mod model;
 pub mod properties;
@@ -182,10 +183,8 @@ pub struct PipelineArgs {
     /// Seconds a message waits for its late label (`eval` counts each line as one second).
     #[arg(long, env = "CLASSIFYD_FEEDBACK_TTL_SECS", default_value_t = 86_400)]
     pub feedback_ttl_secs: u64,
-    /// A label that contradicts the model's prediction by a raw-score
-    /// margin m over this is learned with weight (this / m)^2 (0: off).
-    #[arg(long, env = "CLASSIFYD_CONTRADICTION_MARGIN", default_value_t = 0.0, hide = true)]
-    pub contradiction_margin: f32,
+    #[command(flatten)]
+    pub feedback: feedback::FeedbackArgs,
 }
 
 impl PipelineArgs {
@@ -197,7 +196,7 @@ impl PipelineArgs {
             cache_entries: self.feedback_cache_entries,
             cache_bytes: self.feedback_cache_bytes,
             cache_ttl_ms: self.feedback_ttl_secs.saturating_mul(1000),
-            contradiction_margin: self.contradiction_margin,
+            trust: self.feedback.trust(),
             ..PipelineConfig::default()
         }
     }
@@ -232,6 +231,10 @@ pub struct RunArgs {
     /// The compacted topic that carries the learner's model to predictors.
     #[arg(long, env = "CLASSIFYD_MODEL_TOPIC", default_value = "classifyd-model")]
     pub model_topic: String,
+    /// The Kafka record header that names who gave a label (over the
+    /// JSON "reporter" field).
+    #[arg(long, env = "CLASSIFYD_REPORTER_HEADER", default_value = "reporter", hide = true)]
+    pub reporter_header: String,
     /// A learner publishes a new model version at most this often (ms).
     #[arg(long, env = "CLASSIFYD_MODEL_PUBLISH_MS", default_value_t = 250, hide = true)]
     pub model_publish_ms: u64,
@@ -268,7 +271,7 @@ pub struct RunArgs {
     #[arg(long, env = "CLASSIFYD_METRICS_ADDR")]
     pub metrics_addr: Option<String>,
     /// Seconds allowed for the shutdown (finish, checkpoint, flush).
-    #[arg(long, env = "CLASSIFYD_SHUTDOWN_TIMEOUT_SECS", default_value_t = 30, value_parser = at_least_one())]
+    #[arg(long, env = "CLASSIFYD_SHUTDOWN_TIMEOUT_SECS", default_value_t = 30, value_parser = at_least_one(), hide = true)]
     pub shutdown_timeout_secs: u64,
     /// Each prediction carries its N strongest features (readable n-grams
     /// with their contributions); 0: none.

@@ -35,7 +35,7 @@ pub struct ModelArgs {
     #[arg(long, env = "CLASSIFYD_NGRAMS")]
     pub ngrams: Option<u8>,
     /// Character n-grams MIN-MAX (or N); 0 turns them off.
-    #[arg(long, env = "CLASSIFYD_CHAR_NGRAMS", default_value = "3-4")]
+    #[arg(long, env = "CLASSIFYD_CHAR_NGRAMS", default_value = "3-4", hide = true)]
     pub char_ngrams: String,
     /// Character n-grams come from this many leading bytes of the text.
     #[arg(long, env = "CLASSIFYD_CHAR_PREFIX_BYTES", default_value_t = 3000, hide = true)]

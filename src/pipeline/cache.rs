@@ -21,10 +21,21 @@ pub struct CacheEntry {
     pub predicted: Option<Vec<String>>,
     /// The positive class's score that was published (binary tasks).
     pub score: Option<f32>,
-    /// Its gold labels, once known.
+    /// Its gold labels, once learned.
     pub gold: Option<Vec<String>>,
+    /// A label held, not learned (its reporter is not trusted), until
+    /// another reporter confirms it.
+    pub held: Option<Held>,
     /// When it was cached (event time, ms).
     pub at_ms: u64,
+}
+
+/// A label held on its message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Held {
+    pub labels: Vec<String>,
+    /// Who sent it ("" when nobody said).
+    pub reporter: String,
 }
 
 /// The bounded join cache: a size cap, a byte cap and a TTL, oldest out first.
@@ -142,6 +153,7 @@ mod tests {
             predicted: None,
             score: None,
             gold: None,
+            held: None,
             at_ms,
         }
     }

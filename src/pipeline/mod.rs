@@ -11,27 +11,31 @@
 mod cache;
 mod example;
 mod explain;
+mod labels;
 mod noise;
 mod outcome;
 mod prepare;
 mod review;
 mod role;
 mod settings;
+mod trust;
 
 use foldhash::HashMap;
 
-pub use cache::{CacheEntry, FeedbackCache};
+pub use cache::{CacheEntry, FeedbackCache, Held};
 use example::Work;
 pub use explain::Contribution;
+use labels::Labeled;
 pub use noise::LabelNoise;
 pub use outcome::{Outcome, Prediction};
 pub use prepare::{Prepared, Preparer};
 pub use review::{Query, Review, ReviewConfig, Verdict};
 pub use role::Role;
 pub use settings::PipelineConfig;
+pub use trust::{DEFAULT_CONTRADICTION_MARGIN, DEFAULT_MAX_REPORTERS, Reporter, Reporters, TrustConfig};
 
 use crate::eval::Progressive;
-use crate::eval::drift::{DriftWatch, Watched};
+use crate::eval::drift::DriftWatch;
 use crate::features::SparseVec;
 use crate::message::{self, Bad, BadReason, Gold, Message, Split};
 use crate::model::{Model, ModelError, Task};
@@ -61,6 +65,14 @@ pub struct Counters {
     pub labels_declined: u64,
     /// `eval --feedback-noise`: labels the learner saw flipped.
     pub labels_flipped: u64,
+    /// Labels by how far they were believed (docs/feedback.md): learned in
+    /// full, learned with less weight, held (not learned: their reporter
+    /// is not trusted), and held labels learned once another reporter
+    /// confirmed them.
+    pub labels_in_full: u64,
+    pub labels_down_weighted: u64,
+    pub labels_held: u64,
+    pub labels_corroborated: u64,
     /// Predictions published, by label name.
     pub predicted_by_label: HashMap<String, u64>,
 }
@@ -99,6 +111,11 @@ pub struct Pipeline {
     /// The recent share of labels that contradicted a confident
     /// prediction (with `--contradiction-margin`; checkpointed).
     pub(crate) contradictions: f32,
+    /// Who sent labels, and how far they are believed (checkpointed).
+    pub(crate) reporters: Reporters,
+    /// When a reporter was last logged as unreliable, and how many were
+    /// not logged since (see [`Pipeline::label_weight`]).
+    warned: Option<(std::time::Instant, u64)>,
 }
 
 impl Pipeline {
@@ -109,6 +126,7 @@ impl Pipeline {
         let test = Progressive::new(cfg.window, cfg.positive_label.clone());
         let published = Progressive::new(cfg.window, cfg.positive_label.clone());
         let review = Review::new(cfg.review);
+        let reporters = Reporters::new(cfg.trust.max_reporters);
         Pipeline {
             cfg,
             model,
@@ -123,6 +141,8 @@ impl Pipeline {
             review,
             work: Work::default(),
             contradictions: 0.0,
+            reporters,
+            warned: None,
         }
     }
 
@@ -175,6 +195,13 @@ impl Pipeline {
     pub fn counters(&self) -> &Counters {
         &self.counters
     }
+    pub fn reporters(&self) -> &Reporters {
+        &self.reporters
+    }
+    /// The recent share of labels that contradicted a confident prediction.
+    pub fn contradiction_share(&self) -> f32 {
+        self.contradictions
+    }
 
     /// A front stage for this pipeline's model, to run apart (e.g. on a
     /// reader thread) and feed [`Pipeline::handle_prepared`].
@@ -185,9 +212,24 @@ impl Pipeline {
     /// Handles one raw message. `default_id` names it when it has no "id"
     /// (its position in the source); `now_ms` is its event time.
     pub fn handle(&mut self, raw: &[u8], default_id: &dyn Fn() -> String, now_ms: u64) -> Outcome {
+        self.handle_reported(raw, None, default_id, now_ms)
+    }
+
+    /// [`Pipeline::handle`], with the reporter of the message's label named
+    /// by a transport's record header (see [`Prepared::set_reporter`]).
+    pub fn handle_reported(
+        &mut self,
+        raw: &[u8],
+        reporter: Option<&[u8]>,
+        default_id: &dyn Fn() -> String,
+        now_ms: u64,
+    ) -> Outcome {
         let mut p = std::mem::take(&mut self.spare);
         p.clear();
         self.prep.prepare(raw, false, &mut p);
+        if let Some(header) = reporter {
+            p.set_reporter(0, header);
+        }
         let outcome = self.handle_prepared(&mut p, 0, default_id, now_ms);
         self.spare = p;
         outcome
@@ -216,7 +258,7 @@ impl Pipeline {
         let outcome = match message {
             Err(bad) => Outcome::Bad(bad),
             Ok(Message::Feedback { .. }) if self.cfg.role == Role::Predictor => self.passed(),
-            Ok(Message::Feedback { id, gold }) => self.feedback(&id, gold, &mut w),
+            Ok(Message::Feedback { id, gold, reporter }) => self.feedback(&id, gold, reporter, &mut w),
             Ok(Message::Example { gold: Some(_), .. }) if self.cfg.role == Role::Predictor => self.passed(),
             Ok(Message::Example {
                 id, text, gold: None, ..
@@ -224,7 +266,13 @@ impl Pipeline {
                 let id = id.unwrap_or_else(default_id);
                 self.keep_for_feedback(id, text, now_ms)
             }
-            Ok(Message::Example { id, text, gold, split }) => {
+            Ok(Message::Example {
+                id,
+                text,
+                gold,
+                split,
+                reporter,
+            }) => {
                 match counted {
                     Some(r) => w.features.set_counted(&p.counted.idx[r.clone()], &p.counted.val[r]),
                     None => self
@@ -237,7 +285,8 @@ impl Pipeline {
                     (Some(gold), Some(Split::Test)) => self.test_example(&text, gold, &mut w),
                     (Some(gold), split) => {
                         let keep = self.cfg.keep_train && split == Some(Split::Train);
-                        self.train(id, text, gold, now_ms, keep, &mut w)
+                        let labeled = Labeled { id, gold, reporter };
+                        self.train(labeled, text, now_ms, keep, &mut w)
                     }
                     (None, _) => self.predict(id, text, now_ms, &mut w),
                 }
@@ -272,62 +321,6 @@ impl Pipeline {
                 })
             })
             .collect()
-    }
-
-    /// Learns a labeled example; `keep` returns its raw features too.
-    fn train(&mut self, id: String, text: String, gold: Gold, now_ms: u64, keep: bool, w: &mut Work) -> Outcome {
-        // Check the labels before touching the model or the metrics.
-        if let Err(bad) = self.check_gold(&gold) {
-            return Outcome::Bad(bad);
-        }
-        let raw = self.finish(&text, true, keep, &mut w.features);
-        let (predicted, score) = self.predict_features(&w.features, &mut w.scored);
-        let ids = match self.gold_ids(&gold) {
-            Ok(ids) => ids,
-            Err(bad) => return Outcome::Bad(bad),
-        };
-        let gold_names = gold.as_slice();
-        let correct = same_set(&predicted, gold_names);
-        self.progressive.record(gold_names, &predicted, score);
-        self.drift.observe(Watched::Progressive, !correct);
-        if self.cfg.query_labels && !self.review_current(&w.scored, true).ask {
-            self.counters.labels_declined += 1;
-            return Outcome::Learned { correct, kept: None };
-        }
-        let (ids, gold_vec) = self.as_seen(ids, gold.into_vec());
-        let weight = self.label_weight(&w.scored, &ids);
-        self.learn_features(&w.features, &ids, Some(&w.scored), weight);
-        self.counters.learned += 1;
-        let kept = raw.map(|raw| (raw, gold_vec.clone()));
-        self.cache.insert(
-            id,
-            CacheEntry {
-                text,
-                predicted: Some(predicted),
-                score,
-                gold: Some(gold_vec),
-                at_ms: now_ms,
-            },
-            &self.cfg,
-        );
-        Outcome::Learned { correct, kept }
-    }
-
-    /// The labels the learner sees: the gold ones, or under
-    /// `eval --feedback-noise` (single-label tasks), sometimes another class.
-    fn as_seen(&mut self, ids: Vec<usize>, gold: Vec<String>) -> (Vec<usize>, Vec<String>) {
-        let Some(noise) = self.cfg.label_noise else {
-            return (ids, gold);
-        };
-        let [class] = ids[..] else {
-            return (ids, gold);
-        };
-        let seen = noise.class(self.progressive.total().examples, class, self.model.labels().len());
-        if seen == class {
-            return (ids, gold);
-        }
-        self.counters.labels_flipped += 1;
-        (vec![seen], vec![self.model.labels().name(seen).to_string()])
     }
 
     /// Whether `gold` fits the model's task (without changing anything).
@@ -408,6 +401,7 @@ impl Pipeline {
                 predicted: Some(prediction.labels.clone()),
                 score,
                 gold: None,
+                held: None,
                 at_ms: now_ms,
             };
             self.cache.insert(prediction.id.clone(), entry, &self.cfg);
@@ -438,6 +432,7 @@ impl Pipeline {
             predicted: None,
             score: None,
             gold: None,
+            held: None,
             at_ms: now_ms,
         };
         self.cache.insert(id, entry, &self.cfg);
@@ -472,47 +467,6 @@ impl Pipeline {
                 "a feedback label has no text to predict",
             )),
         }
-    }
-
-    fn feedback(&mut self, id: &str, gold: Gold, w: &mut Work) -> Outcome {
-        if let Err(bad) = self.check_gold(&gold) {
-            return Outcome::Bad(bad);
-        }
-        let Some(entry) = self.cache.get(id) else {
-            self.counters.feedback_unmatched += 1;
-            return Outcome::FeedbackUnmatched;
-        };
-        let text = entry.text.clone();
-        let correction = entry.gold.is_some();
-        let (predicted, score) = (entry.predicted.clone(), entry.score);
-        let ids = match self.gold_ids(&gold) {
-            Ok(ids) => ids,
-            Err(bad) => return Outcome::Bad(bad),
-        };
-        let gold_names = gold.into_vec();
-        let mut correct = None;
-        if let (false, Some(predicted)) = (correction, &predicted) {
-            self.published.record(&gold_names, predicted, score);
-            correct = Some(same_set(predicted, &gold_names));
-            self.drift.observe(Watched::Published, correct == Some(false));
-        }
-        self.featurize(&text, &mut w.features);
-        self.finish(&text, true, false, &mut w.features);
-        let weight = if self.cfg.contradiction_margin > 0.0 {
-            self.model.predict(&w.features.x, &mut w.scored);
-            self.label_weight(&w.scored, &ids)
-        } else {
-            1.0
-        };
-        self.learn_features(&w.features, &ids, None, weight);
-        if let Some(e) = self.cache.get_mut(id) {
-            e.gold = Some(gold_names);
-        }
-        self.counters.feedback_matched += 1;
-        if correction {
-            self.counters.feedback_corrections += 1;
-        }
-        Outcome::FeedbackMatched { correct, correction }
     }
 }
 

@@ -57,6 +57,26 @@ impl Prepared {
     pub fn is_empty(&self) -> bool {
         self.messages.is_empty()
     }
+
+    /// Names the reporter of message `i`'s label from a transport's
+    /// record header (over the JSON field); a header that is no valid
+    /// name makes a labeled message bad input. Unlabeled messages are
+    /// left alone: their header names nobody's label.
+    pub fn set_reporter(&mut self, i: usize, header: &[u8]) {
+        let Some(prepared) = self.messages.get_mut(i) else {
+            return;
+        };
+        let Some(Ok(message)) = &mut prepared.message else {
+            return;
+        };
+        if !message.has_label() {
+            return;
+        }
+        match message::reporter_from_header(header) {
+            Ok(name) => message.set_reporter(name),
+            Err(bad) => prepared.message = Some(Err(bad)),
+        }
+    }
 }
 
 /// Parses and featurizes messages: the model-free front of the pipeline.

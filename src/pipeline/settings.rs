@@ -45,9 +45,8 @@ pub struct PipelineConfig {
     pub query_labels: bool,
     /// `eval --feedback-noise`: the labels learned are flipped at random.
     pub label_noise: Option<super::LabelNoise>,
-    /// A label contradicting the prediction by a raw-score margin over
-    /// this is learned with less weight (0: every label in full).
-    pub contradiction_margin: f32,
+    /// How far labels are believed: the confident margin, the reporters.
+    pub trust: super::TrustConfig,
 }
 
 impl Default for PipelineConfig {
@@ -69,7 +68,7 @@ impl Default for PipelineConfig {
             review_output: false,
             query_labels: false,
             label_noise: None,
-            contradiction_margin: 0.0,
+            trust: super::TrustConfig::default(),
         }
     }
 }

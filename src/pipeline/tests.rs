@@ -4,7 +4,7 @@ use super::*;
 use crate::features::FeatureConfig;
 use crate::model::{Hyper, Learner, Scored};
 
-fn pipeline(cfg: PipelineConfig) -> Pipeline {
+pub(super) fn pipeline(cfg: PipelineConfig) -> Pipeline {
     let features = FeatureConfig {
         bits: 16,
         ..FeatureConfig::default()
@@ -326,14 +326,11 @@ fn explanations_name_what_the_message_contains() {
 /// recent share rides in the checkpoint.
 #[test]
 fn confident_contradictions_weigh_less_only_when_they_are_common() {
-    let cfg = PipelineConfig {
-        contradiction_margin: 1.0,
-        ..PipelineConfig::default()
-    };
     let mut p = Pipeline::new(
         Model::new(Hyper::defaults(Learner::Logistic), FeatureConfig::default()),
-        cfg,
+        PipelineConfig::default(),
     );
+    p.model.ensure_task(Task::SingleLabel);
     let scored = Scored {
         scores: vec![0.99, 0.01],
         raw: vec![3.0, -3.0],
@@ -342,21 +339,28 @@ fn confident_contradictions_weigh_less_only_when_they_are_common() {
         fused: None,
     };
     // Agreement, or a contradiction within the margin: in full.
-    assert_eq!(p.label_weight(&scored, &[0]), 1.0);
+    assert_eq!(p.label_weight(&scored, &[0], None), Some(1.0));
     // Rare: in full (the share is now 2 %, the bottom of the band).
-    assert_eq!(p.label_weight(&scored, &[1]), 1.0);
+    assert_eq!(p.label_weight(&scored, &[1], None), Some(1.0));
     assert!((p.contradictions - 0.02).abs() < 1e-6);
     // Common: (1 / 6)^2.
     p.contradictions = 0.05;
-    let w = p.label_weight(&scored, &[1]);
+    let w = p.label_weight(&scored, &[1], None).unwrap();
     assert!((w - 1.0 / 36.0).abs() < 1e-4, "{w}");
     // Off: every label in full, and nothing tracked.
     let mut off = Pipeline::new(
         Model::new(Hyper::defaults(Learner::Logistic), FeatureConfig::default()),
-        PipelineConfig::default(),
+        PipelineConfig {
+            trust: crate::pipeline::TrustConfig {
+                margin: 0.0,
+                ..Default::default()
+            },
+            ..PipelineConfig::default()
+        },
     );
     off.contradictions = 0.5;
-    assert_eq!(off.label_weight(&scored, &[1]), 1.0);
+    assert_eq!(off.label_weight(&scored, &[1], None), Some(1.0));
+    assert!(off.reporters().is_empty());
     assert_eq!(off.contradictions, 0.5);
     // The share survives a checkpoint.
     let (back, _) =

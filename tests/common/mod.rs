@@ -183,6 +183,37 @@ pub fn produce(topic: &str, partition: Option<i32>, msgs: &[(String, Vec<u8>, Op
     p.flush(Duration::from_secs(30)).expect("flush");
 }
 
+/// A message to produce: key, value, and one optional record header (name, value).
+pub type Headed = (String, Vec<u8>, Option<(String, Vec<u8>)>);
+
+/// Produces `(key, value, header)` to partition 0 of `topic`, each with
+/// its one record header `(name, value)` if any, and waits for delivery.
+pub fn produce_with_headers(topic: &str, msgs: &[Headed]) {
+    use rdkafka::message::{Header, OwnedHeaders};
+    let p = producer();
+    for (key, value, header) in msgs {
+        let mut rec = BaseRecord::to(topic)
+            .key(key.as_bytes())
+            .payload(value.as_slice())
+            .partition(0);
+        if let Some((name, v)) = header {
+            rec = rec.headers(OwnedHeaders::new().insert(Header {
+                key: name,
+                value: Some(v.as_slice()),
+            }));
+        }
+        let mut rec = Some(rec);
+        while let Some(r) = rec.take() {
+            if let Err((_, r)) = p.send(r) {
+                p.poll(Duration::from_millis(10));
+                rec = Some(r);
+            }
+        }
+        p.poll(Duration::ZERO);
+    }
+    p.flush(Duration::from_secs(30)).expect("flush");
+}
+
 /// The lines of a JSON-lines file as (id, bytes) messages.
 pub fn lines_as_messages(lines: &[String]) -> Vec<(String, Vec<u8>, Option<i64>)> {
     lines

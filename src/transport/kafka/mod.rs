@@ -57,6 +57,8 @@ pub struct KafkaSettings {
     pub review_topic: Option<String>,
     /// The compacted topic that carries the learner's model to predictors.
     pub model_topic: String,
+    /// The record header that names a label's reporter (`--reporter-header`).
+    pub reporter_header: String,
     pub group_id: String,
     /// librdkafka properties (`-X key=value`), applied to consumer and producer.
     pub properties: Vec<(String, String)>,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use rdkafka::ClientContext;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{BorrowedMessage, Header, Message, OwnedHeaders};
+use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
@@ -67,6 +67,8 @@ pub(super) struct State {
     pub(super) dead_letter_topic: String,
     /// Where messages to review go (`--review-topic`), if anywhere.
     pub(super) review_topic: Option<String>,
+    /// The record header that names a label's reporter.
+    pub(super) reporter_header: String,
     pub(super) flush_timeout: Duration,
     pub(super) cadence: Cadence,
     pub(super) checkpoints: u64,
@@ -110,6 +112,7 @@ impl State {
             output_topic: s.output_topic.clone(),
             dead_letter_topic: s.dead_letter_topic.clone(),
             review_topic: s.review_topic.clone(),
+            reporter_header: s.reporter_header.clone(),
             flush_timeout: s.flush_timeout,
             cadence,
             checkpoints: 0,
@@ -127,7 +130,12 @@ impl State {
         let stamp = msg.timestamp().to_millis().and_then(|t| u64::try_from(t).ok());
         let now = stamp.unwrap_or_else(now_ms);
         let started = Instant::now();
-        let outcome = self.pipeline.handle(payload, &default_id, now);
+        let reporter = msg.headers().and_then(|h| {
+            h.iter()
+                .find(|h| h.key == self.reporter_header)
+                .map(|h| h.value.unwrap_or_default())
+        });
+        let outcome = self.pipeline.handle_reported(payload, reporter, &default_id, now);
         crate::metrics::handled(&outcome, started.elapsed());
         if let Some((publisher, _)) = &mut self.publisher {
             publisher.observe(self.pipeline.model().version(), now_ms);

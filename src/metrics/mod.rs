@@ -25,6 +25,8 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use crate::message::BadReason;
 use crate::pipeline::Pipeline;
 
+mod catalog;
+
 /// Classes beyond this many share the label value "other".
 pub const MAX_CLASS_SERIES: usize = 50;
 
@@ -43,218 +45,7 @@ pub const STALENESS_BUCKETS: &[f64] = &[
 ];
 pub const CHECKPOINT_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
-/// Every exported metric: name, kind, unit, help. The README's table and the
-/// test that scrapes `/metrics` both come from this list.
-pub const METRICS: &[(&str, &str, &str)] = &[
-    (
-        "classifyd_messages_total",
-        "counter",
-        "Messages handled, by kind (labeled, unlabeled, feedback, any) and outcome",
-    ),
-    (
-        "classifyd_predictions_total",
-        "counter",
-        "Predictions published, by predicted class",
-    ),
-    (
-        "classifyd_bad_input_total",
-        "counter",
-        "Bad input sent to the dead-letter output, by reason",
-    ),
-    (
-        "classifyd_feedback_cache_entries",
-        "gauge",
-        "Messages waiting in the cache for a late label",
-    ),
-    (
-        "classifyd_feedback_cache_dropped_total",
-        "counter",
-        "Messages dropped from the late-label cache, by cause (expired, evicted)",
-    ),
-    (
-        "classifyd_progressive_examples_total",
-        "counter",
-        "Labeled examples counted by progressive (test-then-train) evaluation",
-    ),
-    (
-        "classifyd_progressive_accuracy_ratio",
-        "gauge",
-        "Progressive accuracy (subset accuracy for multi-label), by window (cumulative, sliding)",
-    ),
-    (
-        "classifyd_progressive_macro_f1_ratio",
-        "gauge",
-        "Progressive macro-averaged F1, by window",
-    ),
-    (
-        "classifyd_class_precision_ratio",
-        "gauge",
-        "Per-class precision over the sliding window",
-    ),
-    (
-        "classifyd_class_recall_ratio",
-        "gauge",
-        "Per-class recall over the sliding window",
-    ),
-    (
-        "classifyd_class_f1_ratio",
-        "gauge",
-        "Per-class F1 over the sliding window",
-    ),
-    ("classifyd_roc_auc_ratio", "gauge", "ROC AUC of binary tasks, by window"),
-    (
-        "classifyd_published_accuracy_ratio",
-        "gauge",
-        "Accuracy of published predictions as judged by late labels, by window",
-    ),
-    ("classifyd_classes", "gauge", "Classes the model knows"),
-    (
-        "classifyd_model_version",
-        "gauge",
-        "Examples learned by the model (published with each prediction)",
-    ),
-    (
-        "classifyd_drift_detections_total",
-        "counter",
-        "Rises of the error rate found by the Page-Hinkley test, by stream (progressive, published)",
-    ),
-    (
-        "classifyd_drift_statistic",
-        "gauge",
-        "The Page-Hinkley statistic of the error rate in standard deviations, by stream (a drift past 100)",
-    ),
-    (
-        "classifyd_drift_last_detection_timestamp_seconds",
-        "gauge",
-        "When the last drift was found, by stream (NaN: none yet)",
-    ),
-    (
-        "classifyd_uncertain_predictions_total",
-        "counter",
-        "Predictions in the uncertain band (marked \"uncertain\": true)",
-    ),
-    (
-        "classifyd_review_messages_total",
-        "counter",
-        "Uncertain messages by outcome: sent (for review) or over_budget (--review-budget, --review-per-minute)",
-    ),
-    (
-        "classifyd_review_band",
-        "gauge",
-        "The uncertain band: confidences (score gap to the runner-up) below it are uncertain",
-    ),
-    (
-        "classifyd_model_weights_bytes",
-        "gauge",
-        "Bytes the model's weights or counts hold (bounded by --model-memory)",
-    ),
-    (
-        "classifyd_model_weights_pruned_total",
-        "counter",
-        "Smallest weights dropped to keep the model within --model-memory",
-    ),
-    (
-        "classifyd_learn_duration_seconds",
-        "histogram",
-        "Time to handle a labeled message (parse, features, predict, learn)",
-    ),
-    (
-        "classifyd_predict_duration_seconds",
-        "histogram",
-        "Time to handle an unlabeled message (parse, features, predict)",
-    ),
-    (
-        "classifyd_end_to_end_latency_seconds",
-        "histogram",
-        "From the input message's timestamp to its prediction's publication (Kafka)",
-    ),
-    (
-        "classifyd_consumer_lag_messages",
-        "gauge",
-        "Messages behind the partition's end, by topic and partition (Kafka)",
-    ),
-    (
-        "classifyd_rebalances_total",
-        "counter",
-        "Consumer-group rebalances, by kind (assign, revoke) (Kafka)",
-    ),
-    (
-        "classifyd_producer_queue_messages",
-        "gauge",
-        "Messages waiting in the producer's queue (Kafka)",
-    ),
-    (
-        "classifyd_delivery_failures_total",
-        "counter",
-        "Outputs the producer could not deliver (Kafka)",
-    ),
-    (
-        "classifyd_consumer_errors_total",
-        "counter",
-        "Errors the consumer met and retried, e.g. while the broker is away (Kafka)",
-    ),
-    (
-        "classifyd_model_age_seconds",
-        "gauge",
-        "Seconds since the learner published the model version served (predictor; 0 elsewhere)",
-    ),
-    (
-        "classifyd_model_versions_behind",
-        "gauge",
-        "Versions the learner has published past the one served (predictor; 0 elsewhere)",
-    ),
-    (
-        "classifyd_model_epoch",
-        "gauge",
-        "Epoch (learner run) of the model served or published",
-    ),
-    (
-        "classifyd_model_staleness_seconds",
-        "histogram",
-        "From the learner learning an update to a predictor serving a version with it (predictor)",
-    ),
-    (
-        "classifyd_model_swaps_total",
-        "counter",
-        "Model versions a predictor has put in service",
-    ),
-    (
-        "classifyd_model_published_bytes_total",
-        "counter",
-        "Bytes a learner has published to the model topic, by kind (snapshot, delta)",
-    ),
-    (
-        "classifyd_model_publications_total",
-        "counter",
-        "Model versions a learner has published, by kind (snapshot, delta)",
-    ),
-    (
-        "classifyd_model_records_refused_total",
-        "counter",
-        "Model-topic records a predictor could not use (damaged, other format)",
-    ),
-    ("classifyd_checkpoints_total", "counter", "Checkpoints written"),
-    (
-        "classifyd_checkpoint_failures_total",
-        "counter",
-        "Checkpoints that failed or were put off",
-    ),
-    (
-        "classifyd_checkpoint_duration_seconds",
-        "histogram",
-        "Time to write a checkpoint",
-    ),
-    (
-        "classifyd_checkpoint_size_bytes",
-        "gauge",
-        "Size of the last checkpoint",
-    ),
-    (
-        "classifyd_checkpoint_timestamp_seconds",
-        "gauge",
-        "Unix time of the last checkpoint (alert on time() minus this)",
-    ),
-];
+pub use catalog::METRICS;
 
 /// Describes every metric once (Prometheus HELP and units).
 pub fn describe() {
@@ -512,6 +303,27 @@ pub fn publish(p: &Pipeline) {
     counter!("classifyd_review_messages_total", "outcome" => "sent").absolute(c.reviewed);
     counter!("classifyd_review_messages_total", "outcome" => "over_budget").absolute(c.review_over_budget);
     gauge!("classifyd_review_band").set(p.review().band());
+    publish_feedback(p);
+}
+
+/// The labels by how far they were believed, and the reporters.
+fn publish_feedback(p: &Pipeline) {
+    let c = p.counters();
+    let refused = c.bad[BadReason::BadReporter.index()];
+    for (outcome, n) in [
+        ("in_full", c.labels_in_full),
+        ("down_weighted", c.labels_down_weighted),
+        ("held", c.labels_held),
+        ("corroborated", c.labels_corroborated),
+        ("refused", refused),
+    ] {
+        counter!("classifyd_labels_total", "outcome" => outcome).absolute(n);
+    }
+    gauge!("classifyd_label_contradiction_ratio").set(f64::from(p.contradiction_share()));
+    let r = p.reporters();
+    gauge!("classifyd_reporters").set(r.len() as f64);
+    gauge!("classifyd_reporters_unreliable").set(r.unreliable() as f64);
+    counter!("classifyd_reporters_evicted_total").absolute(r.evicted);
 }
 
 /// Records a written checkpoint.

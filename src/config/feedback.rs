@@ -1,0 +1,36 @@
+//! Flags of how far labels are believed (docs/feedback.md): the margin
+//! that makes a prediction confident, the reporters kept and those
+//! trusted outright. Shared by `run` and `eval`.
+
+use clap::Args;
+
+use crate::pipeline::TrustConfig;
+
+#[derive(Debug, Clone, Args)]
+pub struct FeedbackArgs {
+    /// A prediction is confident when its raw-score margin is over this. A
+    /// label contradicting a confident prediction counts against its
+    /// reporter, and while such labels are common it is learned with
+    /// weight (this / margin)^2. 0: every label learned in full.
+    #[arg(long, env = "CLASSIFYD_CONTRADICTION_MARGIN", default_value_t = crate::pipeline::DEFAULT_CONTRADICTION_MARGIN)]
+    pub contradiction_margin: f32,
+    /// Most reporters whose record is kept (the least recently heard from
+    /// go first).
+    #[arg(long, env = "CLASSIFYD_MAX_REPORTERS", default_value_t = crate::pipeline::DEFAULT_MAX_REPORTERS,
+          value_parser = super::at_least_one_usize(), hide = true)]
+    pub max_reporters: usize,
+    /// A reporter whose labels are learned in full, unweighed (e.g. the
+    /// people answering --review-topic). Repeatable, or comma-separated.
+    #[arg(long, env = "CLASSIFYD_TRUSTED_REPORTER", value_delimiter = ',')]
+    pub trusted_reporter: Vec<String>,
+}
+
+impl FeedbackArgs {
+    pub fn trust(&self) -> TrustConfig {
+        TrustConfig {
+            margin: self.contradiction_margin.max(0.0),
+            max_reporters: self.max_reporters,
+            trusted: self.trusted_reporter.clone(),
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Learning from labels: a labeled message (predicted, counted, then
+//! learned) and a late label joined to its cached message. Each label is
+//! weighed first ([`Pipeline::label_weight`]): learned in full, with less
+//! weight, or held on its cache entry until another reporter confirms it.
+
+use super::cache::{CacheEntry, Held};
+use super::example::Work;
+use super::trust::ANONYMOUS;
+use super::{Outcome, Pipeline, same_set};
+use crate::eval::drift::Watched;
+use crate::message::Gold;
+
+/// A labeled message's id, labels and their reporter.
+pub(super) struct Labeled {
+    pub(super) id: String,
+    pub(super) gold: Gold,
+    pub(super) reporter: Option<String>,
+}
+
+impl Pipeline {
+    /// Learns a labeled example; `keep` returns its raw features too.
+    pub(super) fn train(&mut self, labeled: Labeled, text: String, now_ms: u64, keep: bool, w: &mut Work) -> Outcome {
+        let Labeled { id, gold, reporter } = labeled;
+        // Check the labels before touching the model or the metrics.
+        if let Err(bad) = self.check_gold(&gold) {
+            return Outcome::Bad(bad);
+        }
+        let raw = self.finish(&text, true, keep, &mut w.features);
+        let (predicted, score) = self.predict_features(&w.features, &mut w.scored);
+        let ids = match self.gold_ids(&gold) {
+            Ok(ids) => ids,
+            Err(bad) => return Outcome::Bad(bad),
+        };
+        let gold_names = gold.as_slice();
+        let correct = same_set(&predicted, gold_names);
+        self.progressive.record(gold_names, &predicted, score);
+        self.drift.observe(Watched::Progressive, !correct);
+        if self.cfg.query_labels && !self.review_current(&w.scored, true).ask {
+            self.counters.labels_declined += 1;
+            return Outcome::Learned { correct, kept: None };
+        }
+        let (ids, gold_vec) = self.as_seen(ids, gold.into_vec());
+        let weight = self.label_weight(&w.scored, &ids, reporter.as_deref());
+        self.count_weighed(weight, reporter.as_deref());
+        let mut entry = CacheEntry {
+            text,
+            predicted: Some(predicted),
+            score,
+            gold: None,
+            held: None,
+            at_ms: now_ms,
+        };
+        let kept = if let Some(weight) = weight {
+            self.learn_features(&w.features, &ids, Some(&w.scored), weight);
+            self.counters.learned += 1;
+            entry.gold = Some(gold_vec.clone());
+            raw.map(|raw| (raw, gold_vec))
+        } else {
+            entry.held = Some(Held::new(gold_vec, reporter));
+            None
+        };
+        self.cache.insert(id, entry, &self.cfg);
+        Outcome::Learned { correct, kept }
+    }
+
+    /// The labels the learner sees: the gold ones, or under
+    /// `eval --feedback-noise` (single-label tasks), sometimes another class.
+    fn as_seen(&mut self, ids: Vec<usize>, gold: Vec<String>) -> (Vec<usize>, Vec<String>) {
+        let Some(noise) = self.cfg.label_noise else {
+            return (ids, gold);
+        };
+        let [class] = ids[..] else {
+            return (ids, gold);
+        };
+        let seen = noise.class(self.progressive.total().examples, class, self.model.labels().len());
+        if seen == class {
+            return (ids, gold);
+        }
+        self.counters.labels_flipped += 1;
+        (vec![seen], vec![self.model.labels().name(seen).to_string()])
+    }
+
+    /// Joins a late label to its cached message, scores what was published
+    /// for it (the first label only), and learns it as weighed: a held
+    /// label waits on the entry, and a later label from another reporter
+    /// that agrees with it is learned in full.
+    pub(super) fn feedback(&mut self, id: &str, gold: Gold, reporter: Option<String>, w: &mut Work) -> Outcome {
+        if let Err(bad) = self.check_gold(&gold) {
+            return Outcome::Bad(bad);
+        }
+        let Some(entry) = self.cache.get(id) else {
+            self.counters.feedback_unmatched += 1;
+            return Outcome::FeedbackUnmatched;
+        };
+        let text = entry.text.clone();
+        let correction = entry.gold.is_some();
+        let first = !correction && entry.held.is_none();
+        let (predicted, score) = (entry.predicted.clone(), entry.score);
+        let held = entry.held.clone();
+        let ids = match self.gold_ids(&gold) {
+            Ok(ids) => ids,
+            Err(bad) => return Outcome::Bad(bad),
+        };
+        let gold_names = gold.into_vec();
+        let mut correct = None;
+        if let (true, Some(predicted)) = (first, &predicted) {
+            self.published.record(&gold_names, predicted, score);
+            correct = Some(same_set(predicted, &gold_names));
+            self.drift.observe(Watched::Published, correct == Some(false));
+        }
+        self.featurize(&text, &mut w.features);
+        self.finish(&text, true, false, &mut w.features);
+        let mut weight = if self.cfg.trust.margin > 0.0 {
+            self.model.predict(&w.features.x, &mut w.scored);
+            self.label_weight(&w.scored, &ids, reporter.as_deref())
+        } else {
+            Some(1.0)
+        };
+        if weight.is_some() && held.is_some_and(|h| h.confirmed_by(&gold_names, reporter.as_deref())) {
+            weight = Some(1.0);
+            self.counters.labels_corroborated += 1;
+        }
+        self.count_weighed(weight, reporter.as_deref());
+        if let Some(weight) = weight {
+            self.learn_features(&w.features, &ids, None, weight);
+        }
+        if let Some(e) = self.cache.get_mut(id) {
+            match weight {
+                Some(_) => {
+                    e.gold = Some(gold_names);
+                    e.held = None;
+                }
+                None => e.held = Some(Held::new(gold_names, reporter)),
+            }
+        }
+        self.counters.feedback_matched += 1;
+        if correction {
+            self.counters.feedback_corrections += 1;
+        }
+        Outcome::FeedbackMatched { correct, correction }
+    }
+}
+
+impl Held {
+    fn new(labels: Vec<String>, reporter: Option<String>) -> Self {
+        Held {
+            labels,
+            reporter: reporter.unwrap_or_else(|| ANONYMOUS.to_string()),
+        }
+    }
+
+    /// Whether `labels` from `reporter` confirm this held label: the same
+    /// labels from someone else.
+    fn confirmed_by(&self, labels: &[String], reporter: Option<&str>) -> bool {
+        self.reporter != reporter.unwrap_or(ANONYMOUS) && same_set(&self.labels, labels)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::pipeline;
+    use super::super::{Outcome, PipelineConfig, TrustConfig};
+
+    fn id0() -> String {
+        "line-0".into()
+    }
+
+    /// One reporter flipping every label loses its trust and its labels are
+    /// held; a held label another reporter confirms is learned in full; a
+    /// trusted reporter's labels are never weighed; all of it survives a
+    /// checkpoint.
+    #[test]
+    fn a_flooder_is_held_and_a_confirmed_label_is_learned() {
+        let trust = TrustConfig {
+            trusted: vec!["reviewer".into()],
+            ..TrustConfig::default()
+        };
+        let mut p = pipeline(PipelineConfig {
+            trust,
+            ..PipelineConfig::default()
+        });
+        for i in 0..300 {
+            let (text, label, flipped) = match i % 2 {
+                0 => ("win cash prize now", "spam", "ham"),
+                _ => ("lunch at noon tomorrow?", "ham", "spam"),
+            };
+            let id = format!("m-{i}");
+            p.handle(format!(r#"{{"id": "{id}", "text": "{text}"}}"#).as_bytes(), &id0, 0);
+            let (label, reporter) = if i % 10 == 3 {
+                (flipped, "flooder")
+            } else {
+                (label, "honest")
+            };
+            let feedback = format!(r#"{{"id": "{id}", "label": "{label}", "reporter": "{reporter}"}}"#);
+            p.handle(feedback.as_bytes(), &id0, 0);
+        }
+        let flooder = p.reporters().get("flooder").unwrap();
+        assert_eq!(flooder.labels, 30);
+        assert!(flooder.held >= 20, "{flooder:?}");
+        assert_eq!(p.reporters().least_trusted(1)[0].0, "flooder");
+        assert_eq!(p.counters().labels_held, flooder.held);
+        assert_eq!(p.reporters().get("honest").unwrap().trust(), 1.0);
+
+        // A held label, then the same from another reporter: learned in full.
+        p.handle(br#"{"id": "x", "text": "win cash prize now"}"#, &id0, 0);
+        p.handle(br#"{"id": "x", "label": "ham", "reporter": "flooder"}"#, &id0, 0);
+        assert!(p.cache().get("x").unwrap().held.is_some());
+        let version = p.model().version();
+        let (back, _) =
+            crate::checkpoint::restore(crate::checkpoint::capture(&p, &Default::default()), p.config().clone())
+                .unwrap();
+        assert_eq!(back.reporters(), p.reporters());
+        assert_eq!(back.cache(), p.cache());
+        assert_eq!(back.counters(), p.counters());
+        let out = p.handle(br#"{"id": "x", "label": "ham", "reporter": "reviewer"}"#, &id0, 0);
+        assert!(matches!(out, Outcome::FeedbackMatched { correction: false, .. }));
+        assert_eq!(p.counters().labels_corroborated, 1);
+        assert_eq!(p.model().version(), version + 1);
+        assert!(p.cache().get("x").unwrap().held.is_none());
+        // The trusted reviewer is never tracked, however it labels.
+        assert!(p.reporters().get("reviewer").is_none());
+    }
+}
