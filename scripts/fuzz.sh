@@ -2,7 +2,7 @@
 # Fuzzes every target in fuzz/ (cargo-fuzz, on the nightly toolchain these
 # machines have): input message parsing and the pipeline behind it,
 # tokenizing and feature extraction, checkpoint decoding, model-topic
-# records. Each target starts from a seed corpus made from tests/data and
+# records, raw e-mail. Each target starts from a seed corpus made from tests/data and
 # keeps what it finds in fuzz/corpus (not committed); a crash stops the
 # script with the input in fuzz/artifacts.
 #
@@ -23,7 +23,7 @@ root=$PWD
 seed=$(mktemp -d)
 trap 'rm -rf "$seed"' EXIT
 cargo build --release -q
-for t in message features checkpoint model_record; do mkdir -p "fuzz/corpus/$t"; done
+for t in message features checkpoint model_record email; do mkdir -p "fuzz/corpus/$t"; done
 # Small seeds: a run handles every line of its input through the pipeline.
 rm -f fuzz/corpus/message/sms_demo
 split -l 8 -a 3 <(head -n 200 tests/data/sms_demo.jsonl) fuzz/corpus/message/sms-
@@ -34,8 +34,15 @@ for i, l in enumerate(sys.stdin):
 target/release/classifyd run --bits 12 --input tests/data/sms_head1000.jsonl --output /dev/null \
   --checkpoint-dir "$seed/ck" 2>/dev/null
 cp "$(ls "$seed"/ck/*.ckpt | tail -n 1)" fuzz/corpus/checkpoint/sms
+# Raw e-mail: the first 200 SpamAssassin messages, each cut to 4 KiB.
+raw=../shared/data/spamassassin/raw
+if [[ -d $raw ]]; then
+  tail -n +2 "$raw/index.tsv" | head -n 200 | while IFS=$'\t' read -r pos _ _ file; do
+    head -c 4096 "$raw/$file" > "fuzz/corpus/email/sa-$pos"
+  done
+fi
 cd fuzz
-for t in message features checkpoint model_record; do
+for t in message features checkpoint model_record email; do
   out=$(cargo +nightly fuzz run -O "$t" "corpus/$t" -- -runs="$runs" -rss_limit_mb=2048 -max_len=4096 2>&1) || {
     echo "$out" | tail -n 40
     echo "fuzz target $t failed: see fuzz/artifacts/$t" >&2

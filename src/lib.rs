@@ -5,6 +5,7 @@
 //!
 //! - [`config`]: flags, environment variables, config file, validation.
 //! - [`message`]: the input contract and the bounded set of bad-input reasons.
+//! - [`email`]: raw RFC 5322 / MIME e-mail into the text the model reads.
 //! - [`features`]: tokenizer, word and character n-grams, feature hashing.
 //! - [`hugepages`]: zeroed hashed-feature tables on transparent huge pages.
 //! - [`model`]: the online learners (perceptron, logistic, hinge, naive
@@ -30,6 +31,7 @@ pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod demo;
+pub mod email;
 pub mod eval;
 pub mod features;
 pub mod hugepages;

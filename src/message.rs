@@ -6,6 +6,8 @@ use std::fmt;
 
 use serde::Deserialize;
 
+use crate::email;
+
 /// Default cap on a message's size in bytes.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1 << 20;
 
@@ -24,10 +26,11 @@ pub enum BadReason {
     BadLabel,
     TooManyClasses,
     BadReporter,
+    BadEmail,
 }
 
 impl BadReason {
-    pub const ALL: [BadReason; 8] = [
+    pub const ALL: [BadReason; 9] = [
         BadReason::InvalidUtf8,
         BadReason::TooLarge,
         BadReason::BadJson,
@@ -36,6 +39,7 @@ impl BadReason {
         BadReason::BadLabel,
         BadReason::TooManyClasses,
         BadReason::BadReporter,
+        BadReason::BadEmail,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -48,6 +52,7 @@ impl BadReason {
             BadReason::BadLabel => "bad_label",
             BadReason::TooManyClasses => "too_many_classes",
             BadReason::BadReporter => "bad_reporter",
+            BadReason::BadEmail => "bad_email",
         }
     }
 
@@ -125,6 +130,8 @@ pub enum Message {
         split: Option<Split>,
         /// Who gave the label (`"reporter"`), if anyone said.
         reporter: Option<String>,
+        /// A raw e-mail cut at one of its bounds ([`crate::email`]).
+        cut: bool,
     },
     /// A late gold label for an earlier message, and who gave it.
     Feedback {
@@ -235,6 +242,56 @@ struct Raw {
     /// `None`: absent; `Some(None)`: present but not a string.
     #[serde(default, deserialize_with = "present")]
     reporter: Option<AnyString>,
+    /// A raw RFC 5322 message in place of "text": as a string ...
+    email: Option<String>,
+    /// ... or as its bytes in base64 (8-bit mail).
+    email_base64: Option<String>,
+}
+
+/// How messages are read: the size cap and the views of a raw e-mail.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Reading {
+    pub max_bytes: usize,
+    pub email_views: email::Views,
+}
+
+impl Reading {
+    pub fn new(max_bytes: usize) -> Self {
+        Reading {
+            max_bytes,
+            email_views: email::Views::default(),
+        }
+    }
+}
+
+/// The document of a message's `"text"`, `"email"` or `"email_base64"`
+/// (exactly one of them; none: `None`), whether an e-mail was cut, and an
+/// e-mail's Message-ID.
+fn document(raw: &mut Raw, views: email::Views) -> Result<(Option<String>, bool, Option<String>), Bad> {
+    let text = match raw.text.take() {
+        Some(None) => return Err(Bad::new(BadReason::WrongType, "\"text\" is null; it must be a string")),
+        Some(Some(text)) => Some(text),
+        None => None,
+    };
+    let bytes = match (text, raw.email.take(), raw.email_base64.take()) {
+        (text, None, None) => return Ok((text, false, None)),
+        (None, Some(e), None) => e.into_bytes(),
+        (None, None, Some(b)) => {
+            use base64::Engine as _;
+            let compact: String = b.split_ascii_whitespace().collect();
+            base64::engine::general_purpose::STANDARD
+                .decode(compact)
+                .map_err(|e| Bad::new(BadReason::BadEmail, format!("\"email_base64\" is not base64: {e}")))?
+        }
+        _ => {
+            return Err(Bad::new(
+                BadReason::WrongType,
+                "a message has one of \"text\", \"email\" and \"email_base64\"",
+            ));
+        }
+    };
+    let r = email::render(&bytes, views).map_err(|e| Bad::new(BadReason::BadEmail, e.to_string()))?;
+    Ok((Some(r.text), r.cut, r.message_id))
 }
 
 /// A field that must be a string: any other JSON value is kept as `None`
@@ -275,6 +332,12 @@ fn reporter_field(field: Option<AnyString>) -> Result<Option<String>, Bad> {
 
 /// Parses one message. `max_bytes` caps its size.
 pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Message, Bad> {
+    parse_with(bytes, &Reading::new(max_bytes))
+}
+
+/// Parses one message as `reading` says.
+pub fn parse_with(bytes: &[u8], reading: &Reading) -> Result<Message, Bad> {
+    let max_bytes = reading.max_bytes;
     if bytes.len() > max_bytes {
         return Err(too_large(bytes.len() as u64, max_bytes));
     }
@@ -284,7 +347,7 @@ pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Message, Bad> {
             format!("invalid UTF-8 at byte {}", e.valid_up_to()),
         )
     })?;
-    let raw: Raw = serde_json::from_str(text).map_err(|e| {
+    let mut raw: Raw = serde_json::from_str(text).map_err(|e| {
         use serde_json::error::Category;
         let reason = match e.classify() {
             Category::Data => BadReason::WrongType,
@@ -292,7 +355,7 @@ pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Message, Bad> {
         };
         Bad::new(reason, e.to_string())
     })?;
-    let gold = match (raw.label, raw.labels) {
+    let gold = match (raw.label.take(), raw.labels.take()) {
         (Some(_), Some(_)) => {
             return Err(Bad::new(
                 BadReason::BadLabel,
@@ -324,13 +387,9 @@ pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Message, Bad> {
             ));
         }
     };
-    let id = raw.id.map(Scalar::into_string);
-    let reporter = reporter_field(raw.reporter)?;
-    let text = match raw.text {
-        Some(None) => return Err(Bad::new(BadReason::WrongType, "\"text\" is null; it must be a string")),
-        Some(Some(text)) => Some(text),
-        None => None,
-    };
+    let (text, cut, message_id) = document(&mut raw, reading.email_views)?;
+    let id = raw.id.take().map(Scalar::into_string).or(message_id);
+    let reporter = reporter_field(raw.reporter.take())?;
     match (text, gold, id) {
         (Some(text), gold, id) => {
             // An unlabeled message's reporter names no label's source.
@@ -341,6 +400,7 @@ pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Message, Bad> {
                 gold,
                 split,
                 reporter,
+                cut,
             })
         }
         (None, Some(gold), Some(id)) => Ok(Message::Feedback { id, gold, reporter }),
@@ -353,154 +413,4 @@ pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Message, Bad> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn reason(s: &[u8]) -> BadReason {
-        parse(s, 100).unwrap_err().reason
-    }
-
-    #[test]
-    fn parses_the_contract() {
-        assert_eq!(
-            parse(
-                br#"{"id": "m-42", "text": "Free entry", "label": "spam", "extra": 1}"#,
-                1000
-            ),
-            Ok(Message::Example {
-                id: Some("m-42".into()),
-                text: "Free entry".into(),
-                gold: Some(Gold::One("spam".into())),
-                split: None,
-                reporter: None
-            })
-        );
-        assert_eq!(
-            parse(
-                br#"{"text": "x", "labels": ["grain", "wheat"], "split": "test", "id": 7}"#,
-                1000
-            ),
-            Ok(Message::Example {
-                id: Some("7".into()),
-                text: "x".into(),
-                gold: Some(Gold::Set(vec!["grain".into(), "wheat".into()])),
-                split: Some(Split::Test),
-                reporter: None
-            })
-        );
-        assert_eq!(
-            parse(br#"{"id": "m-43", "label": 1}"#, 1000),
-            Ok(Message::Feedback {
-                id: "m-43".into(),
-                gold: Gold::One("1".into()),
-                reporter: None
-            })
-        );
-    }
-
-    /// A label may name its reporter, a checked string; a reporter on an
-    /// unlabeled message names nothing and is dropped.
-    #[test]
-    fn reporters_are_strings_within_the_cap() {
-        assert_eq!(
-            parse(br#"{"id": "m-43", "label": "ham", "reporter": "u-17"}"#, 1000),
-            Ok(Message::Feedback {
-                id: "m-43".into(),
-                gold: Gold::One("ham".into()),
-                reporter: Some("u-17".into())
-            })
-        );
-        assert!(matches!(
-            parse(br#"{"text": "a", "label": "spam", "reporter": "u-1"}"#, 1000),
-            Ok(Message::Example { reporter: Some(r), .. }) if r == "u-1"
-        ));
-        assert!(matches!(
-            parse(br#"{"text": "a", "reporter": "u-1"}"#, 1000),
-            Ok(Message::Example { reporter: None, .. })
-        ));
-        let long = format!(
-            r#"{{"id": "m", "label": "ham", "reporter": "{}"}}"#,
-            "r".repeat(MAX_REPORTER_BYTES + 1)
-        );
-        for bad in [
-            r#"{"id": "m", "label": "ham", "reporter": 17}"#,
-            r#"{"id": "m", "label": "ham", "reporter": null}"#,
-            r#"{"id": "m", "label": "ham", "reporter": ["a"]}"#,
-            r#"{"id": "m", "label": "ham", "reporter": ""}"#,
-            r#"{"id": "m", "label": "ham", "reporter": "a\u0000b"}"#,
-            &long,
-        ] {
-            assert_eq!(
-                parse(bad.as_bytes(), 1000).unwrap_err().reason,
-                BadReason::BadReporter,
-                "{bad}"
-            );
-        }
-        let mut m = parse(br#"{"id": "m", "label": "ham", "reporter": "u-1"}"#, 1000).unwrap();
-        m.set_reporter(reporter_from_header(b"mail-frontend:u-9").unwrap());
-        assert!(matches!(m, Message::Feedback { reporter: Some(r), .. } if r == "mail-frontend:u-9"));
-        assert_eq!(
-            reporter_from_header(b"\xff").unwrap_err().reason,
-            BadReason::BadReporter
-        );
-    }
-
-    /// Ids and labels may be strings, integers or booleans, kept as text;
-    /// anything else is the wrong type.
-    #[test]
-    fn scalars_become_text() {
-        let label = |json: &str| match parse(format!(r#"{{"text": "a", "label": {json}}}"#).as_bytes(), 1000) {
-            Ok(Message::Example {
-                gold: Some(Gold::One(l)),
-                ..
-            }) => Ok(l),
-            Ok(other) => panic!("not a labeled example: {other:?}"),
-            Err(bad) => Err(bad.reason),
-        };
-        assert_eq!(label(r#""spam""#), Ok("spam".into()));
-        assert_eq!(label(r#""sp\u00e4m\n""#), Err(BadReason::BadLabel));
-        assert_eq!(label(r#""sp\u00e4m""#), Ok("späm".into()));
-        assert_eq!(label("-3"), Ok("-3".into()));
-        assert_eq!(label("9223372036854775807"), Ok(i64::MAX.to_string()));
-        assert_eq!(label("true"), Ok("true".into()));
-        for wrong in ["1.5", "18446744073709551615", "[1]", r#"{"a": 1}"#] {
-            assert_eq!(label(wrong), Err(BadReason::WrongType), "{wrong}");
-        }
-        assert!(matches!(
-            parse(br#"{"text": "a", "id": 12}"#, 1000),
-            Ok(Message::Example { id: Some(id), gold: None, .. }) if id == "12"
-        ));
-        assert!(matches!(
-            parse(br#"{"text": "a", "id": null}"#, 1000),
-            Ok(Message::Example { id: None, .. })
-        ));
-    }
-
-    #[test]
-    fn refuses_bad_input_with_a_reason() {
-        assert_eq!(reason(b"{\"text\": \"\xff\"}"), BadReason::InvalidUtf8);
-        assert_eq!(reason(&[b' '; 101]), BadReason::TooLarge);
-        assert_eq!(reason(b"{not json"), BadReason::BadJson);
-        assert_eq!(reason(b"[1, 2]"), BadReason::WrongType);
-        assert_eq!(reason(br#"{"text": 5}"#), BadReason::WrongType);
-        // A null text is not an absent one: not a late label, but bad input.
-        assert_eq!(
-            reason(br#"{"id": "p3", "text": null, "label": "spam"}"#),
-            BadReason::WrongType
-        );
-        assert_eq!(reason(br#"{"text": null}"#), BadReason::WrongType);
-        // Not an object: the error says what is expected, not a Rust type's name.
-        let not_object = parse(b"42", 1000).unwrap_err();
-        assert_eq!(not_object.reason, BadReason::WrongType);
-        assert!(not_object.detail.contains("a JSON object"), "{}", not_object.detail);
-        assert!(!not_object.detail.contains("Raw"), "{}", not_object.detail);
-        assert_eq!(reason(br#"{"id": "a"}"#), BadReason::MissingText);
-        assert_eq!(reason(br#"{"label": "a"}"#), BadReason::MissingText);
-        assert_eq!(reason(br#"{"text": "a", "label": ""}"#), BadReason::BadLabel);
-        assert_eq!(
-            reason(br#"{"text": "a", "label": "x", "labels": []}"#),
-            BadReason::BadLabel
-        );
-        assert_eq!(reason(br#"{"text": "a", "split": "dev"}"#), BadReason::WrongType);
-    }
-}
+mod tests;

@@ -278,6 +278,7 @@ fn counters_to_pb(c: &Counters, cache: &FeedbackCache) -> pb::Counters {
         labels_down_weighted: c.labels_down_weighted,
         labels_held: c.labels_held,
         labels_corroborated: c.labels_corroborated,
+        emails_cut: c.emails_cut,
         bad: BadReason::ALL
             .iter()
             .map(|r| (r.as_str().to_string(), c.bad[r.index()]))

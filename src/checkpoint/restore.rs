@@ -86,6 +86,7 @@ pub fn restore(mut c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, 
         labels_down_weighted: counters_pb.labels_down_weighted,
         labels_held: counters_pb.labels_held,
         labels_corroborated: counters_pb.labels_corroborated,
+        emails_cut: counters_pb.emails_cut,
         predicted_by_label: counters_pb.predicted_by_label.into_iter().collect(),
         ..Counters::default()
     };

@@ -185,6 +185,12 @@ pub struct PipelineArgs {
     pub feedback_ttl_secs: u64,
     #[command(flatten)]
     pub feedback: feedback::FeedbackArgs,
+    /// What of a raw e-mail ("email", "email_base64") the model reads:
+    /// raw (its first 3,000 bytes as they came), headers (namespaced
+    /// tokens), body (subject, decoded text, attachments' types), or all.
+    /// A learner's predictors must read the same.
+    #[arg(long, env = "CLASSIFYD_EMAIL_VIEWS", default_value = "all", value_parser = crate::email::Views::parse, hide = true)]
+    pub email_views: crate::email::Views,
 }
 
 impl PipelineArgs {
@@ -197,6 +203,7 @@ impl PipelineArgs {
             cache_bytes: self.feedback_cache_bytes,
             cache_ttl_ms: self.feedback_ttl_secs.saturating_mul(1000),
             trust: self.feedback.trust(),
+            email_views: self.email_views,
             ..PipelineConfig::default()
         }
     }

@@ -172,7 +172,10 @@ impl Pipeline {
         if trusted {
             return Some(1.0);
         }
-        if !confident {
+        // The band is calibrated on binary streams (spam filters); a
+        // topic stream's clean labels contradict its model more often
+        // (docs/feedback.md): there only the reporters' trust applies.
+        if !confident || self.model.labels().len() != 2 {
             return Some(trust);
         }
         let (lo, hi) = CONTRADICTION_BAND;

@@ -73,6 +73,8 @@ pub struct Counters {
     pub labels_down_weighted: u64,
     pub labels_held: u64,
     pub labels_corroborated: u64,
+    /// Raw e-mails cut at one of their bounds (and classified as cut).
+    pub emails_cut: u64,
     /// Predictions published, by label name.
     pub predicted_by_label: HashMap<String, u64>,
 }
@@ -121,7 +123,7 @@ pub struct Pipeline {
 impl Pipeline {
     pub fn new(mut model: Model, cfg: PipelineConfig) -> Self {
         model.set_limits(cfg.limits);
-        let prep = Preparer::new(*model.features(), cfg.max_message_bytes);
+        let prep = Preparer::new(*model.features(), cfg.reading());
         let progressive = Progressive::new(cfg.window, cfg.positive_label.clone());
         let test = Progressive::new(cfg.window, cfg.positive_label.clone());
         let published = Progressive::new(cfg.window, cfg.positive_label.clone());
@@ -206,7 +208,7 @@ impl Pipeline {
     /// A front stage for this pipeline's model, to run apart (e.g. on a
     /// reader thread) and feed [`Pipeline::handle_prepared`].
     pub fn preparer(&self) -> Preparer {
-        Preparer::new(*self.model.features(), self.cfg.max_message_bytes)
+        Preparer::new(*self.model.features(), self.cfg.reading())
     }
 
     /// Handles one raw message. `default_id` names it when it has no "id"
@@ -272,7 +274,9 @@ impl Pipeline {
                 gold,
                 split,
                 reporter,
+                cut,
             }) => {
+                self.counters.emails_cut += u64::from(cut);
                 match counted {
                     Some(r) => w.features.set_counted(&p.counted.idx[r.clone()], &p.counted.val[r]),
                     None => self
@@ -446,7 +450,7 @@ impl Pipeline {
     pub fn replace_model(&mut self, mut model: Model) {
         model.set_limits(self.cfg.limits);
         if model.features() != self.model.features() {
-            self.prep = Preparer::new(*model.features(), self.cfg.max_message_bytes);
+            self.prep = Preparer::new(*model.features(), self.cfg.reading());
         }
         self.model = model;
     }
@@ -454,7 +458,7 @@ impl Pipeline {
     /// Predicts any message with text (labeled or not) without learning:
     /// the `predict` command. Feedback lines and bad input are refused.
     pub fn predict_only(&mut self, raw: &[u8], default_id: &dyn Fn() -> String) -> Result<Prediction, Bad> {
-        match message::parse(raw, self.cfg.max_message_bytes)? {
+        match message::parse_with(raw, &self.cfg.reading())? {
             Message::Example { id, text, .. } => {
                 let mut w = std::mem::take(&mut self.work);
                 self.featurize(&text, &mut w.features);

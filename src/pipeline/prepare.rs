@@ -6,7 +6,7 @@
 use std::ops::Range;
 
 use crate::features::{FeatureConfig, Featurizer, SparseVec};
-use crate::message::{self, Bad, Message};
+use crate::message::{self, Bad, Message, Reading};
 
 /// Messages after the stages that need no model state: parsed, their
 /// texts' features hashed to buckets and, optionally, their repeats counted
@@ -83,23 +83,23 @@ impl Prepared {
 #[derive(Debug)]
 pub struct Preparer {
     pub(super) featurizer: Featurizer,
-    max_message_bytes: usize,
+    reading: Reading,
     /// One document's counted features, before they join a batch's.
     scratch: SparseVec,
 }
 
 impl Preparer {
-    pub fn new(features: FeatureConfig, max_message_bytes: usize) -> Self {
+    pub fn new(features: FeatureConfig, reading: Reading) -> Self {
         Preparer {
             featurizer: Featurizer::new(features),
-            max_message_bytes,
+            reading,
             scratch: SparseVec::default(),
         }
     }
 
     /// The longest message it parses (longer ones are bad input).
     pub fn max_message_bytes(&self) -> usize {
-        self.max_message_bytes
+        self.reading.max_bytes
     }
 
     /// Appends a message that was refused before it could be read whole
@@ -107,7 +107,7 @@ impl Preparer {
     pub fn refuse_too_large(&mut self, length: u64, out: &mut Prepared) {
         let at = out.buckets.len();
         out.messages.push(PreparedMessage {
-            message: Some(Err(message::too_large(length, self.max_message_bytes))),
+            message: Some(Err(message::too_large(length, self.reading.max_bytes))),
             buckets: at..at,
             counted: None,
         });
@@ -123,7 +123,7 @@ impl Preparer {
             counted: None,
         };
         if !raw.iter().all(u8::is_ascii_whitespace) {
-            let message = message::parse(raw, self.max_message_bytes);
+            let message = message::parse_with(raw, &self.reading);
             if let Ok(Message::Example { text, .. }) = &message {
                 self.featurizer.hash_buckets(text, &mut out.buckets);
                 prepared.buckets = from..out.buckets.len();

@@ -47,6 +47,18 @@ pub struct PipelineConfig {
     pub label_noise: Option<super::LabelNoise>,
     /// How far labels are believed: the confident margin, the reporters.
     pub trust: super::TrustConfig,
+    /// What of a raw e-mail the document holds (`--email-views`).
+    pub email_views: crate::email::Views,
+}
+
+impl PipelineConfig {
+    /// How its messages are read.
+    pub fn reading(&self) -> message::Reading {
+        message::Reading {
+            max_bytes: self.max_message_bytes,
+            email_views: self.email_views,
+        }
+    }
 }
 
 impl Default for PipelineConfig {
@@ -69,6 +81,7 @@ impl Default for PipelineConfig {
             query_labels: false,
             label_noise: None,
             trust: super::TrustConfig::default(),
+            email_views: crate::email::Views::default(),
         }
     }
 }

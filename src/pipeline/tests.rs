@@ -331,6 +331,9 @@ fn confident_contradictions_weigh_less_only_when_they_are_common() {
         PipelineConfig::default(),
     );
     p.model.ensure_task(Task::SingleLabel);
+    for class in ["spam", "ham"] {
+        p.model.intern(class).unwrap();
+    }
     let scored = Scored {
         scores: vec![0.99, 0.01],
         raw: vec![3.0, -3.0],

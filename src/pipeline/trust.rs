@@ -151,6 +151,12 @@ impl Reporters {
         let before = reporter.trust();
         reporter.observe(contradicted, everyone);
         let after = reporter.trust();
+        if self.table.len() == 1 {
+            // Alone it is everyone: nobody to judge it against (its record,
+            // slower than everyone's moving average, would lag it when the
+            // share rises, as on a new stream).
+            return (1.0, false);
+        }
         (before, before >= UNRELIABLE_BELOW && after < UNRELIABLE_BELOW)
     }
 
@@ -244,6 +250,7 @@ mod tests {
     #[test]
     fn a_new_reporter_is_judged_by_the_prior_and_the_crossing_is_reported_once() {
         let mut r = Reporters::new(10);
+        r.observe("other", false, 0.02);
         let mut crossings = 0;
         let mut first = None;
         for _ in 0..20 {
@@ -254,6 +261,11 @@ mod tests {
         assert_eq!(first, Some(1.0));
         assert_eq!(crossings, 1);
         assert!(r.observe("new", true, 0.02).0 < 0.01);
+        // Alone, a reporter is everyone: never judged.
+        let mut alone = Reporters::new(10);
+        for _ in 0..50 {
+            assert_eq!(alone.observe("only", true, 0.0), (1.0, false));
+        }
     }
 
     #[test]
