@@ -127,6 +127,11 @@ fn daemon(a: RunArgs, file: &ConfigFile) -> anyhow::Result<()> {
             a.role
         );
     }
+    if a.input_format == classifyd::config::InputFormat::Email {
+        anyhow::bail!(
+            "--input-format email is for Kafka records; a JSON line carries a raw e-mail as \"email\" or \"email_base64\""
+        );
+    }
     let settings = jsonl::JsonlSettings {
         input: a.input,
         input_name: a.input_name,
@@ -171,6 +176,7 @@ fn kafka_settings(
         checkpoint_dir: a.checkpoint_dir,
         model_topic: a.model_topic,
         reporter_header: a.reporter_header,
+        email_input: (a.input_format == classifyd::config::InputFormat::Email).then_some(a.label_header),
         create_topics: a.create_topics,
         topic_partitions: a.topic_partitions,
         publish: PublishSettings {

@@ -330,6 +330,47 @@ fn reporter_field(field: Option<AnyString>) -> Result<Option<String>, Bad> {
     }
 }
 
+/// A raw e-mail record (Kafka `--input-format email`): the bytes are the
+/// message; `id` (the record key) names it, else its Message-ID; `label`
+/// (a record header) makes it a training example, from `reporter`.
+pub fn parse_email(bytes: &[u8], id: Option<String>, label: Option<&[u8]>, reading: &Reading) -> Result<Message, Bad> {
+    if bytes.len() > reading.max_bytes {
+        return Err(too_large(bytes.len() as u64, reading.max_bytes));
+    }
+    let gold = match label {
+        None => None,
+        Some(l) => {
+            let l =
+                std::str::from_utf8(l).map_err(|_| Bad::new(BadReason::BadLabel, "the label header is not UTF-8"))?;
+            check_labels(std::slice::from_ref(&l.to_string()))?;
+            Some(Gold::One(l.to_string()))
+        }
+    };
+    let r = email::render(bytes, reading.email_views).map_err(|e| Bad::new(BadReason::BadEmail, e.to_string()))?;
+    Ok(Message::Example {
+        id: id.or(r.message_id),
+        text: r.text,
+        gold,
+        split: None,
+        reporter: None,
+        cut: r.cut,
+    })
+}
+
+/// Labels must be non-empty, at most 256 bytes, without control characters.
+fn check_labels(labels: &[String]) -> Result<(), Bad> {
+    match labels
+        .iter()
+        .find(|l| l.is_empty() || l.len() > 256 || l.chars().any(char::is_control))
+    {
+        Some(bad) => Err(Bad::new(
+            BadReason::BadLabel,
+            format!("label {bad:?} is empty, longer than 256 bytes or has control characters"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Parses one message. `max_bytes` caps its size.
 pub fn parse(bytes: &[u8], max_bytes: usize) -> Result<Message, Bad> {
     parse_with(bytes, &Reading::new(max_bytes))
@@ -366,15 +407,8 @@ pub fn parse_with(bytes: &[u8], reading: &Reading) -> Result<Message, Bad> {
         (None, Some(ls)) => Some(Gold::Set(ls.into_iter().map(Scalar::into_string).collect())),
         (None, None) => None,
     };
-    if let Some(bad) = gold.as_ref().and_then(|g| {
-        g.as_slice()
-            .iter()
-            .find(|l| l.is_empty() || l.len() > 256 || l.chars().any(char::is_control))
-    }) {
-        return Err(Bad::new(
-            BadReason::BadLabel,
-            format!("label {bad:?} is empty, longer than 256 bytes or has control characters"),
-        ));
+    if let Some(g) = &gold {
+        check_labels(g.as_slice())?;
     }
     let split = match raw.split.as_deref() {
         None => None,

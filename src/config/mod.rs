@@ -156,6 +156,15 @@ fn at_least_one_usize() -> RangedU64ValueParser<usize> {
     RangedU64ValueParser::new().range(1..)
 }
 
+/// What an input record's value is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum InputFormat {
+    /// A JSON message (the input contract).
+    Json,
+    /// A raw RFC 5322 e-mail.
+    Email,
+}
+
 /// Flags of the pipeline around the model, shared by `run` and `eval`.
 #[derive(Debug, Clone, Args)]
 pub struct PipelineArgs {
@@ -238,6 +247,14 @@ pub struct RunArgs {
     /// The compacted topic that carries the learner's model to predictors.
     #[arg(long, env = "CLASSIFYD_MODEL_TOPIC", default_value = "classifyd-model")]
     pub model_topic: String,
+    /// What an input record's value is: json (the message contract) or
+    /// email (the raw RFC 5322 message; its key is its id, a --label-header
+    /// header its label).
+    #[arg(long, env = "CLASSIFYD_INPUT_FORMAT", value_enum, default_value = "json")]
+    pub input_format: InputFormat,
+    /// With --input-format email, the record header that holds the label.
+    #[arg(long, env = "CLASSIFYD_LABEL_HEADER", default_value = "label", hide = true)]
+    pub label_header: String,
     /// The Kafka record header that names who gave a label (over the
     /// JSON "reporter" field).
     #[arg(long, env = "CLASSIFYD_REPORTER_HEADER", default_value = "reporter", hide = true)]

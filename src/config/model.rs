@@ -56,7 +56,7 @@ pub struct ModelArgs {
     #[arg(long, env = "CLASSIFYD_LEARNING_RATE")]
     pub learning_rate: Option<f32>,
     /// L2 regularization strength (weight decay per step: rate * l2).
-    #[arg(long, env = "CLASSIFYD_L2")]
+    #[arg(long, env = "CLASSIFYD_L2", hide = true)]
     pub l2: Option<f64>,
     /// Learning-rate schedule: constant, inverse (rate / t^power), adagrad, or arow (hinge only).
     #[arg(long, env = "CLASSIFYD_SCHEDULE", hide = true)]

@@ -40,6 +40,17 @@ use crate::features::SparseVec;
 use crate::message::{self, Bad, BadReason, Gold, Message, Split};
 use crate::model::{Model, ModelError, Task};
 
+/// What a raw e-mail record's key and headers say.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EmailRecord<'a> {
+    /// Its id (the record key), if it has one.
+    pub id: Option<&'a str>,
+    /// Its label, from a record header.
+    pub label: Option<&'a [u8]>,
+    /// Who gave the label, from a record header.
+    pub reporter: Option<&'a [u8]>,
+}
+
 /// Counters of what the pipeline has done, by kind and outcome.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Counters {
@@ -229,6 +240,33 @@ impl Pipeline {
         let mut p = std::mem::take(&mut self.spare);
         p.clear();
         self.prep.prepare(raw, false, &mut p);
+        self.handle_spare(p, reporter, default_id, now_ms)
+    }
+
+    /// A raw e-mail record (Kafka `--input-format email`): `record` says
+    /// what its headers and key say ([`message::parse_email`]).
+    pub fn handle_email(
+        &mut self,
+        raw: &[u8],
+        record: EmailRecord<'_>,
+        default_id: &dyn Fn() -> String,
+        now_ms: u64,
+    ) -> Outcome {
+        let mut p = std::mem::take(&mut self.spare);
+        p.clear();
+        self.prep
+            .prepare_email(raw, record.id.map(str::to_string), record.label, &mut p);
+        self.handle_spare(p, record.reporter, default_id, now_ms)
+    }
+
+    /// Handles the one message prepared into `p` (the pipeline's spare batch).
+    fn handle_spare(
+        &mut self,
+        mut p: Prepared,
+        reporter: Option<&[u8]>,
+        default_id: &dyn Fn() -> String,
+        now_ms: u64,
+    ) -> Outcome {
         if let Some(header) = reporter {
             p.set_reporter(0, header);
         }

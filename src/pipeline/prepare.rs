@@ -116,28 +116,46 @@ impl Preparer {
     /// Parses `raw` and appends it to `out`, with its text's features
     /// hashed and, when `count`, their repeats counted too.
     pub fn prepare(&mut self, raw: &[u8], count: bool, out: &mut Prepared) {
+        if raw.iter().all(u8::is_ascii_whitespace) {
+            let at = out.buckets.len();
+            out.messages.push(PreparedMessage {
+                message: None,
+                buckets: at..at,
+                counted: None,
+            });
+            return;
+        }
+        let message = message::parse_with(raw, &self.reading);
+        self.prepare_parsed(message, count, out);
+    }
+
+    /// Appends a message the transport parsed itself (a raw e-mail record)
+    /// to `out`, as [`Preparer::prepare`] does.
+    pub fn prepare_email(&mut self, raw: &[u8], id: Option<String>, label: Option<&[u8]>, out: &mut Prepared) {
+        let message = message::parse_email(raw, id, label, &self.reading);
+        self.prepare_parsed(message, false, out);
+    }
+
+    fn prepare_parsed(&mut self, message: Result<Message, Bad>, count: bool, out: &mut Prepared) {
         let from = out.buckets.len();
         let mut prepared = PreparedMessage {
             message: None,
             buckets: from..from,
             counted: None,
         };
-        if !raw.iter().all(u8::is_ascii_whitespace) {
-            let message = message::parse_with(raw, &self.reading);
-            if let Ok(Message::Example { text, .. }) = &message {
-                self.featurizer.hash_buckets(text, &mut out.buckets);
-                prepared.buckets = from..out.buckets.len();
-                if count {
-                    self.featurizer
-                        .count_buckets(&out.buckets[prepared.buckets.clone()], &mut self.scratch);
-                    let at = out.counted.idx.len();
-                    out.counted.idx.extend_from_slice(&self.scratch.idx);
-                    out.counted.val.extend_from_slice(&self.scratch.val);
-                    prepared.counted = Some(at..out.counted.idx.len());
-                }
+        if let Ok(Message::Example { text, .. }) = &message {
+            self.featurizer.hash_buckets(text, &mut out.buckets);
+            prepared.buckets = from..out.buckets.len();
+            if count {
+                self.featurizer
+                    .count_buckets(&out.buckets[prepared.buckets.clone()], &mut self.scratch);
+                let at = out.counted.idx.len();
+                out.counted.idx.extend_from_slice(&self.scratch.idx);
+                out.counted.val.extend_from_slice(&self.scratch.val);
+                prepared.counted = Some(at..out.counted.idx.len());
             }
-            prepared.message = Some(message);
         }
+        prepared.message = Some(message);
         out.messages.push(prepared);
     }
 }

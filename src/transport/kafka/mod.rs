@@ -59,6 +59,9 @@ pub struct KafkaSettings {
     pub model_topic: String,
     /// The record header that names a label's reporter (`--reporter-header`).
     pub reporter_header: String,
+    /// With `--input-format email`, the input topic's values are raw
+    /// e-mails, and this record header holds their label.
+    pub email_input: Option<String>,
     pub group_id: String,
     /// librdkafka properties (`-X key=value`), applied to consumer and producer.
     pub properties: Vec<(String, String)>,

@@ -21,7 +21,7 @@ use super::KafkaSettings;
 use super::context::Ctx;
 use crate::checkpoint::{self, CheckpointDir};
 use crate::clock::now_ms;
-use crate::pipeline::{Outcome, Pipeline};
+use crate::pipeline::{EmailRecord, Outcome, Pipeline};
 use crate::replica::Publisher;
 use crate::transport::sinks::DEAD_LETTER_PREFIX;
 use crate::transport::{Cadence, DaemonError};
@@ -69,6 +69,8 @@ pub(super) struct State {
     pub(super) review_topic: Option<String>,
     /// The record header that names a label's reporter.
     pub(super) reporter_header: String,
+    /// The input topic and its label header, when its values are raw e-mails.
+    pub(super) email_input: Option<(String, String)>,
     pub(super) flush_timeout: Duration,
     pub(super) cadence: Cadence,
     pub(super) checkpoints: u64,
@@ -113,6 +115,7 @@ impl State {
             dead_letter_topic: s.dead_letter_topic.clone(),
             review_topic: s.review_topic.clone(),
             reporter_header: s.reporter_header.clone(),
+            email_input: s.email_input.clone().map(|label| (s.input_topic.clone(), label)),
             flush_timeout: s.flush_timeout,
             cadence,
             checkpoints: 0,
@@ -130,12 +133,25 @@ impl State {
         let stamp = msg.timestamp().to_millis().and_then(|t| u64::try_from(t).ok());
         let now = stamp.unwrap_or_else(now_ms);
         let started = Instant::now();
-        let reporter = msg.headers().and_then(|h| {
-            h.iter()
-                .find(|h| h.key == self.reporter_header)
-                .map(|h| h.value.unwrap_or_default())
-        });
-        let outcome = self.pipeline.handle_reported(payload, reporter, &default_id, now);
+        let header = |name: &str| {
+            msg.headers()
+                .and_then(|h| h.iter().find(|h| h.key == name).map(|h| h.value.unwrap_or_default()))
+        };
+        let reporter = header(&self.reporter_header);
+        let outcome = match &self.email_input {
+            Some((input, label)) if input == topic => {
+                let record = EmailRecord {
+                    id: msg
+                        .key()
+                        .and_then(|k| std::str::from_utf8(k).ok())
+                        .filter(|k| !k.is_empty()),
+                    label: header(label),
+                    reporter,
+                };
+                self.pipeline.handle_email(payload, record, &default_id, now)
+            }
+            _ => self.pipeline.handle_reported(payload, reporter, &default_id, now),
+        };
         crate::metrics::handled(&outcome, started.elapsed());
         if let Some((publisher, _)) = &mut self.publisher {
             publisher.observe(self.pipeline.model().version(), now_ms);
