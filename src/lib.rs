@@ -6,6 +6,7 @@
 //! - [`config`]: flags, environment variables, config file, validation.
 //! - [`message`]: the input contract and the bounded set of bad-input reasons.
 //! - [`email`]: raw RFC 5322 / MIME e-mail into the text the model reads.
+//! - [`mailbox`]: Maildir, mbox and message folders as message streams.
 //! - [`features`]: tokenizer, word and character n-grams, feature hashing.
 //! - [`hugepages`]: zeroed hashed-feature tables on transparent huge pages.
 //! - [`model`]: the online learners (perceptron, logistic, hinge, naive
@@ -19,7 +20,7 @@
 //! - [`transport`]: `classifyd run` on JSON lines ([`transport::jsonl`]) and
 //!   on Kafka ([`transport::kafka`], exactly-once learning through
 //!   checkpointed offsets), and what both need to run.
-//! - [`commands`]: `eval`, `predict`, `inspect`.
+//! - [`commands`]: `eval`, `learn`, `predict`, `inspect`.
 //! - [`plot`]: the learning-curve SVG of `eval --plot`.
 //! - [`metrics`]: the Prometheus endpoint, `/healthz` and `/readyz`.
 //! - [`shutdown`]: SIGTERM/SIGINT handling.
@@ -35,6 +36,7 @@ pub mod email;
 pub mod eval;
 pub mod features;
 pub mod hugepages;
+pub mod mailbox;
 pub mod message;
 pub mod metrics;
 pub mod model;

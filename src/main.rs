@@ -67,6 +67,22 @@ fn run(command: Command, file: &ConfigFile) -> anyhow::Result<()> {
                 write!(out, "{}", result.render())?;
             }
         }
+        Command::Learn(a) => {
+            let s = commands::learn(&a)?;
+            eprintln!(
+                "learned {} of {} messages as {:?} (model version {}), into {}{}",
+                s.learned,
+                s.messages,
+                a.label,
+                s.model_version,
+                s.checkpoint.display(),
+                if s.bad.is_empty() {
+                    String::new()
+                } else {
+                    format!("; not learned: {:?}", s.bad)
+                }
+            );
+        }
         Command::Predict(a) => {
             let (ok, bad) = commands::predict(&a)?;
             tracing::info!(predicted = ok, skipped = bad, "predict finished");

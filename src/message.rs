@@ -358,7 +358,7 @@ pub fn parse_email(bytes: &[u8], id: Option<String>, label: Option<&[u8]>, readi
 }
 
 /// Labels must be non-empty, at most 256 bytes, without control characters.
-fn check_labels(labels: &[String]) -> Result<(), Bad> {
+pub fn check_labels(labels: &[String]) -> Result<(), Bad> {
     match labels
         .iter()
         .find(|l| l.is_empty() || l.len() > 256 || l.chars().any(char::is_control))

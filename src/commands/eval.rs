@@ -381,7 +381,7 @@ fn process_cpu_seconds() -> f64 {
 }
 
 /// A byte-progress bar on stderr; indicatif hides it when stderr is not a terminal.
-fn progress_bar(total: u64) -> indicatif::ProgressBar {
+pub(super) fn progress_bar(total: u64) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
     if let Ok(style) =
         indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")

@@ -2,8 +2,10 @@
 //! binary only parses flags and prints errors).
 
 mod eval;
+mod learn;
 
 pub use eval::{EvalResult, LabelBudget, eval};
+pub use learn::{LearnSummary, learn};
 
 use std::collections::BTreeMap;
 use std::fs::File;

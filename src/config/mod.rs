@@ -46,6 +46,9 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Progressive (test-then-train) evaluation of a whole JSON-lines stream.
     Eval(Box<EvalArgs>),
+    /// Learn mail folders (Maildir, mbox, folders of message files) with
+    /// one label into a checkpoint, as sa-learn does.
+    Learn(Box<LearnArgs>),
     /// Predict each line of a JSON-lines input with a checkpointed model.
     Predict(PredictArgs),
     /// Summarise a checkpointed model and its strongest features.
@@ -335,6 +338,30 @@ pub struct EvalArgs {
     pub pipeline: PipelineArgs,
     #[command(flatten)]
     pub labels: review::LabelBudgetArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LearnArgs {
+    /// The label every message learned gets (e.g. spam, ham).
+    #[arg(long, env = "CLASSIFYD_LEARN_LABEL")]
+    pub label: String,
+    /// Where the model lives: resumed from, and saved to at the end.
+    #[arg(long, env = "CLASSIFYD_CHECKPOINT_DIR")]
+    pub checkpoint_dir: PathBuf,
+    /// Who gave these labels (a reporter, as a label's "reporter" field).
+    #[arg(long, env = "CLASSIFYD_LEARN_REPORTER")]
+    pub reporter: Option<String>,
+    /// Checkpoints kept in the directory.
+    #[arg(long, env = "CLASSIFYD_KEEP_CHECKPOINTS", default_value_t = crate::checkpoint::DEFAULT_KEEP, value_parser = at_least_one_usize(), hide = true)]
+    pub keep_checkpoints: usize,
+    /// Maildirs, mbox files, folders of message files, or message files
+    /// (the variable names one).
+    #[arg(required = true, env = "CLASSIFYD_LEARN_PATHS")]
+    pub paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
 }
 
 #[derive(Debug, Clone, Args)]
