@@ -30,6 +30,10 @@ use mail_parser::{Host, MessageParser, MimeHeaders, PartType};
 pub const RAW_PREFIX_BYTES: usize = 3000;
 /// Most bytes of decoded text (subject, text parts) kept.
 pub const MAX_BODY_BYTES: usize = 64 << 10;
+/// Most bytes of a raw message parsed: past them it is cut (a large
+/// attachment is not decoded whole; `--max-message-bytes` refuses larger
+/// input before it gets here, at 1 MiB by default).
+pub const MAX_PARSE_BYTES: usize = 4 << 20;
 /// Most MIME parts looked at.
 pub const MAX_PARTS: usize = 64;
 /// Most header tokens written.
@@ -99,6 +103,8 @@ pub fn render(raw: &[u8], views: Views) -> Result<Rendered, NotEmail> {
     if raw.iter().all(u8::is_ascii_whitespace) {
         return Err(NotEmail("the message is empty"));
     }
+    let whole = raw;
+    let raw = &raw[..raw.len().min(MAX_PARSE_BYTES)];
     let msg = MessageParser::default()
         .parse(raw)
         .ok_or(NotEmail("no header or body could be parsed"))?;
@@ -107,7 +113,7 @@ pub fn render(raw: &[u8], views: Views) -> Result<Rendered, NotEmail> {
     }
     let mut out = Rendered {
         text: String::with_capacity(raw.len().min(RAW_PREFIX_BYTES + MAX_BODY_BYTES) + 1024),
-        cut: false,
+        cut: whole.len() > raw.len(),
         message_id: msg.message_id().map(str::to_string),
     };
     if views.raw {
