@@ -235,7 +235,7 @@ fn draw(
         .map(|s| s.to_string_lossy().into_owned())
         .collect();
     let title = parts.into_iter().rev().collect::<Vec<_>>().join("/");
-    crate::plot::render(curve, m.labels(), &support, &title, plot).map_err(|e| CommandError::Usage(e.to_string()))
+    Ok(crate::plot::render(curve, m.labels(), &support, &title, plot)?)
 }
 
 /// The report of a finished evaluation; `timing` is (wall, CPU) seconds.

@@ -37,8 +37,7 @@ pub fn learn(args: &LearnArgs) -> Result<LearnSummary, CommandError> {
         ..args.pipeline.settings()
     };
     let mut dir = CheckpointDir::open(&args.checkpoint_dir, args.keep_checkpoints)?;
-    let (mut pipeline, positions, _) =
-        load_or_new(Some(&dir), &features, &hyper, cfg).map_err(|e| CommandError::Usage(e.to_string()))?;
+    let (mut pipeline, positions, _) = load_or_new(Some(&dir), &features, &hyper, cfg)?;
     let bar = progress_bar(mailbox::total_bytes(&args.paths));
     let mut summary = LearnSummary::default();
     let max = pipeline.config().max_message_bytes;

@@ -41,6 +41,11 @@ pub enum CommandError {
     Checkpoint(#[from] CheckpointError),
     #[error("no checkpoint in {0}")]
     NoCheckpoint(PathBuf),
+    #[error(transparent)]
+    Plot(#[from] crate::plot::PlotError),
+    /// Opening or resuming a checkpoint directory (`learn`).
+    #[error(transparent)]
+    Resume(#[from] crate::transport::DaemonError),
 }
 
 fn io_at(path: impl Into<String>) -> impl FnOnce(io::Error) -> CommandError {
