@@ -37,7 +37,7 @@ cp "$(ls "$seed"/ck/*.ckpt | tail -n 1)" fuzz/corpus/checkpoint/sms
 # Raw e-mail: the first 200 SpamAssassin messages, each cut to 4 KiB.
 raw=../shared/data/spamassassin/raw
 if [[ -d $raw ]]; then
-  tail -n +2 "$raw/index.tsv" | head -n 200 | while IFS=$'\t' read -r pos _ _ file; do
+  sed -n '2,201p' "$raw/index.tsv" | while IFS=$'\t' read -r pos _ _ file; do
     head -c 4096 "$raw/$file" > "fuzz/corpus/email/sa-$pos"
   done
 fi
