@@ -6,34 +6,14 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use base64::Engine as _;
 use common::*;
 
-/// (id, label, raw bytes) of the first `n` messages of the raw corpus.
-fn raw_messages(n: usize) -> Vec<(String, String, Vec<u8>)> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/spamassassin/raw");
-    let index = std::fs::read_to_string(root.join("index.tsv")).expect("../shared/data/spamassassin/raw");
-    index
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .take(n)
-        .map(|l| {
-            let f: Vec<&str> = l.split('\t').collect();
-            (
-                f[1].to_string(),
-                f[2].to_string(),
-                std::fs::read(root.join(f[3])).unwrap(),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn raw_emails_are_learned_predicted_and_junk_dead_lettered() {
-    let msgs = raw_messages(500);
+    let msgs = raw_emails(500);
     let b64 = |raw: &[u8]| base64::engine::general_purpose::STANDARD.encode(raw);
     let mut lines: Vec<String> = Vec::new();
     for (id, label, raw) in &msgs[..400] {

@@ -5,34 +5,14 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use common::*;
 
-/// (id, label, raw bytes) of the first `n` raw SpamAssassin messages.
-fn raw_messages(n: usize) -> Vec<(String, String, Vec<u8>)> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/spamassassin/raw");
-    let index = std::fs::read_to_string(root.join("index.tsv")).expect("../shared/data/spamassassin/raw");
-    index
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .take(n)
-        .map(|l| {
-            let f: Vec<&str> = l.split('\t').collect();
-            (
-                f[1].to_string(),
-                f[2].to_string(),
-                std::fs::read(root.join(f[3])).unwrap(),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn raw_email_records_with_labels_from_a_header_and_the_feedback_topic() {
     let topics = Topics::create(1);
-    let msgs = raw_messages(360);
+    let msgs = raw_emails(360);
     let label = |l: &str| Some(("label".to_string(), l.as_bytes().to_vec()));
     let mut input: Vec<Headed> = msgs[..300]
         .iter()

@@ -29,6 +29,22 @@ pub fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
 }
 
+/// (id, label, raw bytes) of the first `n` raw SpamAssassin messages, in
+/// the stream's order (`../shared/data/spamassassin/raw/index.tsv`).
+pub fn raw_emails(n: usize) -> Vec<(String, String, Vec<u8>)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/spamassassin/raw");
+    let index = fs::read_to_string(root.join("index.tsv")).expect("../shared/data/spamassassin/raw");
+    index
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .take(n)
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (f[1].to_string(), f[2].to_string(), fs::read(root.join(f[3])).unwrap())
+        })
+        .collect()
+}
+
 /// Peak RSS, in MiB, of the children this process has waited for (a test
 /// binary of its own measures one daemon: tests in one binary run at once).
 pub fn children_peak_rss_mib() -> f64 {
@@ -162,8 +178,7 @@ pub fn producer() -> BaseProducer {
 
 /// Produces `(key, value, timestamp_ms)` to `partition` of `topic`, in order, and waits for delivery.
 pub fn produce(topic: &str, partition: Option<i32>, msgs: &[(String, Vec<u8>, Option<i64>)]) {
-    let p = producer();
-    for (key, value, ts) in msgs {
+    send_all(msgs.iter().map(|(key, value, ts)| {
         let mut rec = BaseRecord::to(topic).key(key.as_bytes()).payload(value.as_slice());
         if let Some(part) = partition {
             rec = rec.partition(part);
@@ -171,6 +186,15 @@ pub fn produce(topic: &str, partition: Option<i32>, msgs: &[(String, Vec<u8>, Op
         if let Some(ts) = ts {
             rec = rec.timestamp(*ts);
         }
+        rec
+    }));
+}
+
+/// Sends every record in order (waiting while the queue is full) and
+/// waits for their delivery.
+fn send_all<'a>(records: impl Iterator<Item = BaseRecord<'a, [u8], [u8]>>) {
+    let p = producer();
+    for rec in records {
         let mut rec = Some(rec);
         while let Some(r) = rec.take() {
             if let Err((_, r)) = p.send(r) {
@@ -190,8 +214,7 @@ pub type Headed = (String, Vec<u8>, Option<(String, Vec<u8>)>);
 /// its one record header `(name, value)` if any, and waits for delivery.
 pub fn produce_with_headers(topic: &str, msgs: &[Headed]) {
     use rdkafka::message::{Header, OwnedHeaders};
-    let p = producer();
-    for (key, value, header) in msgs {
+    send_all(msgs.iter().map(|(key, value, header)| {
         let mut rec = BaseRecord::to(topic)
             .key(key.as_bytes())
             .payload(value.as_slice())
@@ -202,16 +225,8 @@ pub fn produce_with_headers(topic: &str, msgs: &[Headed]) {
                 value: Some(v.as_slice()),
             }));
         }
-        let mut rec = Some(rec);
-        while let Some(r) = rec.take() {
-            if let Err((_, r)) = p.send(r) {
-                p.poll(Duration::from_millis(10));
-                rec = Some(r);
-            }
-        }
-        p.poll(Duration::ZERO);
-    }
-    p.flush(Duration::from_secs(30)).expect("flush");
+        rec
+    }));
 }
 
 /// The lines of a JSON-lines file as (id, bytes) messages.
