@@ -23,6 +23,7 @@
 //! - [`commands`]: `eval`, `learn`, `predict`, `inspect`.
 //! - [`plot`]: the learning-curve SVG of `eval --plot`.
 //! - [`metrics`]: the Prometheus endpoint, `/healthz` and `/readyz`.
+//! - [`http`]: predictions on request, `POST /v1/classify` (`--http-addr`).
 //! - [`shutdown`]: SIGTERM/SIGINT handling.
 //! - [`clock`]: the wall clock in the pipeline's unit.
 //! - [`demo`]: `classifyd demo-produce`, a labeled stream with late feedback.
@@ -35,6 +36,7 @@ pub mod demo;
 pub mod email;
 pub mod eval;
 pub mod features;
+pub mod http;
 pub mod hugepages;
 pub mod mailbox;
 pub mod message;

@@ -161,6 +161,7 @@ fn daemon(a: RunArgs, file: &ConfigFile) -> anyhow::Result<()> {
         features,
         hyper,
         pipeline,
+        http: a.http.settings(),
     };
     jsonl::run_jsonl(&settings, &shutdown, telemetry.as_ref())?;
     Ok(())
@@ -204,6 +205,7 @@ fn kafka_settings(
         checkpoint_every_updates: a.checkpoint_every_updates,
         keep_checkpoints: a.keep_checkpoints,
         flush_timeout: Duration::from_secs(a.shutdown_timeout_secs),
+        http: a.http.settings(),
         features,
         hyper,
         pipeline,

@@ -9,6 +9,7 @@
 pub mod bytes;
 mod feedback;
 mod file;
+pub mod http;
 mod model;
 pub mod properties;
 pub mod review;
@@ -310,6 +311,8 @@ pub struct RunArgs {
     pub pipeline: PipelineArgs,
     #[command(flatten)]
     pub review: review::ReviewArgs,
+    #[command(flatten)]
+    pub http: http::HttpArgs,
 }
 
 #[derive(Debug, Clone, Args)]

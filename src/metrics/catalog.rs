@@ -212,6 +212,21 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "counter",
         "Model-topic records a predictor could not use (damaged, other format)",
     ),
+    (
+        "classifyd_http_requests_total",
+        "counter",
+        "Requests to POST /v1/classify answered, by status code (--http-addr)",
+    ),
+    (
+        "classifyd_http_request_duration_seconds",
+        "histogram",
+        "Time from a request's headers to its answer (--http-addr)",
+    ),
+    (
+        "classifyd_http_connections_refused_total",
+        "counter",
+        "Connections to --http-addr closed unserved, by reason (too_many_connections, accept_error)",
+    ),
     ("classifyd_checkpoints_total", "counter", "Checkpoints written"),
     (
         "classifyd_checkpoint_failures_total",

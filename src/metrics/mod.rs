@@ -151,6 +151,11 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
     let _ = metrics::histogram!("classifyd_checkpoint_duration_seconds");
     // Registered, so that it is exported (empty) before the first swap.
     let _ = metrics::histogram!("classifyd_model_staleness_seconds");
+    let _ = metrics::histogram!("classifyd_http_request_duration_seconds");
+    counter!("classifyd_http_requests_total", "code" => "200").absolute(0);
+    for reason in ["too_many_connections", "accept_error"] {
+        counter!("classifyd_http_connections_refused_total", "reason" => reason).absolute(0);
+    }
     for kind in ["snapshot", "delta"] {
         counter!("classifyd_model_published_bytes_total", "kind" => kind).absolute(0);
         counter!("classifyd_model_publications_total", "kind" => kind).absolute(0);
@@ -385,4 +390,15 @@ pub fn model_staleness(oldest_update_ms: u64) {
         let secs = crate::clock::now_ms().saturating_sub(oldest_update_ms) as f64 / 1000.0;
         metrics::histogram!("classifyd_model_staleness_seconds").record(secs);
     }
+}
+
+/// A request to the HTTP endpoint was answered with `code` after `took`.
+pub fn http_answered(code: u16, took: Duration) {
+    counter!("classifyd_http_requests_total", "code" => code.to_string()).increment(1);
+    metrics::histogram!("classifyd_http_request_duration_seconds").record(took.as_secs_f64());
+}
+
+/// A connection to the HTTP endpoint was closed unserved.
+pub fn http_refused(reason: &'static str) {
+    counter!("classifyd_http_connections_refused_total", "reason" => reason).increment(1);
 }

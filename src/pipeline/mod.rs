@@ -15,6 +15,7 @@ mod labels;
 mod noise;
 mod outcome;
 mod prepare;
+mod request;
 mod review;
 mod role;
 mod settings;

@@ -139,9 +139,7 @@ impl Review {
     /// budget allows (spending the budget).
     pub fn consider(&mut self, confidence: f32, now_ms: u64) -> Verdict {
         let f = self.cfg.fraction;
-        // No evidence either way (a gap of 0) is uncertain whatever the
-        // band (but for a review of nothing).
-        let uncertain = f64::from(confidence) < self.band || (confidence <= 0.0 && f > 0.0);
+        let uncertain = self.is_uncertain(confidence);
         self.remember(confidence);
         self.seen += 1;
         self.tokens = (self.tokens + f).min(self.burst);
@@ -160,6 +158,14 @@ impl Review {
             self.minute_tokens -= 1.0;
         }
         Verdict { uncertain, ask }
+    }
+
+    /// Whether `confidence` falls in today's uncertain band, without
+    /// counting it or spending the budget (a prediction on request).
+    pub fn is_uncertain(&self, confidence: f32) -> bool {
+        // No evidence either way (a gap of 0) is uncertain whatever the
+        // band (but for a review of nothing).
+        f64::from(confidence) < self.band || (confidence <= 0.0 && self.cfg.fraction > 0.0)
     }
 
     /// Keeps `confidence` in the window, and every window / 25 predictions

@@ -16,6 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::lines::{LEGACY_POSITION, LineEvent, LineSource, Resume, record_position};
@@ -24,6 +25,7 @@ use super::{Cadence, DaemonError, load_or_new};
 use crate::checkpoint::{self, CheckpointDir};
 use crate::clock::now_ms;
 use crate::features::FeatureConfig;
+use crate::http::{HttpServer, HttpSettings, Shared};
 use crate::metrics::Telemetry;
 use crate::model::HyperChoice;
 use crate::pipeline::{Outcome, Pipeline, PipelineConfig};
@@ -47,6 +49,8 @@ pub struct JsonlSettings {
     pub features: FeatureConfig,
     pub hyper: HyperChoice,
     pub pipeline: PipelineConfig,
+    /// Predictions on request (`--http-addr`).
+    pub http: Option<HttpSettings>,
 }
 
 /// What a run did.
@@ -75,7 +79,10 @@ pub fn run_jsonl(
         match daemon.source.next(Duration::from_millis(100)) {
             None => continue,
             Some(LineEvent::Start(resume)) => daemon.on_start(resume),
-            Some(LineEvent::End) => break,
+            Some(LineEvent::End) => {
+                daemon.on_end(shutdown)?;
+                break;
+            }
             Some(LineEvent::Error(e)) => return Err(DaemonError::Io(e)),
             Some(LineEvent::Oversized { number, prefix, length }) => daemon.on_oversized(number, prefix, length)?,
             Some(LineEvent::Line { number, bytes }) => daemon.on_line(number, bytes)?,
@@ -89,7 +96,11 @@ pub fn run_jsonl(
 struct JsonlDaemon<'a> {
     s: &'a JsonlSettings,
     telemetry: Option<&'a Telemetry>,
-    pipeline: Pipeline,
+    /// Behind a lock only for the HTTP endpoint's requests (uncontended
+    /// without them).
+    shared: Arc<Mutex<Pipeline>>,
+    /// The HTTP endpoint, stopped before the last checkpoint.
+    http: Option<HttpServer>,
     positions: BTreeMap<String, u64>,
     dir: Option<CheckpointDir>,
     source: LineSource,
@@ -132,10 +143,19 @@ impl<'a> JsonlDaemon<'a> {
             crate::metrics::publish(&pipeline);
             t.set_ready(true);
         }
+        let shared = Arc::new(Mutex::new(pipeline));
+        let http = match &s.http {
+            Some(h) => {
+                let handle = Shared::new(Arc::clone(&shared), |p: &mut Pipeline| p);
+                Some(HttpServer::start(h.clone(), Arc::new(handle))?)
+            }
+            None => None,
+        };
         Ok(JsonlDaemon {
             s,
             telemetry,
-            pipeline,
+            shared,
+            http,
             positions,
             dir,
             source,
@@ -156,12 +176,13 @@ impl<'a> JsonlDaemon<'a> {
     /// and by updates.
     fn on_tick(&mut self) -> Result<(), DaemonError> {
         if self.telemetry.is_some() && self.last_publish.elapsed() >= crate::metrics::PUBLISH_INTERVAL {
-            crate::metrics::publish(&self.pipeline);
+            crate::metrics::publish(&lock(&self.shared));
             self.last_publish = Instant::now();
         }
-        if self.cadence.due_by_time() || self.cadence.due_by_updates(self.pipeline.model().version()) {
+        let version = lock(&self.shared).model().version();
+        if self.cadence.due_by_time() || self.cadence.due_by_updates(version) {
             self.checkpoint()?;
-            self.cadence.done(self.pipeline.model().version());
+            self.cadence.done(version);
         }
         Ok(())
     }
@@ -191,9 +212,7 @@ impl<'a> JsonlDaemon<'a> {
     /// A line over the size cap: read past, never held, refused with its
     /// first bytes and its length.
     fn on_oversized(&mut self, number: u64, prefix: Vec<u8>, length: u64) -> Result<(), DaemonError> {
-        let bad = self
-            .pipeline
-            .refuse(crate::message::too_large(length, self.s.pipeline.max_message_bytes));
+        let bad = lock(&self.shared).refuse(crate::message::too_large(length, self.s.pipeline.max_message_bytes));
         let position = format!("{}:{}", self.source.name, number + 1);
         self.dead.write_prefix(&position, &bad, &prefix, length)?;
         self.done(number, prefix);
@@ -204,7 +223,7 @@ impl<'a> JsonlDaemon<'a> {
     fn on_line(&mut self, number: u64, bytes: Vec<u8>) -> Result<(), DaemonError> {
         let default_id = || (number + 1).to_string();
         let started = Instant::now();
-        let outcome = self.pipeline.handle(&bytes, &default_id, now_ms());
+        let outcome = lock(&self.shared).handle(&bytes, &default_id, now_ms());
         crate::metrics::handled(&outcome, started.elapsed());
         match outcome {
             Outcome::Predicted(p) => self.predictions.write(&p)?,
@@ -215,6 +234,21 @@ impl<'a> JsonlDaemon<'a> {
             _ => {}
         }
         self.done(number, bytes);
+        Ok(())
+    }
+
+    /// The input ended. With the HTTP endpoint on, the daemon checkpoints
+    /// and goes on answering requests until it is stopped.
+    fn on_end(&mut self, shutdown: &Shutdown) -> Result<(), DaemonError> {
+        if self.http.is_none() {
+            return Ok(());
+        }
+        self.checkpoint()?;
+        tracing::info!("the input ended; answering POST /v1/classify until stopped");
+        while !shutdown.is_triggered() {
+            std::thread::sleep(Duration::from_millis(100));
+            self.on_tick()?;
+        }
         Ok(())
     }
 
@@ -240,7 +274,7 @@ impl<'a> JsonlDaemon<'a> {
                 );
             }
             let saved = dir
-                .save(&mut checkpoint::capture(&self.pipeline, &self.positions))
+                .save(&mut checkpoint::capture(&lock(&self.shared), &self.positions))
                 .inspect_err(|_| crate::metrics::checkpoint_failed())?;
             crate::metrics::checkpoint_saved(&saved);
             tracing::debug!(path = %saved.path.display(), bytes = saved.bytes, ms = saved.duration.as_millis() as u64, "checkpoint written");
@@ -252,18 +286,25 @@ impl<'a> JsonlDaemon<'a> {
     /// The last checkpoint (none when nothing new was read since the one it
     /// resumed from, which still says it all), and the summary.
     fn shutdown(mut self) -> Result<RunSummary, DaemonError> {
+        drop(self.http.take());
         if self.summary.lines > 0 || self.summary.resumed_from.is_none() {
             self.checkpoint()?;
         }
-        let r = self.pipeline.progressive().report();
+        let pipeline = lock(&self.shared);
+        let r = pipeline.progressive().report();
         tracing::info!(
             lines = self.summary.lines,
-            learned = self.pipeline.counters().learned,
-            predicted = self.pipeline.counters().predicted,
-            bad = self.pipeline.counters().bad_total(),
+            learned = pipeline.counters().learned,
+            predicted = pipeline.counters().predicted,
+            bad = pipeline.counters().bad_total(),
             accuracy = r.accuracy,
             "run finished"
         );
         Ok(self.summary)
     }
+}
+
+fn lock(pipeline: &Mutex<Pipeline>) -> MutexGuard<'_, Pipeline> {
+    // A panic while holding the lock would already have ended the daemon.
+    pipeline.lock().unwrap_or_else(|p| p.into_inner())
 }

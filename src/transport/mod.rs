@@ -51,6 +51,8 @@ pub enum DaemonError {
     /// Settings that cannot work together.
     #[error("{0}")]
     Usage(String),
+    #[error(transparent)]
+    Http(#[from] crate::http::HttpError),
 }
 
 /// A pipeline with the positions its checkpoint recorded and the

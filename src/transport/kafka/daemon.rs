@@ -31,6 +31,7 @@ use super::state::{DeliveryCounter, State};
 use super::{KafkaSettings, KafkaSummary, topics};
 use crate::checkpoint::CheckpointDir;
 use crate::clock::now_ms;
+use crate::http::{HttpServer, Shared};
 use crate::metrics::Telemetry;
 use crate::pipeline::{Pipeline, Role};
 use crate::replica::{Publisher, TopicIndex};
@@ -66,6 +67,8 @@ pub(super) struct Daemon<'a> {
     /// Partitions assigned now (for `/readyz`).
     assigned: Arc<AtomicU64>,
     feed: Option<ModelFeed>,
+    /// The HTTP endpoint, stopped before the last checkpoint.
+    http: Option<HttpServer>,
     errors: ErrorSpell,
     next_tick: Instant,
     next_feed: Instant,
@@ -123,6 +126,13 @@ impl<'a> Daemon<'a> {
         tracing::info!(brokers = %s.brokers, ?topics, role = %s.pipeline.role, "consuming");
         // Exported from the start, at 0, so a rate over it is defined before the first error.
         metrics::counter!("classifyd_consumer_errors_total").increment(0);
+        let http = match &s.http {
+            Some(h) => {
+                let handle = Shared::new(Arc::clone(&state), |st: &mut State| &mut st.pipeline);
+                Some(HttpServer::start(h.clone(), Arc::new(handle))?)
+            }
+            None => None,
+        };
         Ok(Some(Daemon {
             s,
             shutdown,
@@ -131,6 +141,7 @@ impl<'a> Daemon<'a> {
             state,
             assigned,
             feed: opened.feed,
+            http,
             errors: ErrorSpell::default(),
             next_tick: Instant::now() + TICK,
             next_feed: Instant::now(),
@@ -237,7 +248,8 @@ impl<'a> Daemon<'a> {
 
     /// Finishes: a learner publishes its last version, then the last
     /// checkpoint (flush, save, commit) is retried until the deadline.
-    pub(super) fn shutdown(self) -> Result<KafkaSummary, DaemonError> {
+    pub(super) fn shutdown(mut self) -> Result<KafkaSummary, DaemonError> {
+        drop(self.http.take());
         let mut st = lock(&self.state);
         // The learner's last version goes out with the last checkpoint's flush.
         st.publish_model(true);

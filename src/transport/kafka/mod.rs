@@ -79,6 +79,8 @@ pub struct KafkaSettings {
     pub hyper: HyperChoice,
     /// Its `role` says what this process does.
     pub pipeline: PipelineConfig,
+    /// Predictions on request (`--http-addr`).
+    pub http: Option<crate::http::HttpSettings>,
     /// Create the topics this process needs when they are missing.
     pub create_topics: bool,
     /// Partitions of the topics it creates (the model topic has one).
