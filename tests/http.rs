@@ -10,42 +10,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::http::*;
 use common::*;
 use serde_json::Value;
-
-/// A client that hands back 4xx and 5xx answers instead of failing on them.
-pub fn client() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into()
-}
-
-/// POSTs `body` to `/v1/classify` (with `query`): (status, parsed answer).
-pub fn classify(agent: &ureq::Agent, addr: &str, query: &str, body: &str) -> (u16, Value) {
-    let mut r = agent
-        .post(format!("http://{addr}/v1/classify{query}"))
-        .header("content-type", "application/json")
-        .send(body)
-        .expect("an answer");
-    let status = r.status().as_u16();
-    let text = r.body_mut().read_to_string().expect("a body");
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}")),
-    )
-}
-
-/// Waits until the endpoint answers a probe.
-pub fn wait_for_endpoint(agent: &ureq::Agent, addr: &str) {
-    wait_for("the HTTP endpoint", Duration::from_secs(60), || {
-        agent
-            .post(format!("http://{addr}/v1/classify"))
-            .send(r#"{"text":"probe"}"#)
-            .is_ok_and(|r| r.status() == 200)
-    });
-}
 
 /// The SMS slice's first 900 lines learned, then 40 more without their
 /// labels: (input lines, the 40 requests).
@@ -60,14 +27,6 @@ fn stream() -> (Vec<String>, Vec<String>) {
     }
     input.extend(requests.iter().cloned());
     (input, requests)
-}
-
-/// A prediction without its "uncertain" mark, which says where the
-/// uncertain band stood when it was made (the band moves as predictions
-/// are made; docs/http.md).
-pub fn settled(mut prediction: Value) -> Value {
-    prediction.as_object_mut().map(|o| o.remove("uncertain"));
-    prediction
 }
 
 /// A daemon killed if the test fails before stopping it.

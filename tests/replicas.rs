@@ -301,3 +301,75 @@ fn kill_9_of_a_predictor_and_of_the_learner_loses_nothing() {
         "the learner's model is the uninterrupted run's"
     );
 }
+
+/// `POST /v1/classify` on a learner and a predictor: the predictor answers
+/// what it publishes on the output topic for the same message, the learner
+/// the same label and version from its live model, and a label sent later
+/// for a message asked of the learner is joined and learned.
+#[test]
+fn a_learner_and_a_predictor_answer_requests_like_the_output_topic() {
+    use common::http::{classify, client, settled, wait_for_endpoint};
+    let d = Deployment::new();
+    let (topics, dir) = (&d.topics, d.dir.clone());
+    let lines = sms_lines();
+    let http: Vec<String> = (0..2).map(|_| format!("127.0.0.1:{}", free_port())).collect();
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let learner = d.learner(&["--http-addr", &http[0]]);
+    let predictor = d.predictor(&["--http-addr", &http[1], "--metrics-addr", &metrics]);
+    produce(&topics.input, None, &lines_as_messages(&lines[..800]));
+    let learned = |want: u64, matched: u64| {
+        newest_checkpoint(&dir).is_some_and(|c| {
+            let c = c.pipeline.unwrap().counters.unwrap();
+            c.learned == want && c.feedback_matched == matched
+        })
+    };
+    wait_for("the labels learned", Duration::from_secs(120), || learned(800, 0));
+    wait_for("the predictor on version 800", Duration::from_secs(60), || {
+        metric(&metrics, "classifyd_model_version") == Some(800.0)
+    });
+    let requests: Vec<String> = lines[800..830]
+        .iter()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v.as_object_mut().unwrap().remove("label");
+            v.to_string()
+        })
+        .collect();
+    produce(&topics.input, None, &lines_as_messages(&requests));
+    let published: BTreeMap<Vec<u8>, serde_json::Value> = consume_all(&topics.output, 30, Duration::from_secs(60))
+        .into_iter()
+        .map(|(k, v, _)| (k, serde_json::from_slice(&v).unwrap()))
+        .collect();
+    assert_eq!(published.len(), 30);
+    let agent = client();
+    wait_for_endpoint(&agent, &http[0]);
+    for request in &requests {
+        let id: serde_json::Value = serde_json::from_str(request).unwrap();
+        let want = &published[id["id"].as_str().unwrap().as_bytes()];
+        let (status, got) = classify(&agent, &http[1], "", request);
+        assert_eq!((status, settled(got)), (200, settled(want.clone())), "{request}");
+        let (_, live) = classify(&agent, &http[0], "", request);
+        assert_eq!(
+            (&live["label"], &live["model_version"]),
+            (&want["label"], &want["model_version"])
+        );
+        for (class, score) in want["scores"].as_object().unwrap() {
+            let learner_score = live["scores"][class].as_f64().unwrap();
+            assert!(
+                (learner_score - score.as_f64().unwrap()).abs() < 1e-3,
+                "{live} vs {want}"
+            );
+        }
+    }
+    // Asked of the learner, labeled later on the feedback topic.
+    let asked: serde_json::Value = serde_json::from_str(&lines[830]).unwrap();
+    let body = serde_json::json!({"id": "asked-1", "text": asked["text"]}).to_string();
+    assert_eq!(classify(&agent, &http[0], "", &body).0, 200);
+    let label = serde_json::json!({"id": "asked-1", "label": asked["label"]}).to_string();
+    produce(&topics.feedback, None, &[("asked-1".into(), label.into_bytes(), None)]);
+    wait_for("the asked message's label joined", Duration::from_secs(60), || {
+        learned(800, 1)
+    });
+    terminate(predictor);
+    terminate(learner);
+}

@@ -16,6 +16,8 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
+pub mod http;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_classifyd");
 
 /// The broker address, or a panic that says how to get one.
