@@ -180,7 +180,7 @@ pub struct PipelineArgs {
     #[arg(long, env = "CLASSIFYD_WINDOW", default_value_t = crate::eval::DEFAULT_WINDOW, value_parser = at_least_one_usize(), hide = true)]
     pub window: usize,
     /// Positive class of binary tasks, for ROC (default: "spam", else the second label seen).
-    #[arg(long, env = "CLASSIFYD_POSITIVE_LABEL")]
+    #[arg(long, env = "CLASSIFYD_POSITIVE_LABEL", hide = true)]
     pub positive_label: Option<String>,
     /// Most messages kept to join late feedback labels to.
     #[arg(
