@@ -238,7 +238,7 @@ fn a_checkpoint_with_the_old_single_position_resumes_and_is_rekeyed() {
     run_file(&input, &dir, &[]);
     // Rewrite the checkpoint as the older build wrote it.
     let mut ckdir = classifyd::checkpoint::CheckpointDir::open(&dir, 3).unwrap();
-    let (mut old, _) = ckdir.load_latest().unwrap().unwrap();
+    let mut old = newest_checkpoint(&dir).unwrap();
     old.positions = [(classifyd::transport::LEGACY_POSITION.to_string(), 300)].into();
     old.position_marks.clear();
     ckdir.save(&mut old).unwrap();

@@ -9,35 +9,37 @@ use crate::eval::{Progressive, Tally};
 use crate::features::FeatureConfig;
 use crate::message::BadReason;
 use crate::model::{Hyper, Model, NaiveBayes, State, Task};
-use crate::pipeline::{Counters, FeedbackCache, Pipeline};
+use crate::pipeline::{CacheEntry, Counters, FeedbackCache, Pipeline};
 
 // ---- capture: pipeline -> protobuf ----
 
+/// Where a captured checkpoint's weights are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weights {
+    /// In the checkpoint, whole.
+    Inline,
+    /// Left out (their stride and layout are in): the late-label cache
+    /// follows as [`cache_fragments`], then a linear model's rows or
+    /// entries as [`fragments`], written one after another.
+    Apart,
+}
+
 /// The protobuf form of the pipeline's state and the sources' positions.
 pub fn capture(p: &Pipeline, positions: &BTreeMap<String, u64>) -> pb::Checkpoint {
+    capture_with(p, positions, Weights::Inline)
+}
+
+/// [`capture`], with the weights where `weights` says.
+pub fn capture_with(p: &Pipeline, positions: &BTreeMap<String, u64>, weights: Weights) -> pb::Checkpoint {
     pb::Checkpoint {
         pipeline: Some(pb::PipelineState {
             progressive: Some(progressive_to_pb(&p.progressive)),
             test: Some(progressive_to_pb(&p.test)),
             published: Some(progressive_to_pb(&p.published)),
-            cache: p
-                .cache
-                .entries()
-                .into_iter()
-                .map(|(id, e)| pb::CacheEntry {
-                    id: id.to_string(),
-                    text: e.text.clone(),
-                    predicted: e.predicted.clone().unwrap_or_default(),
-                    prediction_unknown: e.predicted.is_none(),
-                    score: e.score,
-                    has_gold: e.gold.is_some(),
-                    gold: e.gold.clone().unwrap_or_default(),
-                    has_held: e.held.is_some(),
-                    held: e.held.as_ref().map(|h| h.labels.clone()).unwrap_or_default(),
-                    held_reporter: e.held.as_ref().map(|h| h.reporter.clone()).unwrap_or_default(),
-                    at_ms: e.at_ms,
-                })
-                .collect(),
+            cache: match weights {
+                Weights::Inline => p.cache.entries().into_iter().map(cache_entry_to_pb).collect(),
+                Weights::Apart => Vec::new(),
+            },
             counters: Some(counters_to_pb(&p.counters, &p.cache)),
             review: Some({
                 let (recent, band, tokens, seen) = p.review().state();
@@ -74,13 +76,51 @@ pub fn capture(p: &Pipeline, positions: &BTreeMap<String, u64>) -> pb::Checkpoin
             .iter()
             .filter_map(|(k, v)| Some((k.strip_prefix(MARK_PREFIX)?.to_string(), *v)))
             .collect(),
-        ..capture_model(&p.model)
+        ..capture_model_with(&p.model, weights)
     }
+}
+
+fn cache_entry_to_pb((id, e): (&str, &CacheEntry)) -> pb::CacheEntry {
+    pb::CacheEntry {
+        id: id.to_string(),
+        text: e.text.clone(),
+        predicted: e.predicted.clone().unwrap_or_default(),
+        prediction_unknown: e.predicted.is_none(),
+        score: e.score,
+        has_gold: e.gold.is_some(),
+        gold: e.gold.clone().unwrap_or_default(),
+        has_held: e.held.is_some(),
+        held: e.held.as_ref().map(|h| h.labels.clone()).unwrap_or_default(),
+        held_reporter: e.held.as_ref().map(|h| h.reporter.clone()).unwrap_or_default(),
+        at_ms: e.at_ms,
+    }
+}
+
+/// The late-label cache left out of a [`Weights::Apart`] capture, a few
+/// thousand entries per piece, in the cache's order (pieces merge by
+/// appending, as [`fragments`] do).
+pub fn cache_fragments<E>(p: &Pipeline, each: &mut dyn FnMut(&pb::Checkpoint) -> Result<(), E>) -> Result<(), E> {
+    let entries = p.cache.entries();
+    for chunk in entries.chunks(4096) {
+        let piece = pb::Checkpoint {
+            pipeline: Some(pb::PipelineState {
+                cache: chunk.iter().copied().map(cache_entry_to_pb).collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        each(&piece)?;
+    }
+    Ok(())
 }
 
 /// The model alone, as a checkpoint without pipeline state or positions
 /// (format version and time set): what `restore_model` reads back.
 pub fn capture_model(m: &Model) -> pb::Checkpoint {
+    capture_model_with(m, Weights::Inline)
+}
+
+fn capture_model_with(m: &Model, weights: Weights) -> pb::Checkpoint {
     pb::Checkpoint {
         format_version: FORMAT_VERSION,
         created_unix_ms: SystemTime::now()
@@ -89,7 +129,7 @@ pub fn capture_model(m: &Model) -> pb::Checkpoint {
         features: Some(features_to_pb(&m.features)),
         hyper: Some(hyper_to_pb(&m.choice.single)),
         multilabel_hyper: Some(hyper_to_pb(&m.choice.multi)),
-        model: Some(model_to_pb(m)),
+        model: Some(model_to_pb(m, weights)),
         ..Default::default()
     }
 }
@@ -161,14 +201,22 @@ fn nb_to_pb(nb: &NaiveBayes) -> pb::NaiveBayesState {
     }
 }
 
-fn model_to_pb(m: &Model) -> pb::ModelState {
+fn model_to_pb(m: &Model, weights: Weights) -> pb::ModelState {
     let state = match &m.state {
         State::Linear(w) => {
-            let parts = w.to_parts();
             let stride = w.compact_stride() as u32;
+            let (parts, count) = match weights {
+                Weights::Inline => (w.to_parts(), 0),
+                Weights::Apart => w.meta(),
+            };
             pb::model_state::State::Linear(pb::LinearState {
                 rows: parts.entries.is_none().then(|| rows_to_pb(&parts.buf, stride as usize)),
-                entries: parts.entries.map(|(keys, values)| pb::Entries { stride, keys, values }),
+                entries: parts.entries.map(|(keys, values)| pb::Entries {
+                    stride,
+                    keys,
+                    values,
+                    count: count as u64,
+                }),
                 scale: parts.scale,
                 bsum: parts.bsum,
                 steps: parts.steps,
@@ -218,6 +266,75 @@ fn model_to_pb(m: &Model) -> pb::ModelState {
             }
         }),
     }
+}
+
+/// A digest of the model's state (`inspect`): the xxh3-64 of its
+/// protobuf form, the weights encoded piece by piece ([`fragments`]), so
+/// that it costs no copy of them. Equal models have equal digests.
+pub fn model_digest(m: &Model) -> u64 {
+    use prost::Message as _;
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = Vec::new();
+    let light = model_to_pb(m, Weights::Apart);
+    light.encode(&mut buf).unwrap_or_default();
+    h.update(&buf);
+    let _ = fragments::<()>(m, &mut |piece| {
+        buf.clear();
+        piece.encode(&mut buf).unwrap_or_default();
+        h.update(&buf);
+        Ok(())
+    });
+    h.digest()
+}
+
+/// Rows or entries per fragment: a few MB each.
+const FRAGMENT_ROWS: usize = 16 << 10;
+
+/// The weights left out of a [`Weights::Apart`] capture, as checkpoints
+/// that hold a piece of them each (dense rows or sparse entries, with
+/// their stride): decoded after the capture as one protobuf message, they
+/// merge into it (repeated fields append), and a reader may also apply
+/// them one at a time. Naive Bayes counts always travel inline.
+pub fn fragments<E>(m: &Model, each: &mut dyn FnMut(&pb::Checkpoint) -> Result<(), E>) -> Result<(), E> {
+    let State::Linear(w) = &m.state else {
+        return Ok(());
+    };
+    let stride = w.compact_stride() as u32;
+    let wrap = |linear: pb::LinearState| pb::Checkpoint {
+        model: Some(pb::ModelState {
+            state: Some(pb::model_state::State::Linear(linear)),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let (mut rows, mut values) = (Vec::new(), Vec::new());
+    let buckets = w.dense_rows();
+    for start in (0..buckets).step_by(FRAGMENT_ROWS) {
+        w.compact_rows(start..start + FRAGMENT_ROWS, &mut rows, &mut values);
+        if rows.is_empty() {
+            continue;
+        }
+        let piece = wrap(pb::LinearState {
+            rows: Some(pb::Rows {
+                stride,
+                rows: std::mem::take(&mut rows),
+                values: std::mem::take(&mut values),
+            }),
+            ..Default::default()
+        });
+        each(&piece)?;
+    }
+    w.entry_chunks(FRAGMENT_ROWS, |keys, values| {
+        each(&wrap(pb::LinearState {
+            entries: Some(pb::Entries {
+                stride,
+                keys: keys.to_vec(),
+                values: values.to_vec(),
+                count: 0,
+            }),
+            ..Default::default()
+        }))
+    })
 }
 
 fn tally_to_pb(t: &Tally) -> pb::Tally {

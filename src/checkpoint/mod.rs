@@ -13,9 +13,11 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use std::collections::BTreeMap;
+
 use prost::Message as _;
 
-use crate::pipeline::PipelineConfig;
+use crate::pipeline::{Pipeline, PipelineConfig};
 
 /// Beside each JSON-lines position `K` in the positions map, `mark:K`
 /// holds the xxh3-64 of the last line that position covers (the line
@@ -32,10 +34,11 @@ pub fn mark_key(key: &str) -> String {
 
 mod capture;
 mod restore;
+mod stream;
 
-pub use capture::capture;
-pub use capture::capture_model;
+pub use capture::{Weights, capture, capture_model, capture_with, fragments, model_digest};
 pub use restore::{RestoreError, restore, restore_model};
+pub use stream::load as load_file;
 
 /// The generated protobuf types.
 pub mod pb {
@@ -180,32 +183,47 @@ impl CheckpointDir {
         &self.dir
     }
 
-    /// Writes `ckpt` atomically as the newest checkpoint and prunes old ones.
+    /// Writes `ckpt` atomically as the newest checkpoint and prunes old
+    /// ones (the whole message encoded at once: a daemon saves with
+    /// [`CheckpointDir::save_pipeline`]).
     pub fn save(&mut self, ckpt: &mut pb::Checkpoint) -> Result<Saved, CheckpointError> {
+        ckpt.sequence = self.next_sequence;
+        self.commit(|mut f| {
+            let payload = ckpt.encode_to_vec();
+            f.write_all(&stream::header(payload.len() as u64, crc32fast::hash(&payload)))?;
+            f.write_all(&payload)?;
+            f.sync_all()?;
+            Ok((HEADER + payload.len()) as u64)
+        })
+    }
+
+    /// Writes the pipeline's checkpoint, with `positions`, as a stream:
+    /// the weights go out in pieces, never copied whole.
+    pub fn save_pipeline(&mut self, p: &Pipeline, positions: &BTreeMap<String, u64>) -> Result<Saved, CheckpointError> {
+        let sequence = self.next_sequence;
+        self.commit(|f| stream::write(f, p, positions, sequence))
+    }
+
+    /// Writes the next checkpoint with `write` (given its temporary file;
+    /// it returns the bytes written, synced), renames it into place,
+    /// makes that durable and prunes old ones.
+    fn commit(&mut self, write: impl FnOnce(File) -> io::Result<u64>) -> Result<Saved, CheckpointError> {
         let start = Instant::now();
         let sequence = self.next_sequence;
-        ckpt.sequence = sequence;
-        let payload = ckpt.encode_to_vec();
-        let mut bytes = Vec::with_capacity(HEADER + payload.len());
-        bytes.extend_from_slice(MAGIC);
-        bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-        bytes.extend_from_slice(&payload);
         let path = self.dir.join(format!("checkpoint-{sequence:012}.ckpt"));
         let tmp = self.dir.join(format!(".checkpoint-{sequence:012}.tmp"));
         let written = File::create(&tmp)
-            .and_then(|mut f| {
-                f.write_all(&bytes)?;
-                f.sync_all()
-            })
-            .and_then(|()| fs::rename(&tmp, &path));
-        if let Err(error) = written {
-            // A full disk or a file size limit: the partial file goes, the
-            // last good checkpoint stays the newest.
-            let _ = fs::remove_file(&tmp);
-            return Err(CheckpointError::Io { path: tmp, error });
-        }
+            .and_then(write)
+            .and_then(|bytes| fs::rename(&tmp, &path).map(|()| bytes));
+        let bytes = match written {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                // A full disk or a file size limit: the partial file goes,
+                // the last good checkpoint stays the newest.
+                let _ = fs::remove_file(&tmp);
+                return Err(CheckpointError::Io { path: tmp, error });
+            }
+        };
         // Make the rename durable.
         File::open(&self.dir)
             .and_then(|d| d.sync_all())
@@ -216,16 +234,18 @@ impl CheckpointDir {
         }
         Ok(Saved {
             path,
-            bytes: bytes.len() as u64,
+            bytes,
             duration: start.elapsed(),
             sequence,
         })
     }
 
-    /// The newest intact, compatible checkpoint, or `None` if there is none
-    /// at all. Damaged ones are logged and skipped; if every one is damaged
-    /// that is an error (starting from scratch would silently lose state).
-    pub fn load_latest(&self) -> Result<Option<(pb::Checkpoint, PathBuf)>, CheckpointError> {
+    /// The newest intact, compatible checkpoint, restored with `cfg`
+    /// (read as a stream: [`load_file`]), its positions and its path, or
+    /// `None` if there is none at all. Damaged ones are logged and
+    /// skipped; if every one is damaged that is an error (starting from
+    /// scratch would silently lose state).
+    pub fn load_latest(&self, cfg: &PipelineConfig) -> Result<Option<Loaded>, CheckpointError> {
         let files = list(&self.dir)?;
         if files.is_empty() {
             return Ok(None);
@@ -233,8 +253,8 @@ impl CheckpointDir {
         let mut tried = Vec::new();
         let count = files.len();
         for (i, (_, path)) in files.into_iter().enumerate() {
-            match read_file(&path) {
-                Ok(c) => return Ok(Some((c, path))),
+            match stream::load(&path, cfg.clone()) {
+                Ok((pipeline, positions)) => return Ok(Some((pipeline, positions, path))),
                 Err(e) if i + 1 < count => {
                     tracing::error!(error = %e, "refusing checkpoint; trying the previous one");
                     tried.push(e.to_string());
@@ -251,6 +271,9 @@ impl CheckpointDir {
         })
     }
 }
+
+/// A restored checkpoint: its pipeline, its positions, its file.
+pub type Loaded = (Pipeline, BTreeMap<String, u64>, PathBuf);
 
 /// Checkpoint files in `dir`, newest first.
 fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>, CheckpointError> {

@@ -36,6 +36,16 @@ impl From<&str> for RestoreError {
 
 pub fn restore(mut c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, BTreeMap<String, u64>), RestoreError> {
     let model = restore_model(&mut c)?;
+    restore_with(c, model, cfg)
+}
+
+/// [`restore`], with the model already rebuilt (a checkpoint read in
+/// pieces: `c`'s own model state is not read).
+pub(super) fn restore_with(
+    c: pb::Checkpoint,
+    model: Model,
+    cfg: PipelineConfig,
+) -> Result<(Pipeline, BTreeMap<String, u64>), RestoreError> {
     let ps = c.pipeline.ok_or("no pipeline state")?;
     let prog = |p: Option<pb::Progressive>| {
         p.map(progressive_from_pb)

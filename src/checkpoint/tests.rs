@@ -62,12 +62,14 @@ fn round_trip_predicts_identically() {
             ("topic/0".to_string(), 9),
         ]);
         let mut d = CheckpointDir::open(dir.path().join(learner.as_str()), 2).unwrap();
-        d.save(&mut capture(&p, &positions)).unwrap();
-        let (ckpt, _) = d.load_latest().unwrap().unwrap();
+        d.save_pipeline(&p, &positions).unwrap();
+        let (q, pos, path) = d.load_latest(&PipelineConfig::default()).unwrap().unwrap();
+        // Read whole, the pieces merge into the checkpoint `capture` makes.
+        let ckpt = read_file(&path).unwrap();
+        assert_eq!(ckpt.model, capture(&p, &positions).model, "{learner}");
         // On disk the marks have a field of their own.
         assert_eq!(ckpt.positions.len(), 2);
         assert_eq!(ckpt.position_marks["jsonl:00ab"], u64::MAX - 3);
-        let (q, pos) = restore(ckpt, PipelineConfig::default()).unwrap();
         assert_eq!(pos, positions);
         assert_eq!(q.model().state(), p.model().state(), "{learner}");
         // Linear learners fuse naive Bayes on the words of a binary task.
@@ -140,9 +142,10 @@ fn damaged_checkpoint_is_refused_and_the_previous_one_used() {
     let err = read_file(&second.path).unwrap_err();
     assert!(matches!(err, CheckpointError::Corrupt { .. }), "{err}");
     assert!(err.to_string().contains(&second.path.display().to_string()));
-    let (ckpt, path) = d.load_latest().unwrap().unwrap();
+    let cfg = PipelineConfig::default();
+    let (_, positions, path) = d.load_latest(&cfg).unwrap().unwrap();
     assert_eq!(path, first.path);
-    assert_eq!(ckpt.positions["jsonl"], 1);
+    assert_eq!(positions["jsonl"], 1);
     // A truncated file and a wrong version are refused too.
     fs::write(&second.path, &bytes[..10]).unwrap();
     assert!(matches!(read_file(&second.path), Err(CheckpointError::Corrupt { .. })));
@@ -154,7 +157,7 @@ fn damaged_checkpoint_is_refused_and_the_previous_one_used() {
         Err(CheckpointError::Incompatible { found: 99, .. })
     ));
     // Nothing usable left: an error, not a silent fresh start.
-    assert!(matches!(d.load_latest(), Err(CheckpointError::NoneUsable { .. })));
+    assert!(matches!(d.load_latest(&cfg), Err(CheckpointError::NoneUsable { .. })));
 }
 
 #[test]
@@ -213,7 +216,7 @@ fn a_failed_save_leaves_no_temporary_file() {
         .filter(|n| n.ends_with(".tmp"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
-    let (_, newest) = d.load_latest().unwrap().unwrap();
+    let (_, _, newest) = d.load_latest(&PipelineConfig::default()).unwrap().unwrap();
     assert!(newest.ends_with("checkpoint-000000000001.ckpt"), "{}", newest.display());
 }
 
@@ -262,8 +265,20 @@ fn sparse_rows_round_trip_and_format_versions() {
     };
     assert!(l.entries.is_some() && l.rows.is_none(), "30 classes are sparse rows");
     d.save(&mut c).unwrap();
-    let (back, _) = d.load_latest().unwrap().unwrap();
-    let (q, _) = restore(back, PipelineConfig::default()).unwrap();
+    let (whole, _, _) = d.load_latest(&PipelineConfig::default()).unwrap().unwrap();
+    // Streamed: the entries in pieces, put back in order.
+    d.save_pipeline(&p, &BTreeMap::new()).unwrap();
+    let (q, _, path) = d.load_latest(&PipelineConfig::default()).unwrap().unwrap();
+    let mut merged = read_file(&path).unwrap().model;
+    let Some(pb::model_state::State::Linear(l)) = merged.as_mut().and_then(|m| m.state.as_mut()) else {
+        panic!("linear")
+    };
+    // The first part says how many entries follow.
+    let e = l.entries.as_mut().unwrap();
+    assert_eq!(e.count as usize, e.keys.len());
+    e.count = 0;
+    assert!(merged == c.model, "the pieces merge into the whole");
+    assert!(q.model().state() == whole.model().state());
     let x = SparseVec {
         idx: vec![1, 77, 300, 4000],
         val: vec![0.5, 1.0, -0.25, 2.0],

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::{CommandError, eval::progress_bar};
-use crate::checkpoint::{self, CheckpointDir};
+use crate::checkpoint::CheckpointDir;
 use crate::config::LearnArgs;
 use crate::mailbox::{self, Item};
 use crate::message;
@@ -49,7 +49,7 @@ pub fn learn(args: &LearnArgs) -> Result<LearnSummary, CommandError> {
         mailbox::each_message(path, max, &mut each).map_err(super::io_at(path.display().to_string()))?;
     }
     bar.finish_and_clear();
-    let saved = dir.save(&mut checkpoint::capture(&pipeline, &positions))?;
+    let saved = dir.save_pipeline(&pipeline, &positions)?;
     summary.model_version = pipeline.model().version();
     summary.checkpoint = saved.path;
     Ok(summary)

@@ -60,20 +60,14 @@ fn load_checkpoint(
     explain: usize,
 ) -> Result<(Pipeline, BTreeMap<String, u64>, PathBuf), CommandError> {
     let d = CheckpointDir::open_read(dir)?;
-    let (ckpt, path) = d
-        .load_latest()?
-        .ok_or_else(|| CommandError::NoCheckpoint(dir.to_path_buf()))?;
     // Read, never learned from: the model as it was saved.
     let cfg = PipelineConfig {
         limits: crate::model::Limits::unbounded(),
         explain,
         ..PipelineConfig::default()
     };
-    let (p, positions) = checkpoint::restore(ckpt, cfg).map_err(|detail| CheckpointError::Corrupt {
-        path: path.clone(),
-        detail: detail.to_string(),
-    })?;
-    Ok((p, positions, path))
+    d.load_latest(&cfg)?
+        .ok_or_else(|| CommandError::NoCheckpoint(dir.to_path_buf()))
 }
 
 /// `predict`: one prediction line per input line with text; bad lines are
@@ -250,11 +244,7 @@ pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
     // The marks beside the JSON-lines positions are for the reader's check, not for people.
     positions.retain(|k, _| !k.starts_with(crate::checkpoint::MARK_PREFIX));
     let m = pipeline.model();
-    let model_digest = {
-        use prost::Message as _;
-        let state = checkpoint::capture_model(m).model.unwrap_or_default();
-        format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&state.encode_to_vec()))
-    };
+    let model_digest = format!("{:016x}", checkpoint::model_digest(m));
     let k = m.labels().len();
     let non_zero = match m.state() {
         State::Linear(w) => (0..m.features().buckets() as u32)

@@ -178,7 +178,12 @@ impl RowSet for pb::Entries {
         }
     }
     fn build(stride: u32, keys: Vec<u64>, values: Vec<f32>) -> Self {
-        pb::Entries { stride, keys, values }
+        pb::Entries {
+            stride,
+            keys,
+            values,
+            count: 0,
+        }
     }
 }
 

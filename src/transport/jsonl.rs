@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use super::lines::{LEGACY_POSITION, LineEvent, LineSource, Resume, record_position};
 use super::sinks::{DeadLetterSink, PredictionSink, open_output};
 use super::{Cadence, DaemonError, load_or_new};
-use crate::checkpoint::{self, CheckpointDir};
+use crate::checkpoint::CheckpointDir;
 use crate::clock::now_ms;
 use crate::features::FeatureConfig;
 use crate::http::{HttpServer, HttpSettings, Shared};
@@ -274,7 +274,7 @@ impl<'a> JsonlDaemon<'a> {
                 );
             }
             let saved = dir
-                .save(&mut checkpoint::capture(&lock(&self.shared), &self.positions))
+                .save_pipeline(&lock(&self.shared), &self.positions)
                 .inspect_err(|_| crate::metrics::checkpoint_failed())?;
             crate::metrics::checkpoint_saved(&saved);
             tracing::debug!(path = %saved.path.display(), bytes = saved.bytes, ms = saved.duration.as_millis() as u64, "checkpoint written");

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 pub use lines::{LEGACY_POSITION, POSITION_PREFIX, named_key, position_key};
 
-use crate::checkpoint::{self, CheckpointDir, CheckpointError};
+use crate::checkpoint::{CheckpointDir, CheckpointError};
 use crate::features::FeatureConfig;
 use crate::model::{HyperChoice, Model};
 use crate::pipeline::{Pipeline, PipelineConfig};
@@ -69,12 +69,8 @@ pub fn load_or_new(
     cfg: PipelineConfig,
 ) -> Result<Loaded, DaemonError> {
     if let Some(dir) = dir
-        && let Some((ckpt, path)) = dir.load_latest()?
+        && let Some((pipeline, positions, path)) = dir.load_latest(&cfg)?
     {
-        let (pipeline, positions) = checkpoint::restore(ckpt, cfg).map_err(|source| DaemonError::Restore {
-            path: path.clone(),
-            source,
-        })?;
         if pipeline.model().features() != features || pipeline.model().choice() != hyper {
             tracing::warn!(
                 checkpoint = %path.display(),

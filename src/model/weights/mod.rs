@@ -46,6 +46,7 @@
 
 mod dense;
 mod parts;
+mod pieces;
 mod scoring;
 mod sparse;
 

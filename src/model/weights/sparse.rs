@@ -422,30 +422,58 @@ impl SparseRows {
         let mut rows = SparseRows::new(buckets, slots, max_entries);
         let mut last: Option<(u32, u32)> = None;
         for (b, c, vals) in entries {
-            if b as usize >= buckets || slots > MAX_SLOTS || last.is_some_and(|l| l >= (b, c)) {
-                return None;
-            }
-            last = Some((b, c));
-            let h = rows.heads[b as usize];
-            if h.len == 0 {
-                rows.heads[b as usize].off = rows.len() as u32;
-            }
-            if h.len == room(h.len) {
-                // Rows come in order: this one is at the arena's end.
-                let grow = (room(h.len + 1) - room(h.len)) as usize;
-                rows.resize(rows.len() + grow);
-            }
-            let at = (rows.heads[b as usize].off + h.len) as usize;
-            rows.data[2 * at] = c;
-            for (s, &v) in vals[..slots].iter().enumerate() {
-                rows.set(at, s, v);
-            }
-            rows.heads[b as usize].len += 1;
+            rows.push_sorted(b, c, &vals[..slots.min(MAX_SLOTS)], &mut last)?;
         }
-        if rows.len() > rows.max_entries {
-            rows.compact(true);
-        }
+        rows.pushed();
         Some(rows)
+    }
+
+    /// Appends entry (`b`, `c`) with `vals` (its `slots` values) after
+    /// `last`, the entry pushed before it; `None` if it does not come
+    /// after it or is out of range. [`SparseRows::pushed`] ends a run.
+    pub fn push_sorted(&mut self, b: u32, c: u32, vals: &[f32], last: &mut Option<(u32, u32)>) -> Option<()> {
+        if b as usize >= self.heads.len()
+            || self.slots > MAX_SLOTS
+            || vals.len() != self.slots
+            || last.is_some_and(|l| l >= (b, c))
+        {
+            return None;
+        }
+        *last = Some((b, c));
+        let h = self.heads[b as usize];
+        if h.len == 0 {
+            self.heads[b as usize].off = self.len() as u32;
+        }
+        if h.len == room(h.len) {
+            // Rows come in order: this one is at the arena's end.
+            let grow = (room(h.len + 1) - room(h.len)) as usize;
+            self.resize(self.len() + grow);
+        }
+        let at = (self.heads[b as usize].off + h.len) as usize;
+        self.data[2 * at] = c;
+        for (s, &v) in vals.iter().enumerate() {
+            self.set(at, s, v);
+        }
+        self.heads[b as usize].len += 1;
+        Some(())
+    }
+
+    /// Ends a run of [`SparseRows::push_sorted`]: past the budget, the
+    /// weakest entries go.
+    pub fn pushed(&mut self) {
+        if self.len() > self.max_entries {
+            self.compact(true);
+        }
+    }
+
+    /// Room for `entries` more entries (rows grow to under twice their
+    /// length) before they are pushed, so the arena is not grown by
+    /// doubling copies.
+    pub fn reserve_for(&mut self, entries: usize) {
+        let n = entries.saturating_mul(2).saturating_add(1).min(MAX_ARENA);
+        self.data.reserve(n * 2);
+        self.cold.reserve(n * (self.slots - 1));
+        self.max_entries = self.max_entries.max(n);
     }
 
     /// Adds, for every feature of `x`, `value * v` of each entry of its

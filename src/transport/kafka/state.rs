@@ -19,7 +19,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use super::KafkaSettings;
 use super::context::Ctx;
-use crate::checkpoint::{self, CheckpointDir};
+use crate::checkpoint::CheckpointDir;
 use crate::clock::now_ms;
 use crate::pipeline::{EmailRecord, Outcome, Pipeline};
 use crate::replica::Publisher;
@@ -264,7 +264,7 @@ impl State {
         }
         if let Some(dir) = self.dir.as_mut() {
             let saved = dir
-                .save(&mut checkpoint::capture(&self.pipeline, &self.positions))
+                .save_pipeline(&self.pipeline, &self.positions)
                 .inspect_err(|_| crate::metrics::checkpoint_failed())?;
             crate::metrics::checkpoint_saved(&saved);
             tracing::debug!(path = %saved.path.display(), bytes = saved.bytes, why, "checkpoint written");

@@ -1,0 +1,130 @@
+//! [`Weights`] in pieces, for checkpoints written and read as streams: the
+//! scalars alone ([`Weights::meta`]), then the rows (dense) or entries
+//! (sparse) a few thousand at a time, in the layout of
+//! [`Weights::to_parts`], so neither the writer nor the reader holds a
+//! second copy of the weights.
+
+use std::ops::Range;
+
+use super::{MAX_SLOTS, Weights, WeightsParts};
+
+impl Weights {
+    /// [`Weights::to_parts`] without the weights: no rows, and when
+    /// sparse an empty entry list; with how many entries there are.
+    pub fn meta(&self) -> (WeightsParts, usize) {
+        let entries = self.sparse.as_ref().map_or(0, |s| s.iter().count());
+        let parts = WeightsParts {
+            buckets: self.buckets,
+            classes: self.classes,
+            buf: Vec::new(),
+            entries: self.sparse.as_ref().map(|_| (Vec::new(), Vec::new())),
+            scale: self.scale,
+            bsum: self.bsum,
+            steps: self.steps,
+            averaged: self.averaged,
+            adagrad: self.adagrad,
+            mirrored: self.mirrored,
+        };
+        (parts, entries)
+    }
+
+    /// The buckets of the dense layout (0 when sparse).
+    pub fn dense_rows(&self) -> usize {
+        if self.sparse.is_some() { 0 } else { self.buckets }
+    }
+
+    /// Appends the non-zero rows of `range` (dense layout) in the compact
+    /// form of [`Weights::compact`]: their bucket ids to `rows`, their
+    /// [`Weights::compact_stride`] floats each to `values`.
+    pub fn compact_rows(&self, range: Range<usize>, rows: &mut Vec<u32>, values: &mut Vec<f32>) {
+        if self.sparse.is_some() || self.cap == 0 {
+            return;
+        }
+        let (slots, cap, columns) = (self.slots(), self.cap, self.columns());
+        let end = range.end.min(self.buckets);
+        for b in range.start..end {
+            let row = &self.buf[b * slots * cap..(b + 1) * slots * cap];
+            if row.iter().all(|&x| x == 0.0) {
+                continue;
+            }
+            rows.push(b as u32);
+            for s in 0..slots {
+                values.extend_from_slice(&row[s * cap..s * cap + columns]);
+            }
+        }
+    }
+
+    /// Calls `each` with up to `n` sparse entries at a time, as
+    /// [`Weights::to_parts`] lists them: keys (bucket << 32 | class) and
+    /// `slots` values each.
+    pub fn entry_chunks<E, F>(&self, n: usize, mut each: F) -> Result<(), E>
+    where
+        F: FnMut(&[u64], &[f32]) -> Result<(), E>,
+    {
+        let Some(sp) = &self.sparse else {
+            return Ok(());
+        };
+        let slots = self.slots();
+        let (mut keys, mut values) = (Vec::with_capacity(n), Vec::with_capacity(n * slots));
+        for (b, c, e) in sp.iter() {
+            keys.push((b as u64) << 32 | c as u64);
+            values.extend((0..slots).map(|s| sp.get(e, s)));
+            if keys.len() == n {
+                each(&keys, &values)?;
+                keys.clear();
+                values.clear();
+            }
+        }
+        if keys.is_empty() { Ok(()) } else { each(&keys, &values) }
+    }
+
+    /// Puts compact rows (as [`Weights::compact_rows`] gives them) into
+    /// weights rebuilt from [`Weights::meta`]; `None` if the lengths
+    /// disagree or a row is out of range.
+    pub fn put_compact_rows(&mut self, rows: &[u32], values: &[f32]) -> Option<()> {
+        let stride = self.slots() * self.columns();
+        if self.sparse.is_some() || self.cap != self.columns() || values.len() != rows.len().checked_mul(stride)? {
+            return None;
+        }
+        for (&r, v) in rows.iter().zip(values.chunks_exact(stride)) {
+            let r = r as usize;
+            if r >= self.buckets {
+                return None;
+            }
+            self.buf[r * stride..(r + 1) * stride].copy_from_slice(v);
+        }
+        Some(())
+    }
+
+    /// Room for `entries` sparse entries, before they are put.
+    pub fn reserve_entries(&mut self, entries: usize) {
+        if let Some(sp) = &mut self.sparse {
+            sp.reserve_for(entries);
+        }
+    }
+
+    /// Puts sparse entries (as [`Weights::entry_chunks`] gives them) after
+    /// those put before, `last` being the last of them; `None` if they are
+    /// out of order or range, or the weights are dense.
+    pub fn put_entries(&mut self, keys: &[u64], values: &[f32], last: &mut Option<(u32, u32)>) -> Option<()> {
+        let (slots, classes) = (self.slots(), self.classes);
+        let sp = self.sparse.as_mut()?;
+        if slots > MAX_SLOTS || values.len() != keys.len().checked_mul(slots)? {
+            return None;
+        }
+        for (&k, v) in keys.iter().zip(values.chunks_exact(slots)) {
+            if k as u32 as usize >= classes {
+                return None;
+            }
+            sp.push_sorted((k >> 32) as u32, k as u32, v, last)?;
+        }
+        Some(())
+    }
+
+    /// Ends the entries put: past the budget, the weakest go.
+    pub fn entries_put(&mut self) {
+        if let Some(sp) = &mut self.sparse {
+            sp.pushed();
+        }
+    }
+}
