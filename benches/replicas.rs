@@ -420,10 +420,48 @@ fn learner_and_predictors(b: &Bench) -> (PathBuf, String) {
         count("snapshot"),
         bytes("snapshot") / count("snapshot").max(1.0),
     );
+    update_costs(&bodies, &predictors, &learner);
     predictors.into_iter().for_each(Daemon::stop);
     learner.stop();
     full_version_size(b, &t, &group, &learner_dir);
     (learner_dir, t.model)
+}
+
+/// What putting versions in service cost the predictors (from their
+/// `classifyd_model_update_duration_seconds` and process CPU), and the
+/// peak RSS of every process.
+fn update_costs(bodies: &[String], predictors: &[Daemon], learner: &Daemon) {
+    let h = |kind: &str, part: &str| -> f64 {
+        bodies
+            .iter()
+            .map(|b| {
+                series(
+                    b,
+                    &format!("classifyd_model_update_duration_seconds_{part}{{kind=\"{kind}\"}}"),
+                )
+            })
+            .sum()
+    };
+    let per = |kind: &str| h(kind, "sum") / h(kind, "count").max(1.0) * 1000.0;
+    let swaps: f64 = bodies.iter().map(|b| series(b, "classifyd_model_swaps_total")).sum();
+    let cpu: f64 = bodies.iter().map(|b| series(b, "process_cpu_seconds_total")).sum();
+    println!(
+        "predictors: {} deltas put in place, {:.3} ms each; {} full versions restored, {:.1} ms each; \
+         process CPU {:.2} s over {} versions ({:.1} ms per version, predictions included)",
+        h("delta", "count"),
+        per("delta"),
+        h("full", "count"),
+        per("full"),
+        cpu,
+        swaps,
+        cpu / swaps.max(1.0) * 1000.0
+    );
+    let rss: Vec<String> = predictors.iter().map(|p| format!("{:.0}", p.peak_rss_mib())).collect();
+    println!(
+        "peak RSS: learner {:.0} MiB, predictors {} MiB",
+        learner.peak_rss_mib(),
+        rss.join(", ")
+    );
 }
 
 /// A restarted learner publishes its model whole under a new epoch: the

@@ -65,6 +65,12 @@ impl DocFreq {
         }
     }
 
+    /// Sets the documents observed (a replica's delta).
+    pub(crate) fn set_docs(&mut self, docs: u64) {
+        self.docs = docs;
+        self.ln_docs = (1.0 + docs as f32).ln();
+    }
+
     /// The IDF weight of a bucket with document frequency `df`, `table`
     /// from [`ln_1p_table`].
     #[inline(always)]

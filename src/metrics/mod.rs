@@ -151,6 +151,9 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
     let _ = metrics::histogram!("classifyd_checkpoint_duration_seconds");
     // Registered, so that it is exported (empty) before the first swap.
     let _ = metrics::histogram!("classifyd_model_staleness_seconds");
+    for kind in ["full", "delta"] {
+        let _ = metrics::histogram!("classifyd_model_update_duration_seconds", "kind" => kind);
+    }
     let _ = metrics::histogram!("classifyd_http_request_duration_seconds");
     counter!("classifyd_http_requests_total", "code" => "200").absolute(0);
     for reason in ["too_many_connections", "accept_error"] {
@@ -401,4 +404,9 @@ pub fn http_answered(code: u16, took: Duration) {
 /// A connection to the HTTP endpoint was closed unserved.
 pub fn http_refused(reason: &'static str) {
     counter!("classifyd_http_connections_refused_total", "reason" => reason).increment(1);
+}
+
+/// A predictor put a model update of `kind` (full, delta) in service in `took`.
+pub fn model_updated(kind: &'static str, took: Duration) {
+    metrics::histogram!("classifyd_model_update_duration_seconds", "kind" => kind).record(took.as_secs_f64());
 }

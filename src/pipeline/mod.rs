@@ -494,6 +494,12 @@ impl Pipeline {
         self.model = model;
     }
 
+    /// The model, to change in place (a predictor's delta: see
+    /// `replica::apply_delta`); its features stay as they are.
+    pub fn model_mut(&mut self) -> &mut Model {
+        &mut self.model
+    }
+
     /// Predicts any message with text (labeled or not) without learning:
     /// the `predict` command. Feedback lines and bad input are refused.
     pub fn predict_only(&mut self, raw: &[u8], default_id: &dyn Fn() -> String) -> Result<Prediction, Bad> {

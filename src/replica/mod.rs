@@ -10,6 +10,8 @@
 //! Owns the model topic's format; it knows no transport, and it reads and
 //! writes models only through the checkpoint's protobuf form.
 
+mod apply;
+mod assembler;
 pub mod image;
 pub mod records;
 
@@ -37,7 +39,9 @@ impl From<&str> for ReplicaError {
     }
 }
 
-pub use records::{Assembler, Kind, MODEL_FORMAT_VERSION, Outgoing, PublishSettings, Publisher, Served, TopicIndex};
+pub use apply::apply_delta;
+pub use assembler::{Assembler, Served, Update};
+pub use records::{Kind, MODEL_FORMAT_VERSION, Outgoing, PublishSettings, Publisher, TopicIndex};
 
 #[cfg(test)]
 mod tests;

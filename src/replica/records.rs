@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use prost::Message as _;
 
-use super::image::{apply, delta, scoring_image};
-use crate::checkpoint::{self, pb};
+use super::image::{delta, scoring_image};
+use crate::checkpoint::pb;
 use crate::model::Model;
 
 /// The format of model-topic records this build writes; it reads 1 too.
@@ -213,26 +213,6 @@ impl Publisher {
     }
 }
 
-/// A version a replica holds.
-#[derive(Clone, Debug)]
-struct Held {
-    epoch: u64,
-    version: u64,
-    published_ms: u64,
-    /// When the learner learned the oldest update this version brought.
-    oldest_update_ms: u64,
-    image: pb::Checkpoint,
-}
-
-/// A full version being received, chunk by chunk.
-#[derive(Debug)]
-struct Staging {
-    epoch: u64,
-    version: u64,
-    crc: u32,
-    chunks: Vec<Option<Vec<u8>>>,
-}
-
 /// What a model topic holds, as its records pass in topic order: the keys
 /// not deleted and the newest (epoch, version) any record names. All a
 /// learner needs of the topic before it publishes; a replica's
@@ -272,128 +252,5 @@ impl TopicIndex {
     /// after its first full version).
     pub fn live_keys(&self) -> &BTreeSet<String> {
         &self.live
-    }
-}
-
-/// The replica's side: reads records in topic order and holds the newest
-/// complete version. A full version counts once all its chunks are in and
-/// their checksum holds; a delta only on the exact version it was taken
-/// against. Nothing older than what it holds is ever taken.
-#[derive(Debug, Default)]
-pub struct Assembler {
-    held: Option<Held>,
-    staging: Option<Staging>,
-    index: TopicIndex,
-}
-
-/// What a replica serves: (epoch, version, when the learner published it).
-pub type Served = (u64, u64, u64);
-
-impl Assembler {
-    /// Takes one record; `Ok(true)` when a newer complete version is now
-    /// held. An `Err` names a record that cannot be used (it is skipped).
-    pub fn offer(&mut self, key: &str, value: Option<&[u8]>) -> Result<bool, ReplicaError> {
-        let Some(r) = self.index.note(key, value)? else {
-            return Ok(false);
-        };
-        let held = self.held.as_ref().map(|h| (h.epoch, h.version));
-        if held.is_some_and(|h| (r.epoch, r.version) <= h) {
-            return Ok(false);
-        }
-        match r.body {
-            Some(pb::model_record::Body::Chunk(c)) => {
-                let times = (r.published_unix_ms, r.oldest_update_unix_ms);
-                self.chunk(r.epoch, r.version, times, c)
-            }
-            Some(pb::model_record::Body::Delta(d)) => {
-                let Some(h) = self.held.as_mut() else { return Ok(false) };
-                if h.epoch != r.epoch || h.version != d.base_version {
-                    return Ok(false);
-                }
-                let d = d
-                    .model
-                    .ok_or_else(|| format!("model record {key}: a delta without a model"))?;
-                let mut next = h.image.model.clone().unwrap_or_default();
-                apply(&mut next, d).map_err(|e| format!("model record {key}: {e}"))?;
-                h.image.model = Some(next);
-                (h.version, h.published_ms) = (r.version, r.published_unix_ms);
-                h.oldest_update_ms = r.oldest_update_unix_ms;
-                Ok(true)
-            }
-            None => Err(format!("model record {key} is empty").into()),
-        }
-    }
-
-    /// A snapshot chunk; `times`: when it was published and when its
-    /// oldest update was learned.
-    fn chunk(
-        &mut self,
-        epoch: u64,
-        version: u64,
-        times: (u64, u64),
-        c: pb::SnapshotChunk,
-    ) -> Result<bool, ReplicaError> {
-        let (index, count) = (c.index as usize, c.count as usize);
-        if count == 0 || index >= count || count > 1 << 20 {
-            return Err(format!("snapshot chunk {index} of {count}").into());
-        }
-        let fresh = match &self.staging {
-            Some(s) => (epoch, version) > (s.epoch, s.version),
-            None => true,
-        };
-        if fresh {
-            self.staging = Some(Staging {
-                epoch,
-                version,
-                crc: c.crc32,
-                chunks: vec![None; count],
-            });
-        }
-        let Some(s) = self.staging.as_mut() else {
-            return Ok(false);
-        };
-        if (s.epoch, s.version) != (epoch, version) || s.chunks.len() != count || s.crc != c.crc32 {
-            return Ok(false);
-        }
-        s.chunks[index] = Some(c.data);
-        if s.chunks.iter().any(Option::is_none) {
-            return Ok(false);
-        }
-        let Some(s) = self.staging.take() else { return Ok(false) };
-        let bytes: Vec<u8> = s.chunks.into_iter().flatten().flatten().collect();
-        if crc32fast::hash(&bytes) != s.crc {
-            return Err(format!("snapshot {epoch}/{version} fails its checksum").into());
-        }
-        let image = pb::Checkpoint::decode(&bytes[..]).map_err(|e| format!("snapshot {epoch}/{version}: {e}"))?;
-        self.held = Some(Held {
-            epoch,
-            version,
-            published_ms: times.0,
-            oldest_update_ms: times.1,
-            image,
-        });
-        Ok(true)
-    }
-
-    /// The version held, if any.
-    pub fn served(&self) -> Option<Served> {
-        self.held.as_ref().map(|h| (h.epoch, h.version, h.published_ms))
-    }
-
-    /// When the learner learned the oldest update of the version held
-    /// that the version before it lacked (0: unknown).
-    pub fn oldest_update_ms(&self) -> u64 {
-        self.held.as_ref().map_or(0, |h| h.oldest_update_ms)
-    }
-
-    /// What the records read so far hold.
-    pub fn index(&self) -> &TopicIndex {
-        &self.index
-    }
-
-    /// The model of the version held.
-    pub fn model(&self) -> Option<Result<Model, ReplicaError>> {
-        let h = self.held.as_ref()?;
-        Some(checkpoint::restore_model(&mut h.image.clone()).map_err(ReplicaError::from))
     }
 }

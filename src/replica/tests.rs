@@ -139,6 +139,18 @@ fn a_delta_applied_gives_the_newer_image() {
                         "{learner:?}: sparse entries in the image and the delta"
                     );
                 }
+                // Put in place into the older model, the delta gives the
+                // scores of the newer.
+                let mut served = model_of(&old);
+                // As a predictor's pipeline sets it (`replace_model`).
+                served.set_limits(crate::model::Limits::default());
+                apply_delta(&mut served, &d).unwrap();
+                assert_eq!(served.version(), p.model().version());
+                assert_eq!(
+                    probe_scores(served),
+                    probe_scores(model_of(&new)),
+                    "{learner:?} idf={idf} in place"
+                );
                 assert_eq!(probe_scores(model_of(&new)), probe_scores(m), "{learner:?} idf={idf}");
             }
         }
@@ -182,6 +194,16 @@ fn offer_all(a: &mut Assembler, records: &[Outgoing]) -> usize {
         .count()
 }
 
+/// Puts what the assembler took into `served`; how many updates were deltas.
+fn take(a: &mut Assembler, served: &mut Option<Model>) -> usize {
+    let mut deltas = 0;
+    for u in a.take_updates() {
+        deltas += usize::from(matches!(u, Update::Delta(_)));
+        u.apply(served).unwrap();
+    }
+    deltas
+}
+
 /// A learner publishing as it learns (full versions and deltas, small
 /// chunks): a replica reading every record ends with the learner's model,
 /// scoring as it does, and the topic's live keys are one full version and
@@ -195,6 +217,8 @@ fn a_replica_rebuilds_the_learners_model_from_the_records() {
     };
     let mut publisher = Publisher::new(7, settings, BTreeSet::from(["delta/old".to_string()]));
     let mut replica = Assembler::default();
+    let mut served = None;
+    let mut deltas = 0;
     let mut p = pipeline(Learner::Logistic, false);
     let lines = sms();
     let mut kinds = Vec::new();
@@ -210,18 +234,20 @@ fn a_replica_rebuilds_the_learners_model_from_the_records() {
             "each publication is a new version"
         );
         assert_eq!(replica.served().map(|s| (s.0, s.1)), Some((7, p.model().version())));
+        deltas += take(&mut replica, &mut served);
+        // Deltas put in place: the same weights as the learner's image.
+        let image = model_of(&scoring_image(p.model()));
+        assert!(served.as_ref().is_some_and(|m| m.state() == image.state()));
         all.extend(records);
     }
+    assert_eq!(deltas, kinds.len() - 1, "every version after the first came as a delta");
     assert_eq!(kinds[0], Kind::Snapshot);
     assert!(kinds[1..].iter().all(|k| *k == Kind::Delta), "{kinds:?}");
     assert!(
         all.iter().any(|r| r.key == "delta/old" && r.value.is_none()),
         "old keys deleted"
     );
-    assert_eq!(
-        probe_scores(replica.model().unwrap().unwrap()),
-        probe_scores(p.model().clone())
-    );
+    assert_eq!(probe_scores(served.unwrap()), probe_scores(p.model().clone()));
     // A replica that starts later reads the compacted topic: the live keys only.
     let mut latest = std::collections::BTreeMap::new();
     for r in &all {
@@ -234,10 +260,9 @@ fn a_replica_rebuilds_the_learners_model_from_the_records() {
         }
     }
     assert_eq!(late.served(), replica.served());
-    assert_eq!(
-        probe_scores(late.model().unwrap().unwrap()),
-        probe_scores(p.model().clone())
-    );
+    let mut late_served = None;
+    take(&mut late, &mut late_served);
+    assert_eq!(probe_scores(late_served.unwrap()), probe_scores(p.model().clone()));
 }
 
 /// An incomplete or damaged full version is never served; an older one or
@@ -261,7 +286,7 @@ fn only_complete_newer_versions_are_served() {
         assert!(!a.offer(&r.key, r.value.as_deref()).unwrap());
     }
     assert_eq!(a.served(), None);
-    assert!(a.model().is_none());
+    assert!(a.take_updates().is_empty());
     // A damaged last chunk: refused by the checksum.
     let mut bad = pb::ModelRecord::decode(&v200[v200.len() - 1].value.clone().unwrap()[..]).unwrap();
     if let Some(pb::model_record::Body::Chunk(c)) = &mut bad.body {

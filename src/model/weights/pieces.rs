@@ -127,4 +127,65 @@ impl Weights {
             sp.pushed();
         }
     }
+
+    /// Whether the weights keep (averaged, adagrad, mirrored) as given.
+    pub fn has_layout(&self, averaged: bool, adagrad: bool, mirrored: bool) -> bool {
+        (self.averaged, self.adagrad, self.mirrored) == (averaged, adagrad, mirrored)
+    }
+
+    /// Whether compact rows of `stride` floats fit these weights (dense,
+    /// in the compact layout, every row in range, `values` floats in all).
+    pub fn rows_fit(&self, stride: usize, rows: &[u32], values: usize) -> bool {
+        self.sparse.is_none()
+            && self.cap == self.columns()
+            && stride == self.slots() * self.columns()
+            && rows.len().checked_mul(stride) == Some(values)
+            && rows.iter().all(|&r| (r as usize) < self.buckets)
+    }
+
+    /// Whether sparse entries of `stride` floats fit these weights.
+    pub fn entries_fit(&self, stride: usize, keys: &[u64], values: usize) -> bool {
+        self.sparse.is_some()
+            && stride == self.slots()
+            && keys.len().checked_mul(stride) == Some(values)
+            && keys
+                .iter()
+                .all(|&k| ((k >> 32) as usize) < self.buckets && (k as u32 as usize) < self.classes)
+    }
+
+    /// Sets sparse entries (checked by [`Weights::entries_fit`]) in place:
+    /// found or added; all-zero values clear an entry that exists and add
+    /// none. A replica's delta.
+    pub fn set_entries(&mut self, keys: &[u64], values: &[f32]) {
+        let slots = self.slots();
+        let Some(sp) = self.sparse.as_mut() else { return };
+        for (&k, v) in keys.iter().zip(values.chunks_exact(slots)) {
+            let (b, c) = ((k >> 32) as usize, k as u32);
+            let e = if v.iter().all(|&x| x == 0.0) {
+                match sp.find(b, c) {
+                    Some(e) => e,
+                    None => continue,
+                }
+            } else {
+                sp.entry(b, c)
+            };
+            for (s, &x) in v.iter().enumerate() {
+                sp.set(e, s, x);
+            }
+        }
+    }
+
+    /// Sets the scalars (a replica's delta); false when the scale is not
+    /// a positive number.
+    pub fn set_scalars(&mut self, scale: f64, bsum: f64, steps: u64) -> bool {
+        if !(scale.is_finite() && scale > 0.0) {
+            return false;
+        }
+        self.scale = scale;
+        self.inv_scale = (1.0 / scale) as f32;
+        self.bsum = bsum;
+        self.bsum_f32 = bsum as f32;
+        self.steps = steps;
+        true
+    }
 }

@@ -196,10 +196,7 @@ impl<'a> Daemon<'a> {
         let Some(feed) = self.feed.as_mut() else {
             return;
         };
-        if feed.poll(Duration::ZERO)
-            && let Some(model) = feed.newest()
-        {
-            lock(&self.state).pipeline.replace_model(model);
+        if feed.poll(Duration::ZERO) && feed.update(&mut lock(&self.state).pipeline) {
             crate::metrics::model_staleness(feed.assembler.oldest_update_ms());
         }
     }

@@ -14,7 +14,8 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use super::KafkaSettings;
 use super::context::{client_config, kafka_error, with_properties};
 use crate::model::Model;
-use crate::replica::{Assembler, TopicIndex};
+use crate::pipeline::Pipeline;
+use crate::replica::{Assembler, TopicIndex, Update, apply_delta};
 use crate::shutdown::Shutdown;
 use crate::transport::DaemonError;
 
@@ -144,12 +145,19 @@ impl ModelFeed {
             take(&mut assembler, m);
         })?;
         let mut feed = ModelFeed { consumer, assembler };
-        // Restored once a version is held, and again only when a newer one
-        // comes (one that cannot be restored is not tried again and again).
-        let mut newer = feed.assembler.served().is_some();
+        let mut served: Option<Model> = None;
         let mut waiting = Instant::now();
         loop {
-            if newer && let Some(model) = feed.newest() {
+            for update in feed.assembler.take_updates() {
+                if let Err(error) = update.apply(&mut served) {
+                    tracing::error!(%error, "a model update does not fit; waiting for a full version");
+                    feed.assembler.lost();
+                    served = None;
+                    break;
+                }
+            }
+            if let Some(model) = served.take() {
+                crate::metrics::model_swapped();
                 tracing::info!(topic = %s.model_topic, served = ?feed.assembler.served(), "serving the model");
                 return Ok(Some((feed, model)));
             }
@@ -160,7 +168,7 @@ impl ModelFeed {
                 tracing::info!(topic = %s.model_topic, "no complete model on the model topic yet; waiting for the learner");
                 waiting = Instant::now();
             }
-            newer = feed.poll(Duration::from_millis(100));
+            feed.poll(Duration::from_millis(100));
         }
     }
 
@@ -180,17 +188,31 @@ impl ModelFeed {
         newer
     }
 
-    /// The newest complete version, restored (logged when it cannot be).
-    pub(super) fn newest(&mut self) -> Option<Model> {
-        match self.assembler.model()? {
-            Ok(model) => {
-                crate::metrics::model_swapped();
-                Some(model)
+    /// Puts the updates read since the last call into `pipeline`'s model:
+    /// a full version replaces it, a delta is put in place (its rows
+    /// only). True when any was; an update that does not fit is logged,
+    /// leaves the model as it was, and makes the feed wait for the next
+    /// full version.
+    pub(super) fn update(&mut self, pipeline: &mut Pipeline) -> bool {
+        let mut changed = false;
+        for update in self.assembler.take_updates() {
+            let started = Instant::now();
+            let (kind, applied) = match update {
+                Update::Full(model) => {
+                    pipeline.replace_model(*model);
+                    ("full", Ok(()))
+                }
+                Update::Delta(d) => ("delta", apply_delta(pipeline.model_mut(), &d)),
+            };
+            crate::metrics::model_updated(kind, started.elapsed());
+            if let Err(error) = applied {
+                tracing::error!(%error, "a model update does not fit the model served; keeping it until a full version comes");
+                self.assembler.lost();
+                break;
             }
-            Err(error) => {
-                tracing::error!(%error, "a model version cannot be restored; keeping the one served");
-                None
-            }
+            crate::metrics::model_swapped();
+            changed = true;
         }
+        changed
     }
 }

@@ -1,0 +1,131 @@
+//! A delta put into the model a replica serves, in place: the rows it
+//! changes and its scalars, nothing else, so that a predictor's cost per
+//! version follows the delta's size, not the model's. Everything is
+//! checked first ([`check`]); only a delta that fits is put, so a bad one
+//! leaves the model as it was.
+
+use super::ReplicaError;
+use crate::checkpoint::pb;
+use crate::model::{Model, NaiveBayes, State, Task};
+
+use pb::model_state::State as PbState;
+
+/// Puts `d` (a [`super::image::delta`] against the version `m` is) into
+/// `m`; `Err` (and `m` unchanged) when it does not fit.
+pub fn apply_delta(m: &mut Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
+    check(m, d)?;
+    match (&mut m.state, &d.state) {
+        (State::Linear(w), Some(PbState::Linear(l))) => {
+            if let Some(r) = &l.rows {
+                w.put_compact_rows(&r.rows, &r.values);
+            }
+            if let Some(e) = &l.entries {
+                w.set_entries(&e.keys, &e.values);
+            }
+            w.set_scalars(l.scale, l.bsum, l.steps);
+        }
+        (State::NaiveBayes(nb), Some(PbState::NaiveBayes(n))) => put_nb(nb, n),
+        _ => {}
+    }
+    if let (Some(f), Some(n)) = (&mut m.fusion, &d.fusion) {
+        if let Some(counts) = &n.naive_bayes {
+            put_nb(&mut f.nb, counts);
+        }
+        (f.weight, f.sum_sq) = (n.weight, n.sum_sq);
+    }
+    if let (Some(df), Some(n)) = (&mut m.doc_freq, &d.doc_freq) {
+        for (&b, &c) in n.buckets.iter().zip(&n.counts) {
+            df.df[b as usize] = c;
+        }
+        df.set_docs(n.docs);
+    }
+    m.version = d.version;
+    Ok(())
+}
+
+fn task_name(t: Option<Task>) -> &'static str {
+    match t {
+        None => "",
+        Some(Task::SingleLabel) => "single-label",
+        Some(Task::MultiLabel) => "multi-label",
+    }
+}
+
+/// Whether `d` fits `m`: the same labels, task and layout, every row in
+/// range with its stride.
+fn check(m: &Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
+    if d.task != task_name(m.task) || d.labels.as_slice() != m.labels.names() {
+        return Err("a delta for other labels".into());
+    }
+    let fits = match (&m.state, &d.state) {
+        (State::Linear(w), Some(PbState::Linear(l))) => {
+            w.has_layout(l.averaged, l.adagrad, l.mirrored)
+                && l.scale.is_finite()
+                && l.scale > 0.0
+                && l.rows
+                    .as_ref()
+                    .is_none_or(|r| w.rows_fit(r.stride as usize, &r.rows, r.values.len()))
+                && l.entries
+                    .as_ref()
+                    .is_none_or(|e| w.entries_fit(e.stride as usize, &e.keys, e.values.len()))
+        }
+        (State::NaiveBayes(nb), Some(PbState::NaiveBayes(n))) => nb_fits(nb, n),
+        _ => false,
+    };
+    if !fits {
+        return Err("a delta for another weight layout, or rows out of range".into());
+    }
+    let fusion_fits = match (&m.fusion, &d.fusion) {
+        (None, None) => true,
+        (Some(f), Some(n)) => n.naive_bayes.as_ref().is_some_and(|c| nb_fits(&f.nb, c)),
+        _ => false,
+    };
+    let df_fits = match (&m.doc_freq, &d.doc_freq) {
+        (None, None) => true,
+        (Some(df), Some(n)) => {
+            n.buckets.len() == n.counts.len() && n.buckets.iter().all(|&b| (b as usize) < df.df.len())
+        }
+        _ => false,
+    };
+    if !fusion_fits || !df_fits {
+        return Err("a delta with or without a fusion or document frequencies the model lacks or has".into());
+    }
+    Ok(())
+}
+
+/// Whether rows of `stride` floats fit a `[bucket][stride]` buffer.
+fn rows_fit(r: Option<&pb::Rows>, buckets: usize, stride: usize) -> bool {
+    r.is_none_or(|r| {
+        (r.rows.is_empty() || r.stride as usize == stride)
+            && r.rows.len().checked_mul(stride) == Some(r.values.len())
+            && r.rows.iter().all(|&b| (b as usize) < buckets)
+    })
+}
+
+fn nb_fits(nb: &NaiveBayes, n: &pb::NaiveBayesState) -> bool {
+    // A multi-label model keeps per-bucket totals.
+    n.multilabel != nb.totals.is_empty()
+        && n.class_mass.len() == nb.classes
+        && n.class_docs.len() == nb.classes
+        && rows_fit(n.counts.as_ref(), nb.buckets, nb.classes)
+        && (!n.multilabel || rows_fit(n.totals.as_ref(), nb.buckets, 1))
+}
+
+fn put_rows(buf: &mut [f32], r: Option<&pb::Rows>, stride: usize) {
+    if let Some(r) = r {
+        for (&b, v) in r.rows.iter().zip(r.values.chunks_exact(stride.max(1))) {
+            let b = b as usize;
+            buf[b * stride..(b + 1) * stride].copy_from_slice(v);
+        }
+    }
+}
+
+fn put_nb(nb: &mut NaiveBayes, n: &pb::NaiveBayesState) {
+    put_rows(&mut nb.counts, n.counts.as_ref(), nb.classes);
+    if n.multilabel {
+        put_rows(&mut nb.totals, n.totals.as_ref(), 1);
+    }
+    nb.class_mass.clone_from(&n.class_mass);
+    nb.class_docs.clone_from(&n.class_docs);
+    (nb.docs, nb.mass, nb.vocabulary) = (n.docs, n.mass, n.vocabulary);
+}

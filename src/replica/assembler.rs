@@ -1,0 +1,189 @@
+//! The replica's side of the model topic: records read in topic order
+//! become [`Update`]s of the model it serves. A full version counts once
+//! all its chunks are in and their checksum holds, and is restored once; a
+//! delta only on the exact version it was taken against, and is handed on
+//! as it came, to be put in place ([`super::apply_delta`]), so a
+//! predictor's cost per version follows the delta's rows, not the model's.
+//! Nothing older than what it holds is ever taken. Pure logic: no Kafka.
+
+use prost::Message as _;
+
+use super::records::TopicIndex;
+use super::{ReplicaError, apply_delta};
+use crate::checkpoint::{self, pb};
+use crate::model::Model;
+
+/// What a replica serves: (epoch, version, when the learner published it).
+pub type Served = (u64, u64, u64);
+
+/// A change of the model a replica serves, in the order they came.
+#[derive(Debug)]
+pub enum Update {
+    /// A full version, restored: it replaces the model.
+    Full(Box<Model>),
+    /// The rows and scalars that changed since the version before.
+    Delta(Box<pb::ModelState>),
+}
+
+impl Update {
+    /// Puts this update into `served` (none yet: only a full version
+    /// makes one). `Err` leaves `served` as it was.
+    pub fn apply(self, served: &mut Option<Model>) -> Result<(), ReplicaError> {
+        match (self, served.as_mut()) {
+            (Update::Full(m), _) => {
+                *served = Some(*m);
+                Ok(())
+            }
+            (Update::Delta(d), Some(m)) => apply_delta(m, &d),
+            (Update::Delta(_), None) => Err("a delta before any full version".into()),
+        }
+    }
+}
+
+/// A version a replica holds.
+#[derive(Clone, Debug)]
+struct Held {
+    epoch: u64,
+    version: u64,
+    published_ms: u64,
+    /// When the learner learned the oldest update this version brought.
+    oldest_update_ms: u64,
+}
+
+/// A full version being received, chunk by chunk.
+#[derive(Debug)]
+struct Staging {
+    epoch: u64,
+    version: u64,
+    crc: u32,
+    chunks: Vec<Option<Vec<u8>>>,
+}
+
+/// Reads records in topic order; holds the updates that lead from the
+/// version last taken to the newest complete one.
+#[derive(Debug, Default)]
+pub struct Assembler {
+    held: Option<Held>,
+    staging: Option<Staging>,
+    index: TopicIndex,
+    updates: Vec<Update>,
+}
+
+impl Assembler {
+    /// Takes one record; `Ok(true)` when a newer complete version is now
+    /// held (its updates wait in [`Assembler::take_updates`]). An `Err`
+    /// names a record that cannot be used (it is skipped).
+    pub fn offer(&mut self, key: &str, value: Option<&[u8]>) -> Result<bool, ReplicaError> {
+        let Some(r) = self.index.note(key, value)? else {
+            return Ok(false);
+        };
+        let held = self.held.as_ref().map(|h| (h.epoch, h.version));
+        if held.is_some_and(|h| (r.epoch, r.version) <= h) {
+            return Ok(false);
+        }
+        match r.body {
+            Some(pb::model_record::Body::Chunk(c)) => {
+                let times = (r.published_unix_ms, r.oldest_update_unix_ms);
+                self.chunk(r.epoch, r.version, times, c)
+            }
+            Some(pb::model_record::Body::Delta(d)) => {
+                let Some(h) = self.held.as_mut() else { return Ok(false) };
+                if h.epoch != r.epoch || h.version != d.base_version {
+                    return Ok(false);
+                }
+                let d = d
+                    .model
+                    .ok_or_else(|| format!("model record {key}: a delta without a model"))?;
+                self.updates.push(Update::Delta(Box::new(d)));
+                (h.version, h.published_ms) = (r.version, r.published_unix_ms);
+                h.oldest_update_ms = r.oldest_update_unix_ms;
+                Ok(true)
+            }
+            None => Err(format!("model record {key} is empty").into()),
+        }
+    }
+
+    /// A snapshot chunk; `times`: when it was published and when its
+    /// oldest update was learned.
+    fn chunk(
+        &mut self,
+        epoch: u64,
+        version: u64,
+        times: (u64, u64),
+        c: pb::SnapshotChunk,
+    ) -> Result<bool, ReplicaError> {
+        let (index, count) = (c.index as usize, c.count as usize);
+        if count == 0 || index >= count || count > 1 << 20 {
+            return Err(format!("snapshot chunk {index} of {count}").into());
+        }
+        let fresh = match &self.staging {
+            Some(s) => (epoch, version) > (s.epoch, s.version),
+            None => true,
+        };
+        if fresh {
+            self.staging = Some(Staging {
+                epoch,
+                version,
+                crc: c.crc32,
+                chunks: vec![None; count],
+            });
+        }
+        let Some(s) = self.staging.as_mut() else {
+            return Ok(false);
+        };
+        if (s.epoch, s.version) != (epoch, version) || s.chunks.len() != count || s.crc != c.crc32 {
+            return Ok(false);
+        }
+        s.chunks[index] = Some(c.data);
+        if s.chunks.iter().any(Option::is_none) {
+            return Ok(false);
+        }
+        let Some(s) = self.staging.take() else { return Ok(false) };
+        let bytes: Vec<u8> = s.chunks.into_iter().flatten().flatten().collect();
+        if crc32fast::hash(&bytes) != s.crc {
+            return Err(format!("snapshot {epoch}/{version} fails its checksum").into());
+        }
+        let mut image = pb::Checkpoint::decode(&bytes[..]).map_err(|e| format!("snapshot {epoch}/{version}: {e}"))?;
+        drop(bytes);
+        let model = checkpoint::restore_model(&mut image).map_err(|e| format!("snapshot {epoch}/{version}: {e}"))?;
+        // A full version makes every update before it moot.
+        self.updates.clear();
+        self.updates.push(Update::Full(Box::new(model)));
+        self.held = Some(Held {
+            epoch,
+            version,
+            published_ms: times.0,
+            oldest_update_ms: times.1,
+        });
+        Ok(true)
+    }
+
+    /// The updates from the version last taken to the newest complete
+    /// one, oldest first (a full version first, if one came).
+    pub fn take_updates(&mut self) -> Vec<Update> {
+        std::mem::take(&mut self.updates)
+    }
+
+    /// An update could not be put into the model served: what it holds
+    /// is no longer the version named, so only a full version will do.
+    pub fn lost(&mut self) {
+        self.held = None;
+        self.updates.clear();
+    }
+
+    /// The version held, if any.
+    pub fn served(&self) -> Option<Served> {
+        self.held.as_ref().map(|h| (h.epoch, h.version, h.published_ms))
+    }
+
+    /// When the learner learned the oldest update of the version held
+    /// that the version before it lacked (0: unknown).
+    pub fn oldest_update_ms(&self) -> u64 {
+        self.held.as_ref().map_or(0, |h| h.oldest_update_ms)
+    }
+
+    /// What the records read so far hold.
+    pub fn index(&self) -> &TopicIndex {
+        &self.index
+    }
+}
