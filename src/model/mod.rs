@@ -149,6 +149,9 @@ pub struct Model {
     limits: Limits,
     /// Naive Bayes on the words, fused into a binary task's raw scores.
     pub(crate) fusion: Option<fusion::Fusion>,
+    /// A learner that publishes: the buckets learned since the changes were
+    /// last taken (a bit each), see [`Model::take_changes`].
+    changed: Option<Vec<u64>>,
 }
 
 impl Model {
@@ -175,6 +178,7 @@ impl Model {
             active: Vec::new(),
             limits: Limits::default(),
             fusion,
+            changed: None,
         }
     }
 
@@ -233,6 +237,7 @@ impl Model {
             active: Vec::new(),
             limits: Limits::default(),
             fusion: None,
+            changed: None,
         }
     }
 
@@ -274,6 +279,42 @@ impl Model {
     pub fn observe_doc(&mut self, buckets: &[u32]) {
         if let Some(d) = &mut self.doc_freq {
             d.observe(buckets);
+            self.mark(buckets.iter().copied());
+        }
+    }
+
+    /// From now on, notes the buckets whose rows learning changes (the
+    /// weights', the fused naive Bayes counts', the document
+    /// frequencies'), so that a publisher can send those rows alone.
+    pub fn track_changes(&mut self) {
+        if self.changed.is_none() {
+            self.changed = Some(vec![0; self.features.buckets().div_ceil(64)]);
+        }
+    }
+
+    /// The buckets changed since the last call (ascending), and a clean
+    /// slate; `None` when changes are not tracked.
+    pub fn take_changes(&mut self) -> Option<Vec<u32>> {
+        let bits = self.changed.as_mut()?;
+        let mut out = Vec::new();
+        for (i, word) in bits.iter_mut().enumerate() {
+            let mut w = std::mem::take(word);
+            while w != 0 {
+                out.push((i * 64) as u32 + w.trailing_zeros());
+                w &= w - 1;
+            }
+        }
+        Some(out)
+    }
+
+    /// Notes `buckets` as changed, when changes are tracked.
+    fn mark(&mut self, buckets: impl Iterator<Item = u32>) {
+        if let Some(bits) = &mut self.changed {
+            for b in buckets {
+                if let Some(word) = bits.get_mut(b as usize / 64) {
+                    *word |= 1 << (b % 64);
+                }
+            }
         }
     }
 

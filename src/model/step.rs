@@ -41,6 +41,7 @@ impl Model {
             return Err(ModelError::NotSingleLabel(gold.len()));
         }
         self.version += 1;
+        self.mark(x.idx.iter().copied());
         let w = match &mut self.state {
             State::NaiveBayes(nb) if weight == 1.0 => {
                 nb.learn(x, gold);

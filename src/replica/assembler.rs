@@ -67,6 +67,53 @@ pub struct Assembler {
     staging: Option<Staging>,
     index: TopicIndex,
     updates: Vec<Update>,
+    /// A delta in pieces being received.
+    delta_staging: Option<Staging>,
+}
+
+/// Where one piece of a record in pieces goes.
+#[derive(Clone, Copy)]
+struct Piece {
+    epoch: u64,
+    version: u64,
+    index: u32,
+    count: u32,
+    crc: u32,
+}
+
+/// Keeps `data`, piece `p` of a whole in pieces, in `slot` (a newer
+/// whole replaces one under way); the whole once every piece is in and
+/// its checksum holds.
+fn stage(slot: &mut Option<Staging>, p: Piece, data: Vec<u8>) -> Result<Option<Vec<u8>>, ReplicaError> {
+    let (index, count) = (p.index as usize, p.count as usize);
+    if count == 0 || index >= count || count > 1 << 20 {
+        return Err(format!("piece {index} of {count}").into());
+    }
+    if slot
+        .as_ref()
+        .is_none_or(|s| (p.epoch, p.version) > (s.epoch, s.version))
+    {
+        *slot = Some(Staging {
+            epoch: p.epoch,
+            version: p.version,
+            crc: p.crc,
+            chunks: vec![None; count],
+        });
+    }
+    let Some(s) = slot.as_mut() else { return Ok(None) };
+    if (s.epoch, s.version) != (p.epoch, p.version) || s.chunks.len() != count || s.crc != p.crc {
+        return Ok(None);
+    }
+    s.chunks[index] = Some(data);
+    if s.chunks.iter().any(Option::is_none) {
+        return Ok(None);
+    }
+    let Some(s) = slot.take() else { return Ok(None) };
+    let bytes: Vec<u8> = s.chunks.into_iter().flatten().flatten().collect();
+    if crc32fast::hash(&bytes) != s.crc {
+        return Err(format!("{}/{} fails its checksum", p.epoch, p.version).into());
+    }
+    Ok(Some(bytes))
 }
 
 impl Assembler {
@@ -74,33 +121,50 @@ impl Assembler {
     /// held (its updates wait in [`Assembler::take_updates`]). An `Err`
     /// names a record that cannot be used (it is skipped).
     pub fn offer(&mut self, key: &str, value: Option<&[u8]>) -> Result<bool, ReplicaError> {
-        let Some(r) = self.index.note(key, value)? else {
+        let Some(mut r) = self.index.note(key, value)? else {
             return Ok(false);
         };
         let held = self.held.as_ref().map(|h| (h.epoch, h.version));
         if held.is_some_and(|h| (r.epoch, r.version) <= h) {
             return Ok(false);
         }
-        match r.body {
+        match r.body.take() {
             Some(pb::model_record::Body::Chunk(c)) => {
                 let times = (r.published_unix_ms, r.oldest_update_unix_ms);
                 self.chunk(r.epoch, r.version, times, c)
             }
-            Some(pb::model_record::Body::Delta(d)) => {
-                let Some(h) = self.held.as_mut() else { return Ok(false) };
-                if h.epoch != r.epoch || h.version != d.base_version {
+            Some(pb::model_record::Body::Delta(d)) => self.delta(key, &r, d),
+            Some(pb::model_record::Body::DeltaChunk(c)) => {
+                let piece = Piece {
+                    epoch: r.epoch,
+                    version: r.version,
+                    index: c.index,
+                    count: c.count,
+                    crc: c.crc32,
+                };
+                let Some(bytes) = stage(&mut self.delta_staging, piece, c.data)? else {
                     return Ok(false);
-                }
-                let d = d
-                    .model
-                    .ok_or_else(|| format!("model record {key}: a delta without a model"))?;
-                self.updates.push(Update::Delta(Box::new(d)));
-                (h.version, h.published_ms) = (r.version, r.published_unix_ms);
-                h.oldest_update_ms = r.oldest_update_unix_ms;
-                Ok(true)
+                };
+                let d = pb::ModelDelta::decode(&bytes[..]).map_err(|e| format!("model record {key}: {e}"))?;
+                self.delta(key, &r, d)
             }
             None => Err(format!("model record {key} is empty").into()),
         }
+    }
+
+    /// A delta, taken only on exactly the version it was taken against.
+    fn delta(&mut self, key: &str, r: &pb::ModelRecord, d: pb::ModelDelta) -> Result<bool, ReplicaError> {
+        let Some(h) = self.held.as_mut() else { return Ok(false) };
+        if h.epoch != r.epoch || h.version != d.base_version {
+            return Ok(false);
+        }
+        let d = d
+            .model
+            .ok_or_else(|| format!("model record {key}: a delta without a model"))?;
+        self.updates.push(Update::Delta(Box::new(d)));
+        (h.version, h.published_ms) = (r.version, r.published_unix_ms);
+        h.oldest_update_ms = r.oldest_update_unix_ms;
+        Ok(true)
     }
 
     /// A snapshot chunk; `times`: when it was published and when its
@@ -112,37 +176,16 @@ impl Assembler {
         times: (u64, u64),
         c: pb::SnapshotChunk,
     ) -> Result<bool, ReplicaError> {
-        let (index, count) = (c.index as usize, c.count as usize);
-        if count == 0 || index >= count || count > 1 << 20 {
-            return Err(format!("snapshot chunk {index} of {count}").into());
-        }
-        let fresh = match &self.staging {
-            Some(s) => (epoch, version) > (s.epoch, s.version),
-            None => true,
+        let piece = Piece {
+            epoch,
+            version,
+            index: c.index,
+            count: c.count,
+            crc: c.crc32,
         };
-        if fresh {
-            self.staging = Some(Staging {
-                epoch,
-                version,
-                crc: c.crc32,
-                chunks: vec![None; count],
-            });
-        }
-        let Some(s) = self.staging.as_mut() else {
+        let Some(bytes) = stage(&mut self.staging, piece, c.data)? else {
             return Ok(false);
         };
-        if (s.epoch, s.version) != (epoch, version) || s.chunks.len() != count || s.crc != c.crc32 {
-            return Ok(false);
-        }
-        s.chunks[index] = Some(c.data);
-        if s.chunks.iter().any(Option::is_none) {
-            return Ok(false);
-        }
-        let Some(s) = self.staging.take() else { return Ok(false) };
-        let bytes: Vec<u8> = s.chunks.into_iter().flatten().flatten().collect();
-        if crc32fast::hash(&bytes) != s.crc {
-            return Err(format!("snapshot {epoch}/{version} fails its checksum").into());
-        }
         let mut image = pb::Checkpoint::decode(&bytes[..]).map_err(|e| format!("snapshot {epoch}/{version}: {e}"))?;
         drop(bytes);
         let model = checkpoint::restore_model(&mut image).map_err(|e| format!("snapshot {epoch}/{version}: {e}"))?;

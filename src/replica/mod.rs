@@ -12,6 +12,7 @@
 
 mod apply;
 mod assembler;
+mod changes;
 pub mod image;
 pub mod records;
 

@@ -10,14 +10,16 @@ use std::time::{Duration, Instant};
 
 use prost::Message as _;
 
-use super::image::{delta, scoring_image};
+use super::changes::{Shape, delta_of_changes};
+use super::image::scoring_image;
 use crate::checkpoint::pb;
 use crate::model::Model;
 
-/// The format of model-topic records this build writes; it reads 1 too.
-/// 2 may carry the sparse weight layout, which a version-1 reader would
-/// take for an empty model.
-pub const MODEL_FORMAT_VERSION: u32 = 2;
+/// The format of model-topic records this build writes; it reads 1 and 2
+/// too. 2 may carry the sparse weight layout, which a version-1 reader
+/// would take for an empty model; 3 may carry a delta in pieces
+/// (`DeltaChunk`), which a version-2 reader would not know.
+pub const MODEL_FORMAT_VERSION: u32 = 3;
 
 /// The most a delta record may take, whatever the chunk size: under
 /// Kafka's default limit of 1 MiB a record, with room for the key and headers.
@@ -49,6 +51,9 @@ pub struct PublishSettings {
     /// Bytes of snapshot per record, and the most a delta may take (under
     /// Kafka's default limit of 1 MiB a record).
     pub chunk_bytes: usize,
+    /// The largest delta sent as one record; a larger one goes in
+    /// `chunk_bytes` pieces.
+    pub delta_bytes: usize,
 }
 
 impl Default for PublishSettings {
@@ -57,6 +62,7 @@ impl Default for PublishSettings {
             interval: Duration::from_millis(250),
             snapshot_interval: Duration::from_secs(600),
             chunk_bytes: 512 << 10,
+            delta_bytes: MAX_DELTA_BYTES,
         }
     }
 }
@@ -82,8 +88,10 @@ impl Kind {
 pub struct Publisher {
     epoch: u64,
     settings: PublishSettings,
-    /// The version last published and its scoring image's model state.
-    last: Option<(u64, pb::ModelState)>,
+    /// The version last published, what a delta after it assumes, and
+    /// the size of the last full version.
+    last: Option<(u64, Shape)>,
+    snapshot_bytes: usize,
     last_snapshot: Option<Instant>,
     last_publish: Option<Instant>,
     /// When the learner learned the oldest update not yet published (ms).
@@ -100,6 +108,7 @@ impl Publisher {
             epoch,
             settings,
             last: None,
+            snapshot_bytes: 0,
             last_snapshot: None,
             last_publish: None,
             unpublished_since: None,
@@ -130,58 +139,80 @@ impl Publisher {
             && self.last_publish.is_none_or(|t| t.elapsed() >= self.settings.interval)
     }
 
-    /// The records that publish `m` (a delta when one will do), and what
-    /// kind of publication they are.
-    pub fn publish(&mut self, m: &Model, now_ms: u64) -> (Vec<Outgoing>, Kind) {
+    /// The records that publish `m` (a delta of the rows learning changed
+    /// since the last publication, when one will do), and what kind of
+    /// publication they are. The first call starts `m`'s change tracking.
+    pub fn publish(&mut self, m: &mut Model, now_ms: u64) -> (Vec<Outgoing>, Kind) {
         // 0: not known (no update was observed since the last publication).
-        let oldest_update_ms = self.unpublished_since.take().unwrap_or(0);
-        let mut image = scoring_image(m);
-        let version = m.version();
-        let model = image.model.take().unwrap_or_default();
+        let header = Header {
+            epoch: self.epoch,
+            version: m.version(),
+            now_ms,
+            oldest_update_ms: self.unpublished_since.take().unwrap_or(0),
+        };
+        m.track_changes();
+        let changed = m.take_changes();
+        let shape = Shape::of(m);
         let snapshot_due = self
             .last_snapshot
             .is_none_or(|t| t.elapsed() >= self.settings.snapshot_interval);
-        let change = match (&self.last, snapshot_due) {
-            (Some((_, old)), false) => delta(old, &model),
-            _ => None,
-        };
         self.last_publish = Some(Instant::now());
-        let epoch = self.epoch;
-        // Every record of this publication: the same header, its own body.
-        let record = |body| {
-            pb::ModelRecord {
-                format_version: MODEL_FORMAT_VERSION,
-                epoch,
-                version,
-                published_unix_ms: now_ms,
-                oldest_update_unix_ms: oldest_update_ms,
-                body: Some(body),
-            }
-            .encode_to_vec()
-        };
-        if let (Some(d), Some((base_version, _))) = (change, &self.last) {
-            let record = record(pb::model_record::Body::Delta(pb::ModelDelta {
-                base_version: *base_version,
-                model: Some(d),
-            }));
-            // A delta over a record's room, or over half a full version
-            // (cheaper to read whole), gives way to a full version.
-            let whole = image.encoded_len() + model.encoded_len();
-            if record.len() <= self.settings.chunk_bytes.max(MAX_DELTA_BYTES) && record.len() * 2 <= whole {
-                let key = delta_key(self.epoch, version);
-                self.live.insert(key.clone());
-                self.last = Some((version, model));
-                return (
-                    vec![Outgoing {
-                        key,
-                        value: Some(record),
-                    }],
-                    Kind::Delta,
-                );
+        if let (Some((base, before)), false, Some(buckets)) = (&self.last, snapshot_due, changed)
+            && before.admits(&shape)
+        {
+            let delta = pb::ModelDelta {
+                base_version: *base,
+                model: Some(delta_of_changes(m, &buckets)),
+            };
+            // A delta over half a full version gives way to one (cheaper to read whole).
+            if delta.encoded_len() * 2 <= self.snapshot_bytes {
+                let out = self.delta_records(&header, delta);
+                self.last = Some((header.version, shape));
+                return (out, Kind::Delta);
             }
         }
-        image.model = Some(model);
-        let bytes = image.encode_to_vec();
+        let out = self.snapshot_records(&header, m);
+        self.last = Some((header.version, shape));
+        self.last_snapshot = Some(Instant::now());
+        (out, Kind::Snapshot)
+    }
+
+    /// A delta as one record, or in pieces when it is over a record's room.
+    fn delta_records(&mut self, h: &Header, delta: pb::ModelDelta) -> Vec<Outgoing> {
+        let room = self.settings.delta_bytes;
+        let out = if delta.encoded_len() <= room {
+            vec![Outgoing {
+                key: delta_key(h.epoch, h.version),
+                value: Some(h.record(pb::model_record::Body::Delta(delta))),
+            }]
+        } else {
+            let delta = delta.encode_to_vec();
+            let crc = crc32fast::hash(&delta);
+            let pieces: Vec<&[u8]> = delta.chunks(self.settings.chunk_bytes.max(1)).collect();
+            let count = pieces.len() as u32;
+            pieces
+                .iter()
+                .enumerate()
+                .map(|(i, data)| Outgoing {
+                    key: format!("{}/{i:06}", delta_key(h.epoch, h.version)),
+                    value: Some(h.record(pb::model_record::Body::DeltaChunk(pb::DeltaChunk {
+                        index: i as u32,
+                        count,
+                        crc32: crc,
+                        data: data.to_vec(),
+                    }))),
+                })
+                .collect()
+        };
+        self.live.extend(out.iter().map(|o| o.key.clone()));
+        out
+    }
+
+    /// A full version of `m` in chunks, then the deletions of what it
+    /// supersedes.
+    fn snapshot_records(&mut self, h: &Header, m: &Model) -> Vec<Outgoing> {
+        let bytes = scoring_image(m).encode_to_vec();
+        self.snapshot_bytes = bytes.len();
         let crc = crc32fast::hash(&bytes);
         let pieces: Vec<&[u8]> = bytes.chunks(self.settings.chunk_bytes.max(1)).collect();
         let count = pieces.len() as u32;
@@ -189,8 +220,8 @@ impl Publisher {
             .iter()
             .enumerate()
             .map(|(i, data)| Outgoing {
-                key: snapshot_key(self.epoch, version, i),
-                value: Some(record(pb::model_record::Body::Chunk(pb::SnapshotChunk {
+                key: snapshot_key(h.epoch, h.version, i),
+                value: Some(h.record(pb::model_record::Body::Chunk(pb::SnapshotChunk {
                     index: i as u32,
                     count,
                     crc32: crc,
@@ -207,9 +238,29 @@ impl Publisher {
             .filter(|o| o.value.is_some())
             .map(|o| o.key.clone())
             .collect();
-        self.last = image.model.take().map(|m| (version, m));
-        self.last_snapshot = Some(Instant::now());
-        (out, Kind::Snapshot)
+        out
+    }
+}
+
+/// What every record of one publication says of it.
+struct Header {
+    epoch: u64,
+    version: u64,
+    now_ms: u64,
+    oldest_update_ms: u64,
+}
+
+impl Header {
+    fn record(&self, body: pb::model_record::Body) -> Vec<u8> {
+        pb::ModelRecord {
+            format_version: MODEL_FORMAT_VERSION,
+            epoch: self.epoch,
+            version: self.version,
+            published_unix_ms: self.now_ms,
+            oldest_update_unix_ms: self.oldest_update_ms,
+            body: Some(body),
+        }
+        .encode_to_vec()
     }
 }
 

@@ -189,3 +189,62 @@ impl Weights {
         true
     }
 }
+
+impl Weights {
+    /// Floats per row (dense) or entry (sparse) in the scoring layout: the
+    /// compact one without AdaGrad's sums (what a replica's image holds).
+    pub fn scoring_stride(&self) -> usize {
+        let slots = self.slots() - self.adagrad as usize;
+        match self.sparse {
+            Some(_) => slots,
+            None => slots * self.columns(),
+        }
+    }
+
+    /// Whether the weights are in the sparse layout.
+    pub fn is_sparse(&self) -> bool {
+        self.sparse.is_some()
+    }
+
+    /// How many sparse entries the budget has dropped so far.
+    pub fn pruned(&self) -> u64 {
+        self.sparse.as_ref().map_or(0, |s| s.pruned())
+    }
+
+    /// The global scale of the stored values (a rescale sets it back to 1).
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+
+    /// `B`, the scalar part of the averaged weights' running sum.
+    pub fn bsum(&self) -> f64 {
+        self.bsum
+    }
+
+    /// Flags of the layout: (averaged, adagrad, mirrored).
+    pub fn layout(&self) -> (bool, bool, bool) {
+        (self.averaged, self.adagrad, self.mirrored)
+    }
+
+    /// Appends bucket `b`'s dense row in the scoring layout
+    /// ([`Weights::scoring_stride`] floats).
+    pub fn scoring_row(&self, b: usize, values: &mut Vec<f32>) {
+        let (slots, cap, columns) = (self.slots(), self.cap, self.columns());
+        let keep = slots - self.adagrad as usize;
+        let row = &self.buf[b * slots * cap..(b + 1) * slots * cap];
+        for s in 0..keep {
+            values.extend_from_slice(&row[s * cap..s * cap + columns]);
+        }
+    }
+
+    /// Appends bucket `b`'s sparse entries: keys (bucket << 32 | class)
+    /// and their values in the scoring layout.
+    pub fn scoring_entries(&self, b: usize, keys: &mut Vec<u64>, values: &mut Vec<f32>) {
+        let Some(sp) = &self.sparse else { return };
+        let keep = self.slots() - self.adagrad as usize;
+        for e in sp.range(b) {
+            keys.push((b as u64) << 32 | u64::from(sp.class(e)));
+            values.extend((0..keep).map(|s| sp.get(e, s)));
+        }
+    }
+}

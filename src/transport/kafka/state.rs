@@ -312,7 +312,7 @@ impl State {
             return;
         }
         let started = Instant::now();
-        let (records, kind) = publisher.publish(self.pipeline.model(), now_ms());
+        let (records, kind) = publisher.publish(self.pipeline.model_mut(), now_ms());
         let topic = topic.clone();
         let bytes: usize = records
             .iter()

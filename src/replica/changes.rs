@@ -1,0 +1,152 @@
+//! A delta from the rows learning changed ([`Model::take_changes`]), read
+//! from the model as it stands: what a learner publishes between full
+//! versions, at a cost that follows the rows changed, not the model's size
+//! (no image of the whole model is kept or compared). Its layout is the
+//! scoring image's ([`super::image::scoring_image`]), so a replica puts it
+//! in place as it would a delta between two images.
+
+use crate::checkpoint::pb;
+use crate::model::{Model, NaiveBayes, State, Task};
+
+use pb::model_state::State as PbState;
+
+/// What a delta from changed rows assumes of the version before it: the
+/// same labels, task and weight layout, no rescale and no pruning since.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shape {
+    task: Option<Task>,
+    labels: Vec<String>,
+    layout: Option<(bool, bool, bool, bool)>,
+    scale: f64,
+    pruned: u64,
+}
+
+impl Shape {
+    pub fn of(m: &Model) -> Self {
+        let (layout, scale, pruned) = match &m.state {
+            State::Linear(w) => {
+                let (a, g, mirrored) = w.layout();
+                (Some((a, g, mirrored, w.is_sparse())), w.scale(), w.pruned())
+            }
+            State::NaiveBayes(_) => (None, 1.0, 0),
+        };
+        Shape {
+            task: m.task(),
+            labels: m.labels().names().to_vec(),
+            layout,
+            scale,
+            pruned,
+        }
+    }
+
+    /// Whether a delta of changed rows leads from a version of shape
+    /// `self` to `now`: the rows learning left alone are the same in
+    /// both (a rescale moves them all: the scale only goes down between
+    /// two rescales).
+    pub fn admits(&self, now: &Shape) -> bool {
+        self.task == now.task
+            && self.labels == now.labels
+            && self.layout == now.layout
+            && self.pruned == now.pruned
+            && now.scale <= self.scale
+    }
+}
+
+/// The delta that sets `buckets` (ascending) to their rows in `m`, with
+/// every scalar of `m`.
+pub fn delta_of_changes(m: &Model, buckets: &[u32]) -> pb::ModelState {
+    let state = match &m.state {
+        State::Linear(w) => {
+            let stride = w.scoring_stride() as u32;
+            let (averaged, _, mirrored) = w.layout();
+            let (mut ids, mut keys, mut values) = (Vec::new(), Vec::new(), Vec::new());
+            for &b in buckets {
+                if w.is_sparse() {
+                    w.scoring_entries(b as usize, &mut keys, &mut values);
+                } else {
+                    ids.push(b);
+                    w.scoring_row(b as usize, &mut values);
+                }
+            }
+            let (rows, entries) = if w.is_sparse() {
+                let e = pb::Entries {
+                    stride,
+                    keys,
+                    values,
+                    count: 0,
+                };
+                (None, Some(e))
+            } else {
+                (
+                    Some(pb::Rows {
+                        stride,
+                        rows: ids,
+                        values,
+                    }),
+                    None,
+                )
+            };
+            PbState::Linear(pb::LinearState {
+                rows,
+                entries,
+                scale: w.scale(),
+                bsum: w.bsum(),
+                steps: w.steps(),
+                averaged,
+                adagrad: false,
+                mirrored,
+            })
+        }
+        State::NaiveBayes(nb) => PbState::NaiveBayes(nb_rows(nb, buckets)),
+    };
+    pb::ModelState {
+        task: match m.task() {
+            None => String::new(),
+            Some(Task::SingleLabel) => "single-label".into(),
+            Some(Task::MultiLabel) => "multi-label".into(),
+        },
+        labels: m.labels().names().to_vec(),
+        version: m.version(),
+        state: Some(state),
+        sketch: Vec::new(),
+        sketch_offered: m.sketch().offered(),
+        fusion: m.fusion.as_ref().map(|f| pb::FusionState {
+            naive_bayes: Some(nb_rows(&f.nb, buckets)),
+            weight: f.weight,
+            sum_sq: f.sum_sq,
+        }),
+        doc_freq: m.doc_freq().map(|d| pb::DocFreq {
+            docs: d.docs,
+            buckets: buckets.to_vec(),
+            counts: buckets
+                .iter()
+                .map(|&b| d.df.get(b as usize).copied().unwrap_or(0))
+                .collect(),
+        }),
+    }
+}
+
+/// Naive Bayes counts of `buckets` (those in its range), with its scalars.
+fn nb_rows(nb: &NaiveBayes, buckets: &[u32]) -> pb::NaiveBayesState {
+    let k = nb.classes;
+    let inside: Vec<u32> = buckets.iter().copied().filter(|&b| (b as usize) < nb.buckets).collect();
+    let rows = |buf: &[f32], stride: usize| pb::Rows {
+        stride: stride as u32,
+        rows: inside.clone(),
+        values: inside
+            .iter()
+            .flat_map(|&b| buf[b as usize * stride..(b as usize + 1) * stride].iter().copied())
+            .collect(),
+    };
+    let multilabel = !nb.totals.is_empty();
+    pb::NaiveBayesState {
+        counts: Some(rows(&nb.counts, k)),
+        totals: multilabel.then(|| rows(&nb.totals, 1)),
+        class_mass: nb.class_mass.clone(),
+        class_docs: nb.class_docs.clone(),
+        docs: nb.docs,
+        mass: nb.mass,
+        vocabulary: nb.vocabulary,
+        multilabel,
+    }
+}
