@@ -11,7 +11,7 @@ use prost::Message as _;
 use super::records::TopicIndex;
 use super::{ReplicaError, apply_delta};
 use crate::checkpoint::{self, pb};
-use crate::model::Model;
+use crate::model::{Limits, Model};
 
 /// What a replica serves: (epoch, version, when the learner published it).
 pub type Served = (u64, u64, u64);
@@ -27,10 +27,12 @@ pub enum Update {
 
 impl Update {
     /// Puts this update into `served` (none yet: only a full version
-    /// makes one). `Err` leaves `served` as it was.
-    pub fn apply(self, served: &mut Option<Model>) -> Result<(), ReplicaError> {
+    /// makes one, held to `limits` as a served model is, before deltas
+    /// add entries to it). `Err` leaves `served` as it was.
+    pub fn apply(self, served: &mut Option<Model>, limits: Limits) -> Result<(), ReplicaError> {
         match (self, served.as_mut()) {
-            (Update::Full(m), _) => {
+            (Update::Full(mut m), _) => {
+                m.set_limits(limits);
                 *served = Some(*m);
                 Ok(())
             }

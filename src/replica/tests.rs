@@ -225,7 +225,7 @@ fn take(a: &mut Assembler, served: &mut Option<Model>) -> usize {
     let mut deltas = 0;
     for u in a.take_updates() {
         deltas += usize::from(matches!(u, Update::Delta(_)));
-        u.apply(served).unwrap();
+        u.apply(served, crate::model::Limits::default()).unwrap();
     }
     deltas
 }

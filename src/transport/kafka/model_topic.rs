@@ -13,7 +13,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use super::KafkaSettings;
 use super::context::{client_config, kafka_error, with_properties};
-use crate::model::Model;
+use crate::model::{Limits, Model};
 use crate::pipeline::Pipeline;
 use crate::replica::{Assembler, TopicIndex, Update, apply_delta};
 use crate::shutdown::Shutdown;
@@ -129,6 +129,19 @@ pub(super) fn catch_up(
 
 /// A predictor's feed of the model topic: its consumer and the versions
 /// assembled from it.
+/// Puts the assembler's updates into `served` (none yet: the first full
+/// version makes one); one that does not fit drops what was built.
+fn apply_all(assembler: &mut Assembler, served: &mut Option<Model>, limits: Limits) {
+    for update in assembler.take_updates() {
+        if let Err(error) = update.apply(served, limits) {
+            tracing::error!(%error, "a model update does not fit; waiting for a full version");
+            assembler.lost();
+            *served = None;
+            return;
+        }
+    }
+}
+
 pub(super) struct ModelFeed {
     consumer: BaseConsumer,
     pub(super) assembler: Assembler,
@@ -141,21 +154,18 @@ impl ModelFeed {
     pub(super) fn first_model(s: &KafkaSettings, shutdown: &Shutdown) -> Result<Option<(Self, Model)>, DaemonError> {
         let consumer = consumer(s)?;
         let mut assembler = Assembler::default();
+        let mut served: Option<Model> = None;
+        // Each update put in place as it comes: the deltas since the last
+        // full version are never held all at once.
         catch_up(&consumer, &s.model_topic, shutdown, Duration::from_secs(30), |m| {
-            take(&mut assembler, m);
+            if take(&mut assembler, m) {
+                apply_all(&mut assembler, &mut served, s.pipeline.limits);
+            }
         })?;
         let mut feed = ModelFeed { consumer, assembler };
-        let mut served: Option<Model> = None;
         let mut waiting = Instant::now();
         loop {
-            for update in feed.assembler.take_updates() {
-                if let Err(error) = update.apply(&mut served) {
-                    tracing::error!(%error, "a model update does not fit; waiting for a full version");
-                    feed.assembler.lost();
-                    served = None;
-                    break;
-                }
-            }
+            apply_all(&mut feed.assembler, &mut served, s.pipeline.limits);
             if let Some(model) = served.take() {
                 crate::metrics::model_swapped();
                 tracing::info!(topic = %s.model_topic, served = ?feed.assembler.served(), "serving the model");
