@@ -305,27 +305,8 @@ pub fn decode_file(bytes: &[u8], path: &Path) -> Result<pb::Checkpoint, Checkpoi
         path: path.to_path_buf(),
         detail,
     };
-    if bytes.len() < HEADER || &bytes[..8] != MAGIC {
-        return Err(corrupt("not a classifyd checkpoint (bad magic or too short)".into()));
-    }
-    // The slices below have the exact lengths of the arrays (HEADER checked above).
-    let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap_or_default());
-    if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
-        return Err(CheckpointError::Incompatible {
-            path: path.to_path_buf(),
-            found: version,
-            expected: FORMAT_VERSION,
-        });
-    }
-    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap_or_default());
-    let crc = u32::from_le_bytes(bytes[20..24].try_into().unwrap_or_default());
-    let payload = &bytes[HEADER..];
-    if payload.len() as u64 != len {
-        return Err(corrupt(format!(
-            "payload is {} bytes, header says {len}",
-            payload.len()
-        )));
-    }
+    let payload = bytes.get(HEADER..).unwrap_or_default();
+    let (version, _, crc) = stream::read_header(bytes, payload.len() as u64, path)?;
     if crc32fast::hash(payload) != crc {
         return Err(corrupt("checksum mismatch".into()));
     }

@@ -70,6 +70,33 @@ pub(super) fn header(len: u64, crc: u32) -> Vec<u8> {
     h
 }
 
+/// Checks a file's header against the payload's length: (format
+/// version, payload length, CRC-32).
+pub(super) fn read_header(head: &[u8], payload: u64, path: &Path) -> Result<(u32, u64, u32), CheckpointError> {
+    let corrupt = |detail: String| CheckpointError::Corrupt {
+        path: path.to_path_buf(),
+        detail,
+    };
+    if head.len() < HEADER || &head[..8] != MAGIC {
+        return Err(corrupt("not a classifyd checkpoint (bad magic or too short)".into()));
+    }
+    // The slices have the exact lengths of the arrays (HEADER checked above).
+    let version = u32::from_le_bytes(head[8..12].try_into().unwrap_or_default());
+    if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
+        return Err(CheckpointError::Incompatible {
+            path: path.to_path_buf(),
+            found: version,
+            expected: FORMAT_VERSION,
+        });
+    }
+    let len = u64::from_le_bytes(head[12..20].try_into().unwrap_or_default());
+    let crc = u32::from_le_bytes(head[20..24].try_into().unwrap_or_default());
+    if payload != len {
+        return Err(corrupt(format!("payload is {payload} bytes, header says {len}")));
+    }
+    Ok((version, len, crc))
+}
+
 /// The payload as it is read: what is left of it, and its CRC so far.
 struct Payload {
     r: BufReader<File>,
@@ -145,26 +172,10 @@ pub fn load(path: &Path, cfg: PipelineConfig) -> Result<(Pipeline, BTreeMap<Stri
     let size = file.metadata().map_err(io_err(path))?.len();
     let mut r = BufReader::with_capacity(1 << 20, file);
     let mut head = [0u8; HEADER];
-    if size < HEADER as u64 || r.read_exact(&mut head).is_err() || &head[..8] != MAGIC {
+    if size < HEADER as u64 || r.read_exact(&mut head).is_err() {
         return Err(corrupt("not a classifyd checkpoint (bad magic or too short)".into()));
     }
-    // The slices have the exact lengths of the arrays.
-    let version = u32::from_le_bytes(head[8..12].try_into().unwrap_or_default());
-    if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
-        return Err(CheckpointError::Incompatible {
-            path: path.to_path_buf(),
-            found: version,
-            expected: FORMAT_VERSION,
-        });
-    }
-    let len = u64::from_le_bytes(head[12..20].try_into().unwrap_or_default());
-    let crc = u32::from_le_bytes(head[20..24].try_into().unwrap_or_default());
-    if size - HEADER as u64 != len {
-        return Err(corrupt(format!(
-            "payload is {} bytes, header says {len}",
-            size - HEADER as u64
-        )));
-    }
+    let (version, len, crc) = read_header(&head, size - HEADER as u64, path)?;
     let mut payload = Payload {
         r,
         left: len,

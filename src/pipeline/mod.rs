@@ -437,7 +437,13 @@ impl Pipeline {
             *self.counters.predicted_by_label.entry(l.clone()).or_default() += 1;
         }
         self.counters.predicted += 1;
-        // A predictor's late labels go to the learner: nothing to join here.
+        self.keep_predicted(&prediction, text, score, now_ms);
+        Outcome::Predicted(prediction)
+    }
+
+    /// Keeps a predicted message for its late label (not on a predictor:
+    /// its late labels go to the learner, nothing to join here).
+    fn keep_predicted(&mut self, prediction: &Prediction, text: String, score: Option<f32>, now_ms: u64) {
         if self.cfg.role != Role::Predictor {
             let entry = CacheEntry {
                 text,
@@ -449,7 +455,6 @@ impl Pipeline {
             };
             self.cache.insert(prediction.id.clone(), entry, &self.cfg);
         }
-        Outcome::Predicted(prediction)
     }
 
     /// Counts bad input that never reached the pipeline whole (a line over

@@ -4,8 +4,7 @@
 //! late-label cache like an unlabeled input message, so that a label sent
 //! later to the feedback topic is joined to it and learned.
 
-use super::cache::CacheEntry;
-use super::{Pipeline, Prediction, Role, review};
+use super::{Pipeline, Prediction, review};
 use crate::message::{self, Bad, BadReason, Message};
 use crate::model::Task;
 
@@ -43,19 +42,8 @@ impl Pipeline {
         let confidence = review::confidence(&w.scored, task, self.model.hyper().threshold);
         prediction.uncertain = self.review.is_uncertain(confidence);
         self.work = w;
-        // A predictor's late labels go to the learner: nothing to join here.
-        if self.cfg.role != Role::Predictor {
-            let entry = CacheEntry {
-                text,
-                predicted: Some(prediction.labels.clone()),
-                score,
-                gold: None,
-                held: None,
-                at_ms: now_ms,
-            };
-            self.cache.expire(now_ms, self.cfg.cache_ttl_ms);
-            self.cache.insert(prediction.id.clone(), entry, &self.cfg);
-        }
+        self.cache.expire(now_ms, self.cfg.cache_ttl_ms);
+        self.keep_predicted(&prediction, text, score, now_ms);
         Ok(prediction)
     }
 }
