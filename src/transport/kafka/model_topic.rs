@@ -5,6 +5,7 @@
 //! A predictor's feed ([`ModelFeed`]) is polled by the daemon's loop,
 //! on the loop's own thread, between input messages.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -142,6 +143,21 @@ fn apply_all(assembler: &mut Assembler, served: &mut Option<Model>, limits: Limi
     }
 }
 
+/// The keys of the model topic whose last record is a deletion (read
+/// without decoding any value).
+fn deleted_keys(s: &KafkaSettings, shutdown: &Shutdown) -> Result<HashSet<String>, DaemonError> {
+    let consumer = consumer(s)?;
+    let mut deleted = HashSet::new();
+    catch_up(&consumer, &s.model_topic, shutdown, Duration::from_secs(30), |m| {
+        let key = m.key().map(String::from_utf8_lossy).unwrap_or_default().into_owned();
+        match m.payload() {
+            None => deleted.insert(key),
+            Some(_) => deleted.remove(&key),
+        };
+    })?;
+    Ok(deleted)
+}
+
 pub(super) struct ModelFeed {
     consumer: BaseConsumer,
     pub(super) assembler: Assembler,
@@ -152,13 +168,19 @@ impl ModelFeed {
     /// until it holds a complete version the predictor can serve; `None`
     /// on shutdown.
     pub(super) fn first_model(s: &KafkaSettings, shutdown: &Shutdown) -> Result<Option<(Self, Model)>, DaemonError> {
+        // First the keys the learner has deleted (what compaction will
+        // drop, and may not have yet: the full versions before the newest
+        // and the deltas before it), so that they are neither decoded nor
+        // restored on the way.
+        let deleted = deleted_keys(s, shutdown)?;
         let consumer = consumer(s)?;
         let mut assembler = Assembler::default();
         let mut served: Option<Model> = None;
         // Each update put in place as it comes: the deltas since the last
         // full version are never held all at once.
         catch_up(&consumer, &s.model_topic, shutdown, Duration::from_secs(30), |m| {
-            if take(&mut assembler, m) {
+            let key = m.key().map(String::from_utf8_lossy).unwrap_or_default();
+            if !deleted.contains(key.as_ref()) && take(&mut assembler, m) {
                 apply_all(&mut assembler, &mut served, s.pipeline.limits);
             }
         })?;
