@@ -10,7 +10,7 @@ use crate::model::{Model, NaiveBayes, State, Task};
 
 use pb::model_state::State as PbState;
 
-/// Puts `d` (a [`super::image::delta`] against the version `m` is) into
+/// Puts `d` (a delta, [`super::changes`], against the version `m` is) into
 /// `m`; `Err` (and `m` unchanged) when it does not fit.
 pub fn apply_delta(m: &mut Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
     check(m, d)?;

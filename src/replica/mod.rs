@@ -2,10 +2,12 @@
 //! replicas through the model topic, as pure logic over records (the
 //! Kafka transport moves them: `transport::kafka`).
 //!
-//! - [`image`]: the scoring image of a model (no optimizer state) and the
-//!   row deltas between two images.
-//! - [`records`]: the learner's [`Publisher`] and the replica's
-//!   [`Assembler`].
+//! - [`image`]: the scoring image of a model (no optimizer state): a full
+//!   version.
+//! - `changes`: a delta, the rows learning touched, read from the model.
+//! - [`records`]: the learner's [`Publisher`]; `assembler`: the replica's
+//!   [`Assembler`], full versions and deltas in order; `apply`: a delta
+//!   put into the served model in place.
 //!
 //! Owns the model topic's format; it knows no transport, and it reads and
 //! writes models only through the checkpoint's protobuf form.
@@ -13,6 +15,8 @@
 mod apply;
 mod assembler;
 mod changes;
+#[cfg(test)]
+mod diff;
 pub mod image;
 pub mod records;
 

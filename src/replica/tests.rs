@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use prost::Message as _;
 
-use super::image::{apply, delta, scoring_image};
+use super::diff::{apply, delta};
+use super::image::scoring_image;
 use super::*;
 use crate::checkpoint::pb;
 use crate::features::FeatureConfig;
