@@ -24,7 +24,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, oneshot};
 
 use crate::message::Bad;
-use crate::pipeline::{Pipeline, Prediction};
+use crate::pipeline::{Pipeline, Prediction, Prepared, Preparer};
 
 mod classify;
 
@@ -79,12 +79,18 @@ pub trait Classify: Send + Sync + 'static {
 }
 
 /// The usual handle: the daemon's state behind the lock its loop takes per
-/// message, and where the pipeline sits in it. A request waits for the
-/// message in hand (or a checkpoint being written), then holds the lock
-/// for its own prediction only.
+/// message, and where the pipeline sits in it. A request is parsed and
+/// hashed outside the lock, with a preparer of its own; then it waits for
+/// the message in hand (or a checkpoint being written), and holds the lock
+/// for its prediction only.
 pub struct Shared<T> {
     inner: Arc<Mutex<T>>,
     pipeline: fn(&mut T) -> &mut Pipeline,
+    /// What a request's preparer is made from.
+    template: Preparer,
+    /// Preparers and their buffers, one per request in flight (at most
+    /// `--http-max-concurrent`), kept for the next requests.
+    preparers: Mutex<Vec<(Preparer, Prepared)>>,
     /// Numbers the requests without an id.
     next: AtomicU64,
     /// Unique to this process, so that default ids of a restarted one do
@@ -94,9 +100,15 @@ pub struct Shared<T> {
 
 impl<T: Send + 'static> Shared<T> {
     pub fn new(inner: Arc<Mutex<T>>, pipeline: fn(&mut T) -> &mut Pipeline) -> Self {
+        let template = {
+            let mut state = inner.lock().unwrap_or_else(|p| p.into_inner());
+            pipeline(&mut state).preparer()
+        };
         Shared {
             inner,
             pipeline,
+            template,
+            preparers: Mutex::new(Vec::new()),
             next: AtomicU64::new(1),
             started_ms: crate::clock::now_ms(),
         }
@@ -109,10 +121,36 @@ impl<T: Send + 'static> Classify for Shared<T> {
             let n = self.next.fetch_add(1, Ordering::Relaxed);
             format!("http-{}-{n}", self.started_ms)
         };
-        // A panic while holding the lock would already have ended the daemon.
-        let mut state = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        (self.pipeline)(&mut state).classify_request(raw, &default_id, crate::clock::now_ms(), explain)
+        // Poisoned only by a panic, which would already have ended the daemon.
+        let pooled = self.preparers.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let (mut preparer, mut p) = pooled.unwrap_or_else(|| (self.template.fresh(), Prepared::default()));
+        p.clear();
+        preparer.prepare(raw, false, &mut p);
+        let answer = {
+            let mut state = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            let now = crate::clock::now_ms();
+            (self.pipeline)(&mut state).classify_prepared(raw, (&preparer, &mut p), &default_id, now, explain)
+        };
+        self.preparers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((preparer, p));
+        answer
     }
+}
+
+/// Starts the endpoint when `settings` asks for one, serving the pipeline
+/// inside `state` (both transports call this).
+pub fn serve<T: Send + 'static>(
+    settings: Option<&HttpSettings>,
+    state: &Arc<Mutex<T>>,
+    pipeline: fn(&mut T) -> &mut Pipeline,
+) -> Result<Option<HttpServer>, HttpError> {
+    let Some(settings) = settings else {
+        return Ok(None);
+    };
+    let handle = Shared::new(Arc::clone(state), pipeline);
+    HttpServer::start(settings.clone(), Arc::new(handle)).map(Some)
 }
 
 /// What every connection's requests share.

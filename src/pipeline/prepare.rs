@@ -97,6 +97,16 @@ impl Preparer {
         }
     }
 
+    /// The features it hashes to.
+    pub fn features(&self) -> &FeatureConfig {
+        self.featurizer.config()
+    }
+
+    /// Another preparer like this one (for another thread).
+    pub fn fresh(&self) -> Preparer {
+        Preparer::new(*self.featurizer.config(), self.reading)
+    }
+
     /// The longest message it parses (longer ones are bad input).
     pub fn max_message_bytes(&self) -> usize {
         self.reading.max_bytes

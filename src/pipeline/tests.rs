@@ -370,3 +370,44 @@ fn confident_contradictions_weigh_less_only_when_they_are_common() {
         crate::checkpoint::restore(crate::checkpoint::capture(&p, &Default::default()), p.config().clone()).unwrap();
     assert_eq!(back.contradictions, p.contradictions);
 }
+
+/// A request prepared apart (outside the daemon's lock) is answered as one
+/// handed whole, also when its preparer's features are not the model's
+/// any more (it is then prepared again); bad and blank ones are refused.
+#[test]
+fn requests_prepared_apart_answer_like_whole_ones() {
+    let mut p = pipeline(PipelineConfig::default());
+    for (n, l) in [
+        br#"{"text": "win cash prize now", "label": "spam"}"#.as_slice(),
+        br#"{"text": "lunch at noon with the team", "label": "ham"}"#,
+    ]
+    .iter()
+    .enumerate()
+    {
+        p.handle(l, &id0, n as u64);
+    }
+    let raw = br#"{"id": "r", "text": "a cash prize for lunch"}"#;
+    let whole = p.classify_request(raw, &id0, 5, Some(3)).expect("a text");
+    let stale = Preparer::new(
+        FeatureConfig {
+            bits: 12,
+            ..FeatureConfig::default()
+        },
+        PipelineConfig::default().reading(),
+    );
+    for mut preparer in [p.preparer(), stale] {
+        let mut batch = Prepared::default();
+        preparer.prepare(raw, false, &mut batch);
+        let apart = p.classify_prepared(raw, (&preparer, &mut batch), &id0, 6, Some(3));
+        assert_eq!(apart.expect("a text"), whole);
+    }
+    for bad in [b"   ".as_slice(), b"{\"text\": 3}", br#"{"id": "r", "label": "ham"}"#] {
+        let mut batch = Prepared::default();
+        let mut preparer = p.preparer();
+        preparer.prepare(bad, false, &mut batch);
+        assert!(
+            p.classify_prepared(bad, (&preparer, &mut batch), &id0, 7, None)
+                .is_err()
+        );
+    }
+}

@@ -25,7 +25,7 @@ use super::{Cadence, DaemonError, load_or_new};
 use crate::checkpoint::CheckpointDir;
 use crate::clock::now_ms;
 use crate::features::FeatureConfig;
-use crate::http::{HttpServer, HttpSettings, Shared};
+use crate::http::{HttpServer, HttpSettings};
 use crate::metrics::Telemetry;
 use crate::model::HyperChoice;
 use crate::pipeline::{Outcome, Pipeline, PipelineConfig};
@@ -144,13 +144,7 @@ impl<'a> JsonlDaemon<'a> {
             t.set_ready(true);
         }
         let shared = Arc::new(Mutex::new(pipeline));
-        let http = match &s.http {
-            Some(h) => {
-                let handle = Shared::new(Arc::clone(&shared), |p: &mut Pipeline| p);
-                Some(HttpServer::start(h.clone(), Arc::new(handle))?)
-            }
-            None => None,
-        };
+        let http = crate::http::serve(s.http.as_ref(), &shared, |p: &mut Pipeline| p)?;
         Ok(JsonlDaemon {
             s,
             telemetry,

@@ -55,17 +55,11 @@ impl Weights {
             }
             (keys, values)
         });
+        let (meta, _) = self.meta();
         WeightsParts {
-            buckets: self.buckets,
-            classes: self.classes,
             buf: if entries.is_some() { Vec::new() } else { self.compact() },
             entries,
-            scale: self.scale,
-            bsum: self.bsum,
-            steps: self.steps,
-            averaged: self.averaged,
-            adagrad: self.adagrad,
-            mirrored: self.mirrored,
+            ..meta
         }
     }
 

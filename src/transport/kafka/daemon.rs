@@ -31,7 +31,7 @@ use super::state::{DeliveryCounter, State};
 use super::{KafkaSettings, KafkaSummary, topics};
 use crate::checkpoint::CheckpointDir;
 use crate::clock::now_ms;
-use crate::http::{HttpServer, Shared};
+use crate::http::HttpServer;
 use crate::metrics::Telemetry;
 use crate::pipeline::{Pipeline, Role};
 use crate::replica::{Publisher, TopicIndex};
@@ -126,13 +126,7 @@ impl<'a> Daemon<'a> {
         tracing::info!(brokers = %s.brokers, ?topics, role = %s.pipeline.role, "consuming");
         // Exported from the start, at 0, so a rate over it is defined before the first error.
         metrics::counter!("classifyd_consumer_errors_total").increment(0);
-        let http = match &s.http {
-            Some(h) => {
-                let handle = Shared::new(Arc::clone(&state), |st: &mut State| &mut st.pipeline);
-                Some(HttpServer::start(h.clone(), Arc::new(handle))?)
-            }
-            None => None,
-        };
+        let http = crate::http::serve(s.http.as_ref(), &state, |st: &mut State| &mut st.pipeline)?;
         Ok(Some(Daemon {
             s,
             shutdown,
