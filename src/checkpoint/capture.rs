@@ -120,7 +120,9 @@ pub fn capture_model(m: &Model) -> pb::Checkpoint {
     capture_model_with(m, Weights::Inline)
 }
 
-fn capture_model_with(m: &Model, weights: Weights) -> pb::Checkpoint {
+/// [`capture_model`], with the weights where `weights` says (apart: to
+/// follow as [`fragments`], a model image written as a stream).
+pub fn capture_model_with(m: &Model, weights: Weights) -> pb::Checkpoint {
     pb::Checkpoint {
         format_version: FORMAT_VERSION,
         created_unix_ms: SystemTime::now()

@@ -14,7 +14,8 @@
 //! is rebuilt from it with zero weights and each piece is put into it in
 //! place. The CRC is checked at the end; a checkpoint written whole (by
 //! [`super::CheckpointDir::save`] or an older build) has no pieces and is
-//! restored as before.
+//! restored as before. A full version on the model topic is a model image
+//! written the same way ([`read_model`] reads it from its chunks).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -98,13 +99,13 @@ pub(super) fn read_header(head: &[u8], payload: u64, path: &Path) -> Result<(u32
 }
 
 /// The payload as it is read: what is left of it, and its CRC so far.
-struct Payload {
-    r: BufReader<File>,
+struct Payload<R> {
+    r: R,
     left: u64,
     crc: crc32fast::Hasher,
 }
 
-impl Payload {
+impl<R: Read> Payload<R> {
     fn byte(&mut self, raw: &mut Vec<u8>) -> io::Result<u8> {
         self.bytes(1, raw)?;
         Ok(raw.last().copied().unwrap_or(0))
@@ -201,7 +202,7 @@ pub fn load(path: &Path, cfg: PipelineConfig) -> Result<(Pipeline, BTreeMap<Stri
 
 /// The payload's fields: the checkpoint without its weights, and the
 /// model with them when they came in pieces.
-fn read_fields(payload: &mut Payload) -> Result<(pb::Checkpoint, Option<Model>), String> {
+fn read_fields<R: Read>(payload: &mut Payload<R>) -> Result<(pb::Checkpoint, Option<Model>), String> {
     let mut light = pb::Checkpoint::default();
     let mut model: Option<(Model, Option<(u32, u32)>)> = None;
     let mut raw = Vec::new();
@@ -237,6 +238,24 @@ fn read_fields(payload: &mut Payload) -> Result<(pb::Checkpoint, Option<Model>),
             m
         }),
     ))
+}
+
+/// Reads a model image of `len` bytes from `r` (a full version on the
+/// model topic): written whole ([`super::capture_model`]) or, like a
+/// checkpoint, with its weights in pieces after it
+/// ([`super::capture_model_with`] then [`super::fragments`]), which are put
+/// in place as they come. `r`'s bytes are read once and not kept.
+pub fn read_model<R: Read>(r: R, len: u64) -> Result<Model, String> {
+    let mut payload = Payload {
+        r,
+        left: len,
+        crc: crc32fast::Hasher::new(),
+    };
+    let (mut light, model) = read_fields(&mut payload)?;
+    match model {
+        Some(model) => Ok(model),
+        None => restore_model(&mut light).map_err(|e| e.to_string()),
+    }
 }
 
 /// The entries a checkpoint written in pieces says follow.

@@ -84,9 +84,9 @@ struct Piece {
 }
 
 /// Keeps `data`, piece `p` of a whole in pieces, in `slot` (a newer
-/// whole replaces one under way); the whole once every piece is in and
-/// its checksum holds.
-fn stage(slot: &mut Option<Staging>, p: Piece, data: Vec<u8>) -> Result<Option<Vec<u8>>, ReplicaError> {
+/// whole replaces one under way); the whole's pieces, in order, once
+/// every one is in and their checksum holds.
+fn stage(slot: &mut Option<Staging>, p: Piece, data: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, ReplicaError> {
     let (index, count) = (p.index as usize, p.count as usize);
     if count == 0 || index >= count || count > 1 << 20 {
         return Err(format!("piece {index} of {count}").into());
@@ -111,11 +111,38 @@ fn stage(slot: &mut Option<Staging>, p: Piece, data: Vec<u8>) -> Result<Option<V
         return Ok(None);
     }
     let Some(s) = slot.take() else { return Ok(None) };
-    let bytes: Vec<u8> = s.chunks.into_iter().flatten().flatten().collect();
-    if crc32fast::hash(&bytes) != s.crc {
+    let chunks: Vec<Vec<u8>> = s.chunks.into_iter().flatten().collect();
+    let mut crc = crc32fast::Hasher::new();
+    chunks.iter().for_each(|c| crc.update(c));
+    if crc.finalize() != s.crc {
         return Err(format!("{}/{} fails its checksum", p.epoch, p.version).into());
     }
-    Ok(Some(bytes))
+    Ok(Some(chunks))
+}
+
+/// The pieces of a whole read in turn, each dropped once read.
+struct Pieces(std::vec::IntoIter<Vec<u8>>, std::io::Cursor<Vec<u8>>);
+
+impl Pieces {
+    fn new(chunks: Vec<Vec<u8>>) -> (Self, u64) {
+        let len = chunks.iter().map(|c| c.len() as u64).sum();
+        (Pieces(chunks.into_iter(), std::io::Cursor::new(Vec::new())), len)
+    }
+}
+
+impl std::io::Read for Pieces {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let n = self.1.read(buf)?;
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            match self.0.next() {
+                Some(next) => self.1 = std::io::Cursor::new(next),
+                None => return Ok(0),
+            }
+        }
+    }
 }
 
 impl Assembler {
@@ -144,9 +171,10 @@ impl Assembler {
                     count: c.count,
                     crc: c.crc32,
                 };
-                let Some(bytes) = stage(&mut self.delta_staging, piece, c.data)? else {
+                let Some(chunks) = stage(&mut self.delta_staging, piece, c.data)? else {
                     return Ok(false);
                 };
+                let bytes = chunks.concat();
                 let d = pb::ModelDelta::decode(&bytes[..]).map_err(|e| format!("model record {key}: {e}"))?;
                 self.delta(key, &r, d)
             }
@@ -185,12 +213,13 @@ impl Assembler {
             count: c.count,
             crc: c.crc32,
         };
-        let Some(bytes) = stage(&mut self.staging, piece, c.data)? else {
+        let Some(chunks) = stage(&mut self.staging, piece, c.data)? else {
             return Ok(false);
         };
-        let mut image = pb::Checkpoint::decode(&bytes[..]).map_err(|e| format!("snapshot {epoch}/{version}: {e}"))?;
-        drop(bytes);
-        let model = checkpoint::restore_model(&mut image).map_err(|e| format!("snapshot {epoch}/{version}: {e}"))?;
+        // Restored as it is read (its weights put in place piece by piece),
+        // each chunk dropped once read: never a second image of the model.
+        let (pieces, len) = Pieces::new(chunks);
+        let model = checkpoint::read_model(pieces, len).map_err(|e| format!("snapshot {epoch}/{version}: {e}"))?;
         // A full version makes every update before it moot.
         self.updates.clear();
         self.updates.push(Update::Full(Box::new(model)));

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use prost::Message as _;
 
 use super::changes::{Shape, delta_of_changes};
-use super::image::scoring_image;
+use super::image::scoring_pieces;
 use crate::checkpoint::pb;
 use crate::model::Model;
 
@@ -186,12 +186,12 @@ impl Publisher {
                 value: Some(h.record(pb::model_record::Body::Delta(delta))),
             }]
         } else {
-            let delta = delta.encode_to_vec();
-            let crc = crc32fast::hash(&delta);
-            let pieces: Vec<&[u8]> = delta.chunks(self.settings.chunk_bytes.max(1)).collect();
-            let count = pieces.len() as u32;
-            pieces
-                .iter()
+            let mut pieces = Chunker::new(self.settings.chunk_bytes);
+            pieces.push(&delta.encode_to_vec());
+            let (crc, chunks) = pieces.finish();
+            let count = chunks.len() as u32;
+            chunks
+                .into_iter()
                 .enumerate()
                 .map(|(i, data)| Outgoing {
                     key: format!("{}/{i:06}", delta_key(h.epoch, h.version)),
@@ -199,7 +199,7 @@ impl Publisher {
                         index: i as u32,
                         count,
                         crc32: crc,
-                        data: data.to_vec(),
+                        data,
                     }))),
                 })
                 .collect()
@@ -211,13 +211,21 @@ impl Publisher {
     /// A full version of `m` in chunks, then the deletions of what it
     /// supersedes.
     fn snapshot_records(&mut self, h: &Header, m: &Model) -> Vec<Outgoing> {
-        let bytes = scoring_image(m).encode_to_vec();
-        self.snapshot_bytes = bytes.len();
-        let crc = crc32fast::hash(&bytes);
-        let pieces: Vec<&[u8]> = bytes.chunks(self.settings.chunk_bytes.max(1)).collect();
-        let count = pieces.len() as u32;
-        let mut out: Vec<Outgoing> = pieces
-            .iter()
+        // Encoded a piece at a time, straight into the chunks: the learner
+        // holds no image of the model, nor its encoding whole.
+        let mut pieces = Chunker::new(self.settings.chunk_bytes);
+        let mut buf = Vec::new();
+        scoring_pieces(m, &mut |piece| {
+            buf.clear();
+            // Into a Vec, which grows: never short of room.
+            let _ = piece.encode(&mut buf);
+            pieces.push(&buf);
+        });
+        self.snapshot_bytes = pieces.len;
+        let (crc, chunks) = pieces.finish();
+        let count = chunks.len() as u32;
+        let mut out: Vec<Outgoing> = chunks
+            .into_iter()
             .enumerate()
             .map(|(i, data)| Outgoing {
                 key: snapshot_key(h.epoch, h.version, i),
@@ -225,7 +233,7 @@ impl Publisher {
                     index: i as u32,
                     count,
                     crc32: crc,
-                    data: data.to_vec(),
+                    data,
                 }))),
             })
             .collect();
@@ -239,6 +247,53 @@ impl Publisher {
             .map(|o| o.key.clone())
             .collect();
         out
+    }
+}
+
+/// Bytes cut into chunks of `room` as they come, their CRC-32 summed.
+struct Chunker {
+    room: usize,
+    chunks: Vec<Vec<u8>>,
+    crc: crc32fast::Hasher,
+    len: usize,
+}
+
+impl Chunker {
+    fn new(room: usize) -> Self {
+        Chunker {
+            room: room.max(1),
+            chunks: Vec::new(),
+            crc: crc32fast::Hasher::new(),
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, mut bytes: &[u8]) {
+        self.crc.update(bytes);
+        self.len += bytes.len();
+        while !bytes.is_empty() {
+            let room = self.room;
+            let last = match self.chunks.last_mut() {
+                Some(c) if c.len() < room => c,
+                _ => {
+                    self.chunks
+                        .push(Vec::with_capacity(room.min(bytes.len().max(64 << 10))));
+                    let at = self.chunks.len() - 1;
+                    &mut self.chunks[at]
+                }
+            };
+            let take = (room - last.len()).min(bytes.len());
+            last.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+    }
+
+    /// The whole's CRC-32, and its chunks (at least one).
+    fn finish(mut self) -> (u32, Vec<Vec<u8>>) {
+        if self.chunks.is_empty() {
+            self.chunks.push(Vec::new());
+        }
+        (self.crc.finalize(), self.chunks)
     }
 }
 

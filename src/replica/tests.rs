@@ -6,7 +6,7 @@ use std::time::Duration;
 use prost::Message as _;
 
 use super::diff::{apply, delta};
-use super::image::scoring_image;
+use super::image::{scoring_image, scoring_pieces};
 use super::*;
 use crate::checkpoint::pb;
 use crate::features::FeatureConfig;
@@ -116,6 +116,39 @@ fn probe_scores(model: Model) -> Vec<Vec<(String, f32)>> {
 
 fn model_of(image: &pb::Checkpoint) -> Model {
     crate::checkpoint::restore_model(&mut image.clone()).unwrap()
+}
+
+/// A full version written as a stream (the image without its weights,
+/// then the weights in pieces) is read back by the stream reader, and,
+/// being one protobuf message still, by a reader that decodes it whole
+/// (a predictor of an older build): both score as the learner's image.
+/// Dense with AdaGrad's sums left out, naive Bayes, sparse entries.
+#[test]
+fn a_full_version_in_pieces_reads_as_the_image() {
+    let sms: Vec<String> = sms().iter().map(|s| s.to_string()).collect();
+    for (learner, lines) in [
+        (Learner::Logistic, sms.clone()),
+        (Learner::NaiveBayes, sms),
+        (Learner::Hinge, varied_topics(600, 24)),
+    ] {
+        let mut p = pipeline(learner, true);
+        feed(&mut p, &lines);
+        let mut bytes = Vec::new();
+        let mut pieces = 0;
+        scoring_pieces(p.model(), &mut |piece| {
+            pieces += 1;
+            piece.encode(&mut bytes).unwrap();
+        });
+        let image = probe_scores(model_of(&scoring_image(p.model())));
+        let streamed = crate::checkpoint::read_model(&bytes[..], bytes.len() as u64).unwrap();
+        assert_eq!(probe_scores(streamed), image, "{learner:?}: {pieces} pieces");
+        let whole = pb::Checkpoint::decode(&bytes[..]).unwrap();
+        assert_eq!(probe_scores(model_of(&whole)), image, "{learner:?}");
+        assert!(
+            crate::checkpoint::read_model(&bytes[..bytes.len() - 1], bytes.len() as u64).is_err(),
+            "a short image is refused"
+        );
+    }
 }
 
 /// For every learner, with and without IDF, binary and three classes: the

@@ -127,7 +127,13 @@ pub(super) fn consumer_config(s: &KafkaSettings) -> ClientConfig {
         // before the first assignment (the test broker took 23 s at 45 s).
         // -X session.timeout.ms=... overrides it.
         .set("session.timeout.ms", "10000")
-        .set("heartbeat.interval.ms", "1000");
+        .set("heartbeat.interval.ms", "1000")
+        // librdkafka queues up to 64 MiB per partition ahead of the loop and
+        // fetches up to 50 MB at once: memory outside the model's budget
+        // that a backlog fills. 16 MiB (thousands of messages) per
+        // partition keeps the loop fed; -X overrides either.
+        .set("fetch.max.bytes", "16777216")
+        .set("queued.max.messages.kbytes", "16384");
     with_properties(cc, s)
 }
 

@@ -31,7 +31,13 @@ pub(super) fn consumer(s: &KafkaSettings) -> Result<BaseConsumer, DaemonError> {
         // A fetch returns at once when there is a record; with none, it
         // waits at the broker at most this long (librdkafka's 500 ms would
         // add up to half a second of staleness on brokers that wait it out).
-        .set("fetch.wait.max.ms", "100");
+        .set("fetch.wait.max.ms", "100")
+        // Records are up to 900 KiB and full versions tens of MB: without a
+        // bound, librdkafka fetches 50 MB at a time and queues up to 64 MiB
+        // ahead of the reader, beside the model being assembled. Eight
+        // records' worth keeps the reader fed (docs/scaling.md).
+        .set("fetch.max.bytes", "4194304")
+        .set("queued.max.messages.kbytes", "4096");
     let consumer: BaseConsumer = with_properties(c, s)
         .create()
         .map_err(kafka_error("model topic consumer"))?;
