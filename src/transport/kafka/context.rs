@@ -141,7 +141,13 @@ pub(super) fn consumer_config(s: &KafkaSettings) -> ClientConfig {
 /// broker is away (nothing is dropped), small batches.
 pub(super) fn producer_config(s: &KafkaSettings) -> ClientConfig {
     let mut pc = client_config(s);
-    pc.set("message.timeout.ms", "0").set("linger.ms", "5");
+    pc.set("message.timeout.ms", "0")
+        .set("linger.ms", "5")
+        // librdkafka's queue holds up to 1 GiB by default: a learner whose
+        // model versions outrun the broker would fill it. Past 32 MiB the
+        // daemon waits for deliveries (State::send), which slows its
+        // consumption rather than its memory's growth.
+        .set("queue.buffering.max.kbytes", "32768");
     with_properties(pc, s)
 }
 
