@@ -32,6 +32,7 @@ pub mod checkpoint;
 pub mod clock;
 pub mod commands;
 pub mod config;
+#[cfg(feature = "kafka")]
 pub mod demo;
 pub mod email;
 pub mod eval;

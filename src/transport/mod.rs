@@ -11,6 +11,7 @@
 
 pub mod bounded;
 pub mod jsonl;
+#[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod lines;
 pub mod sinks;
@@ -42,6 +43,7 @@ pub enum DaemonError {
         source: crate::checkpoint::RestoreError,
     },
     /// A Kafka client failed: which one, or at what.
+    #[cfg(feature = "kafka")]
     #[error("kafka: {what}")]
     Kafka {
         what: &'static str,
