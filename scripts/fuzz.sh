@@ -8,7 +8,7 @@
 #
 #   scripts/fuzz.sh [RUNS]    each target for RUNS inputs (default 1000000)
 #
-# .ci/run runs it short (20000 inputs a target); docs/reliability.md has the
+# .ci/run runs it short (10000 inputs a target); docs/reliability.md has the
 # figures of a long run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
