@@ -499,6 +499,19 @@ impl Pipeline {
         self.model = model;
     }
 
+    /// Frees the model, leaving an empty one of the same features and
+    /// hyperparameters (a predictor about to restore a full version that
+    /// would not fit beside it).
+    pub fn clear_model(&mut self) {
+        let empty = Model::new(self.model.hyper().clone(), *self.model.features());
+        self.model = empty;
+    }
+
+    /// The bounds models are held to (`--model-memory`, `--max-classes`).
+    pub fn limits(&self) -> crate::model::Limits {
+        self.cfg.limits
+    }
+
     /// The model, to change in place (a predictor's delta: see
     /// `replica::apply_delta`); its features stay as they are.
     pub fn model_mut(&mut self) -> &mut Model {

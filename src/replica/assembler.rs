@@ -19,21 +19,47 @@ pub type Served = (u64, u64, u64);
 /// A change of the model a replica serves, in the order they came.
 #[derive(Debug)]
 pub enum Update {
-    /// A full version, restored: it replaces the model.
-    Full(Box<Model>),
+    /// A full version, its checksum checked: restored, it replaces the model.
+    Full(FullVersion),
     /// The rows and scalars that changed since the version before.
     Delta(Box<pb::ModelState>),
+}
+
+/// A full version's chunks, in order, as they came: restored only when
+/// put in service, so that the model it replaces can go first when the
+/// two would not fit in the memory budget together.
+#[derive(Debug)]
+pub struct FullVersion {
+    name: String,
+    chunks: Vec<Vec<u8>>,
+}
+
+impl FullVersion {
+    /// Its encoded size: about what the model it holds takes.
+    pub fn bytes(&self) -> usize {
+        self.chunks.iter().map(Vec::len).sum()
+    }
+
+    /// The model, restored as its chunks are read (each dropped once
+    /// read): never a second image of it.
+    pub fn restore(self) -> Result<Model, ReplicaError> {
+        let (pieces, len) = Pieces::new(self.chunks);
+        checkpoint::read_model(pieces, len).map_err(|e| format!("snapshot {}: {e}", self.name).into())
+    }
 }
 
 impl Update {
     /// Puts this update into `served` (none yet: only a full version
     /// makes one, held to `limits` as a served model is, before deltas
-    /// add entries to it). `Err` leaves `served` as it was.
+    /// add entries to it). A delta's `Err` leaves `served` as it was; a
+    /// full version's leaves none.
     pub fn apply(self, served: &mut Option<Model>, limits: Limits) -> Result<(), ReplicaError> {
         match (self, served.as_mut()) {
-            (Update::Full(mut m), _) => {
+            (Update::Full(v), _) => {
+                *served = None;
+                let mut m = v.restore()?;
                 m.set_limits(limits);
-                *served = Some(*m);
+                *served = Some(m);
                 Ok(())
             }
             (Update::Delta(d), Some(m)) => apply_delta(m, &d),
@@ -216,13 +242,12 @@ impl Assembler {
         let Some(chunks) = stage(&mut self.staging, piece, c.data)? else {
             return Ok(false);
         };
-        // Restored as it is read (its weights put in place piece by piece),
-        // each chunk dropped once read: never a second image of the model.
-        let (pieces, len) = Pieces::new(chunks);
-        let model = checkpoint::read_model(pieces, len).map_err(|e| format!("snapshot {epoch}/{version}: {e}"))?;
         // A full version makes every update before it moot.
         self.updates.clear();
-        self.updates.push(Update::Full(Box::new(model)));
+        self.updates.push(Update::Full(FullVersion {
+            name: format!("{epoch}/{version}"),
+            chunks,
+        }));
         self.held = Some(Held {
             epoch,
             version,

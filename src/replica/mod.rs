@@ -45,7 +45,7 @@ impl From<&str> for ReplicaError {
 }
 
 pub use apply::apply_delta;
-pub use assembler::{Assembler, Served, Update};
+pub use assembler::{Assembler, FullVersion, Served, Update};
 pub use records::{Kind, MODEL_FORMAT_VERSION, Outgoing, PublishSettings, Publisher, TopicIndex};
 
 #[cfg(test)]

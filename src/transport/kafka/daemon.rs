@@ -87,7 +87,10 @@ impl<'a> Daemon<'a> {
         telemetry: Option<&'a Telemetry>,
     ) -> Result<Option<Self>, DaemonError> {
         let producer: ThreadedProducer<DeliveryCounter> = producer_config(s)
-            .create_with_context(DeliveryCounter::default())
+            .create_with_context(DeliveryCounter {
+                model_topic: (s.pipeline.role == Role::Learner).then(|| s.model_topic.clone()),
+                ..DeliveryCounter::default()
+            })
             .map_err(kafka_error("producer"))?;
         tracing::info!(brokers = %s.brokers, "kafka clients configured; connecting");
         topics::ensure(s);

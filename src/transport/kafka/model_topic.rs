@@ -16,7 +16,7 @@ use super::KafkaSettings;
 use super::context::{client_config, kafka_error, with_properties};
 use crate::model::{Limits, Model};
 use crate::pipeline::Pipeline;
-use crate::replica::{Assembler, TopicIndex, Update, apply_delta};
+use crate::replica::{Assembler, FullVersion, TopicIndex, Update, apply_delta};
 use crate::shutdown::Shutdown;
 use crate::transport::DaemonError;
 
@@ -34,10 +34,10 @@ pub(super) fn consumer(s: &KafkaSettings) -> Result<BaseConsumer, DaemonError> {
         .set("fetch.wait.max.ms", "100")
         // Records are up to 900 KiB and full versions tens of MB: without a
         // bound, librdkafka fetches 50 MB at a time and queues up to 64 MiB
-        // ahead of the reader, beside the model being assembled. Eight
-        // records' worth keeps the reader fed (docs/scaling.md).
-        .set("fetch.max.bytes", "4194304")
-        .set("queued.max.messages.kbytes", "4096");
+        // ahead of the reader, beside the model being assembled. Ten
+        // records' worth a fetch, and as much queued, keep the reader fed.
+        .set("fetch.max.bytes", "8388608")
+        .set("queued.max.messages.kbytes", "8192");
     let consumer: BaseConsumer = with_properties(c, s)
         .create()
         .map_err(kafka_error("model topic consumer"))?;
@@ -149,6 +149,20 @@ fn apply_all(assembler: &mut Assembler, served: &mut Option<Model>, limits: Limi
     }
 }
 
+/// Puts full version `v` in service in `pipeline`. When the model served
+/// and the new one would not fit in the memory budget together, the one
+/// served goes first (the loop holds the daemon's lock meanwhile: nothing
+/// is predicted in between); should the restore then fail, the predictor
+/// serves an empty model until the next full version (the checksum was
+/// checked: only a version this build cannot read fails here).
+fn restore(pipeline: &mut Pipeline, v: FullVersion) -> Result<(), crate::replica::ReplicaError> {
+    if pipeline.model().state_bytes() + v.bytes() > pipeline.limits().memory {
+        pipeline.clear_model();
+    }
+    pipeline.replace_model(v.restore()?);
+    Ok(())
+}
+
 /// The keys of the model topic whose last record is a deletion (read
 /// without decoding any value).
 fn deleted_keys(s: &KafkaSettings, shutdown: &Shutdown) -> Result<HashSet<String>, DaemonError> {
@@ -236,10 +250,7 @@ impl ModelFeed {
         for update in self.assembler.take_updates() {
             let started = Instant::now();
             let (kind, applied) = match update {
-                Update::Full(model) => {
-                    pipeline.replace_model(*model);
-                    ("full", Ok(()))
-                }
+                Update::Full(v) => ("full", restore(pipeline, v)),
                 Update::Delta(d) => ("delta", apply_delta(pipeline.model_mut(), &d)),
             };
             crate::metrics::model_updated(kind, started.elapsed());

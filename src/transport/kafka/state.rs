@@ -33,6 +33,10 @@ use crate::transport::{Cadence, DaemonError};
 pub struct DeliveryCounter {
     pub delivered: AtomicU64,
     pub failed: AtomicU64,
+    /// The model topic (a learner's), whose records are counted apart.
+    pub model_topic: Option<String>,
+    /// Model-topic records delivered or failed for good.
+    pub model_settled: AtomicU64,
 }
 
 impl ClientContext for DeliveryCounter {}
@@ -40,6 +44,13 @@ impl ClientContext for DeliveryCounter {}
 impl ProducerContext for DeliveryCounter {
     type DeliveryOpaque = ();
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        let topic = match result {
+            Ok(m) => m.topic(),
+            Err((_, m)) => m.topic(),
+        };
+        if self.model_topic.as_deref() == Some(topic) {
+            self.model_settled.fetch_add(1, Ordering::Relaxed);
+        }
         match result {
             Ok(_) => {
                 self.delivered.fetch_add(1, Ordering::Relaxed);
@@ -77,6 +88,8 @@ pub(super) struct State {
     pub(super) messages: u64,
     /// A learner's publisher and the model topic.
     pub(super) publisher: Option<(Publisher, String)>,
+    /// Model-topic records queued (see [`DeliveryCounter::model_settled`]).
+    pub(super) model_sent: u64,
     /// Reused output buffer.
     pub(super) buf: Vec<u8>,
     /// Reused buffer for a position's key.
@@ -121,6 +134,7 @@ impl State {
             checkpoints: 0,
             messages: 0,
             publisher,
+            model_sent: 0,
             buf: Vec::new(),
             key: String::new(),
         }
@@ -226,12 +240,12 @@ impl State {
     /// Queues a message; when the producer's queue is full, waits (the
     /// consumer is not polled meanwhile: consumption pauses, nothing drops).
     fn send(&self, topic: &str, key: &[u8], value: &[u8], headers: Option<OwnedHeaders>) {
-        self.send_opt(topic, key, Some(value), headers)
+        self.send_opt(topic, key, Some(value), headers);
     }
 
     /// [`State::send`] with an optional value (none: a deletion, for a
-    /// compacted topic).
-    fn send_opt(&self, topic: &str, key: &[u8], value: Option<&[u8]>, headers: Option<OwnedHeaders>) {
+    /// compacted topic); false when it could not be queued (logged, counted).
+    fn send_opt(&self, topic: &str, key: &[u8], value: Option<&[u8]>, headers: Option<OwnedHeaders>) -> bool {
         let mut record = BaseRecord::<[u8], [u8]>::to(topic).key(key);
         record.payload = value;
         if let Some(h) = headers {
@@ -239,7 +253,7 @@ impl State {
         }
         loop {
             match self.producer.send(record) {
-                Ok(()) => return,
+                Ok(()) => return true,
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
                     record = r;
                     std::thread::sleep(Duration::from_millis(10));
@@ -247,7 +261,7 @@ impl State {
                 Err((error, _)) => {
                     self.producer.context().failed.fetch_add(1, Ordering::Relaxed);
                     tracing::error!(%error, topic, "cannot queue message");
-                    return;
+                    return false;
                 }
             }
         }
@@ -303,10 +317,15 @@ impl State {
         if version == 0 {
             return;
         }
+        // The next version waits until the broker has taken the last one
+        // whole: a model that changes faster than the broker stores it is
+        // published less often, each version bringing more (a bucket moved
+        // twice travels once), instead of queueing without end.
+        let settled = self.producer.context().model_settled.load(Ordering::Relaxed);
         let due = if force {
             publisher.published_version() != Some(version)
         } else {
-            publisher.due(version)
+            settled >= self.model_sent && publisher.due(version)
         };
         if !due {
             return;
@@ -319,7 +338,9 @@ impl State {
             .map(|r| r.key.len() + r.value.as_ref().map_or(0, Vec::len))
             .sum();
         for r in &records {
-            self.send_opt(&topic, r.key.as_bytes(), r.value.as_deref(), None);
+            if self.send_opt(&topic, r.key.as_bytes(), r.value.as_deref(), None) {
+                self.model_sent += 1;
+            }
         }
         crate::metrics::model_published(kind.as_str(), bytes as u64);
         tracing::debug!(
