@@ -241,6 +241,11 @@ impl Model {
         }
     }
 
+    /// The memory and class bounds it is held to.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
     /// Sets the memory and class bounds: weights over the memory become
     /// sparse or are pruned to it.
     pub fn set_limits(&mut self, limits: Limits) {

@@ -14,6 +14,12 @@ use pb::model_state::State as PbState;
 /// `m`; `Err` (and `m` unchanged) when it does not fit.
 pub fn apply_delta(m: &mut Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
     check(m, d)?;
+    // New classes (sparse weights only: `check` saw to it), with no
+    // weights but those the delta brings.
+    for name in &d.labels[m.labels.len()..] {
+        m.intern(name)
+            .map_err(|e| format!("a delta's new class {name:?}: {e}"))?;
+    }
     match (&mut m.state, &d.state) {
         (State::Linear(w), Some(PbState::Linear(l))) => {
             if let Some(r) = &l.rows {
@@ -51,10 +57,15 @@ fn task_name(t: Option<Task>) -> &'static str {
     }
 }
 
-/// Whether `d` fits `m`: the same labels, task and layout, every row in
-/// range with its stride.
+/// Whether `d` fits `m`: the same labels (or more after them, for sparse
+/// weights without fusion, within `--max-classes`), task and layout, every
+/// row in range with its stride (new classes counted).
 fn check(m: &Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
-    if d.task != task_name(m.task) || d.labels.as_slice() != m.labels.names() {
+    let known = m.labels.names();
+    let sparse = matches!(&m.state, State::Linear(w) if w.is_sparse()) && m.fusion.is_none();
+    let labels = d.labels.as_slice() == known
+        || (sparse && d.labels.starts_with(known) && d.labels.len() <= m.limits().max_classes && distinct(&d.labels));
+    if d.task != task_name(m.task) || !labels {
         return Err("a delta for other labels".into());
     }
     let fits = match (&m.state, &d.state) {
@@ -67,7 +78,7 @@ fn check(m: &Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
                     .is_none_or(|r| w.rows_fit(r.stride as usize, &r.rows, r.values.len()))
                 && l.entries
                     .as_ref()
-                    .is_none_or(|e| w.entries_fit(e.stride as usize, &e.keys, e.values.len()))
+                    .is_none_or(|e| w.entries_fit(e.stride as usize, &e.keys, e.values.len(), d.labels.len()))
         }
         (State::NaiveBayes(nb), Some(PbState::NaiveBayes(n))) => nb_fits(nb, n),
         _ => false,
@@ -91,6 +102,12 @@ fn check(m: &Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
         return Err("a delta with or without a fusion or document frequencies the model lacks or has".into());
     }
     Ok(())
+}
+
+/// Whether no label comes twice.
+fn distinct(labels: &[String]) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    labels.iter().all(|l| seen.insert(l.as_str()))
 }
 
 /// Whether rows of `stride` floats fit a `[bucket][stride]` buffer.

@@ -11,12 +11,15 @@ use crate::model::{Model, NaiveBayes, State, Task};
 use pb::model_state::State as PbState;
 
 /// What a delta from changed rows assumes of the version before it: the
-/// same labels, task and weight layout, no rescale and no pruning since.
+/// same labels (or, sparse weights without fusion, more labels after the
+/// same ones: a new class has no weights outside the buckets learning
+/// touched), task and weight layout, no rescale and no pruning since.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Shape {
     task: Option<Task>,
     labels: Vec<String>,
     layout: Option<(bool, bool, bool, bool)>,
+    fused: bool,
     scale: f64,
     pruned: u64,
 }
@@ -34,6 +37,7 @@ impl Shape {
             task: m.task(),
             labels: m.labels().names().to_vec(),
             layout,
+            fused: m.fusion.is_some(),
             scale,
             pruned,
         }
@@ -44,9 +48,12 @@ impl Shape {
     /// both (a rescale moves them all: the scale only goes down between
     /// two rescales).
     pub fn admits(&self, now: &Shape) -> bool {
+        let sparse = matches!(self.layout, Some((.., true))) && !self.fused;
+        let labels = self.labels == now.labels || (sparse && now.labels.starts_with(&self.labels));
         self.task == now.task
-            && self.labels == now.labels
+            && labels
             && self.layout == now.layout
+            && self.fused == now.fused
             && self.pruned == now.pruned
             && now.scale <= self.scale
     }

@@ -247,6 +247,41 @@ fn a_new_class_needs_a_full_version() {
     assert!(delta(old.model.as_ref().unwrap(), new.model.as_ref().unwrap()).is_none());
 }
 
+/// A new class goes in a full version when the weights are dense (their
+/// layout changes), in a delta when they are sparse (the class has no
+/// weights but those the delta brings); the replica serves what the
+/// learner's image scores, with the new label.
+#[test]
+fn a_new_class_is_a_delta_only_for_sparse_weights() {
+    let sms: Vec<String> = sms()[..100].iter().map(|s| s.to_string()).collect();
+    for (lines, want) in [(sms, Kind::Snapshot), (varied_topics(400, 24), Kind::Delta)] {
+        let mut p = pipeline(Learner::Hinge, false);
+        feed(&mut p, &lines);
+        let settings = PublishSettings {
+            interval: Duration::ZERO,
+            snapshot_interval: Duration::from_secs(3600),
+            chunk_bytes: 1 << 20,
+            delta_bytes: 1 << 20,
+        };
+        let mut publisher = Publisher::new(7, settings, BTreeSet::new());
+        let (mut replica, mut served) = (Assembler::default(), None);
+        let (records, _) = publisher.publish(p.model_mut(), 1_000);
+        offer_all(&mut replica, &records);
+        take(&mut replica, &mut served);
+        feed(
+            &mut p,
+            &[r#"{"text": "quarterly report figures", "label": "brand-new"}"#],
+        );
+        let (records, kind) = publisher.publish(p.model_mut(), 2_000);
+        assert_eq!(kind, want);
+        offer_all(&mut replica, &records);
+        take(&mut replica, &mut served);
+        let m = served.unwrap();
+        assert_eq!(m.labels().names(), p.model().labels().names());
+        assert_eq!(probe_scores(m), probe_scores(model_of(&scoring_image(p.model()))));
+    }
+}
+
 fn offer_all(a: &mut Assembler, records: &[Outgoing]) -> usize {
     records
         .iter()

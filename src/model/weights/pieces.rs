@@ -144,13 +144,13 @@ impl Weights {
     }
 
     /// Whether sparse entries of `stride` floats fit these weights.
-    pub fn entries_fit(&self, stride: usize, keys: &[u64], values: usize) -> bool {
+    pub fn entries_fit(&self, stride: usize, keys: &[u64], values: usize, classes: usize) -> bool {
         self.sparse.is_some()
             && stride == self.slots()
             && keys.len().checked_mul(stride) == Some(values)
             && keys
                 .iter()
-                .all(|&k| ((k >> 32) as usize) < self.buckets && (k as u32 as usize) < self.classes)
+                .all(|&k| ((k >> 32) as usize) < self.buckets && (k as u32 as usize) < classes)
     }
 
     /// Sets sparse entries (checked by [`Weights::entries_fit`]) in place:
