@@ -507,11 +507,6 @@ impl Pipeline {
         self.model = empty;
     }
 
-    /// The bounds models are held to (`--model-memory`, `--max-classes`).
-    pub fn limits(&self) -> crate::model::Limits {
-        self.cfg.limits
-    }
-
     /// The model, to change in place (a predictor's delta: see
     /// `replica::apply_delta`); its features stay as they are.
     pub fn model_mut(&mut self) -> &mut Model {

@@ -188,21 +188,19 @@ impl Publisher {
         } else {
             let mut pieces = Chunker::new(self.settings.chunk_bytes);
             pieces.push(&delta.encode_to_vec());
-            let (crc, chunks) = pieces.finish();
-            let count = chunks.len() as u32;
-            chunks
-                .into_iter()
-                .enumerate()
-                .map(|(i, data)| Outgoing {
-                    key: format!("{}/{i:06}", delta_key(h.epoch, h.version)),
-                    value: Some(h.record(pb::model_record::Body::DeltaChunk(pb::DeltaChunk {
-                        index: i as u32,
+            let whole = delta_key(h.epoch, h.version);
+            pieces.into_records(
+                h,
+                |i| format!("{whole}/{i:06}"),
+                |index, count, crc32, data| {
+                    pb::model_record::Body::DeltaChunk(pb::DeltaChunk {
+                        index,
                         count,
-                        crc32: crc,
+                        crc32,
                         data,
-                    }))),
-                })
-                .collect()
+                    })
+                },
+            )
         };
         self.live.extend(out.iter().map(|o| o.key.clone()));
         out
@@ -222,21 +220,18 @@ impl Publisher {
             pieces.push(&buf);
         });
         self.snapshot_bytes = pieces.len;
-        let (crc, chunks) = pieces.finish();
-        let count = chunks.len() as u32;
-        let mut out: Vec<Outgoing> = chunks
-            .into_iter()
-            .enumerate()
-            .map(|(i, data)| Outgoing {
-                key: snapshot_key(h.epoch, h.version, i),
-                value: Some(h.record(pb::model_record::Body::Chunk(pb::SnapshotChunk {
-                    index: i as u32,
+        let mut out = pieces.into_records(
+            h,
+            |i| snapshot_key(h.epoch, h.version, i),
+            |index, count, crc32, data| {
+                pb::model_record::Body::Chunk(pb::SnapshotChunk {
+                    index,
                     count,
-                    crc32: crc,
+                    crc32,
                     data,
-                }))),
-            })
-            .collect();
+                })
+            },
+        );
         // Then delete what this full version supersedes.
         for key in std::mem::take(&mut self.live) {
             out.push(Outgoing { key, value: None });
@@ -273,27 +268,37 @@ impl Chunker {
         self.len += bytes.len();
         while !bytes.is_empty() {
             let room = self.room;
-            let last = match self.chunks.last_mut() {
-                Some(c) if c.len() < room => c,
-                _ => {
-                    self.chunks
-                        .push(Vec::with_capacity(room.min(bytes.len().max(64 << 10))));
-                    let at = self.chunks.len() - 1;
-                    &mut self.chunks[at]
-                }
-            };
+            if self.chunks.last().is_none_or(|c| c.len() >= room) {
+                self.chunks.push(Vec::with_capacity(room));
+            }
+            let at = self.chunks.len() - 1;
+            let last = &mut self.chunks[at];
             let take = (room - last.len()).min(bytes.len());
             last.extend_from_slice(&bytes[..take]);
             bytes = &bytes[take..];
         }
     }
 
-    /// The whole's CRC-32, and its chunks (at least one).
-    fn finish(mut self) -> (u32, Vec<Vec<u8>>) {
+    /// The records of the whole, one a chunk (at least one): `key` names
+    /// chunk `i`, `body` wraps (index, count, the whole's CRC-32, data).
+    fn into_records(
+        mut self,
+        h: &Header,
+        key: impl Fn(usize) -> String,
+        body: impl Fn(u32, u32, u32, Vec<u8>) -> pb::model_record::Body,
+    ) -> Vec<Outgoing> {
         if self.chunks.is_empty() {
             self.chunks.push(Vec::new());
         }
-        (self.crc.finalize(), self.chunks)
+        let (crc, count) = (self.crc.finalize(), self.chunks.len() as u32);
+        self.chunks
+            .into_iter()
+            .enumerate()
+            .map(|(i, data)| Outgoing {
+                key: key(i),
+                value: Some(h.record(body(i as u32, count, crc, data))),
+            })
+            .collect()
     }
 }
 

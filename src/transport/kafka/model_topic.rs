@@ -134,8 +134,6 @@ pub(super) fn catch_up(
     Ok(())
 }
 
-/// A predictor's feed of the model topic: its consumer and the versions
-/// assembled from it.
 /// Puts the assembler's updates into `served` (none yet: the first full
 /// version makes one); one that does not fit drops what was built.
 fn apply_all(assembler: &mut Assembler, served: &mut Option<Model>, limits: Limits) {
@@ -156,7 +154,7 @@ fn apply_all(assembler: &mut Assembler, served: &mut Option<Model>, limits: Limi
 /// serves an empty model until the next full version (the checksum was
 /// checked: only a version this build cannot read fails here).
 fn restore(pipeline: &mut Pipeline, v: FullVersion) -> Result<(), crate::replica::ReplicaError> {
-    if pipeline.model().state_bytes() + v.bytes() > pipeline.limits().memory {
+    if pipeline.model().state_bytes() + v.bytes() > pipeline.model().limits().memory {
         pipeline.clear_model();
     }
     pipeline.replace_model(v.restore()?);
@@ -178,6 +176,8 @@ fn deleted_keys(s: &KafkaSettings, shutdown: &Shutdown) -> Result<HashSet<String
     Ok(deleted)
 }
 
+/// A predictor's feed of the model topic: its consumer and the versions
+/// assembled from it.
 pub(super) struct ModelFeed {
     consumer: BaseConsumer,
     pub(super) assembler: Assembler,
