@@ -30,9 +30,12 @@ pub fn scoring_image(m: &Model) -> pb::Checkpoint {
 /// (their stride and layout are in), then the weights a piece at a time
 /// ([`checkpoint::fragments`], AdaGrad's sums left out), each handed to
 /// `each` to encode: what [`checkpoint::read_model`] reads back, with no
-/// second copy of the weights held on either side.
-pub fn scoring_pieces(m: &Model, each: &mut dyn FnMut(&pb::Checkpoint)) {
+/// second copy of the weights held on either side. The image says it was
+/// made at `created_unix_ms`, so that the same model gives the same bytes
+/// twice (a publisher encodes it twice: once for its length and CRC-32).
+pub fn scoring_pieces(m: &Model, created_unix_ms: u64, each: &mut dyn FnMut(&pb::Checkpoint)) {
     let mut light = checkpoint::capture_model_with(m, checkpoint::Weights::Apart);
+    light.created_unix_ms = created_unix_ms;
     let mut slots = None;
     if let Some(pb::ModelState {
         state: Some(State::Linear(l)),

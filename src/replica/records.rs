@@ -139,10 +139,13 @@ impl Publisher {
             && self.last_publish.is_none_or(|t| t.elapsed() >= self.settings.interval)
     }
 
-    /// The records that publish `m` (a delta of the rows learning changed
-    /// since the last publication, when one will do), and what kind of
-    /// publication they are. The first call starts `m`'s change tracking.
-    pub fn publish(&mut self, m: &mut Model, now_ms: u64) -> (Vec<Outgoing>, Kind) {
+    /// Sends the records that publish `m` to `send`, in order (a delta
+    /// of the rows learning changed since the last publication, when one
+    /// will do), and says what kind of publication they are. A full
+    /// version is made a chunk at a time as `send` takes them: the learner
+    /// holds no image of the model, nor its encoding whole. The first call
+    /// starts `m`'s change tracking.
+    pub fn publish(&mut self, m: &mut Model, now_ms: u64, send: &mut dyn FnMut(Outgoing)) -> Kind {
         // 0: not known (no update was observed since the last publication).
         let header = Header {
             epoch: self.epoch,
@@ -166,139 +169,152 @@ impl Publisher {
             };
             // A delta over half a full version gives way to one (cheaper to read whole).
             if delta.encoded_len() * 2 <= self.snapshot_bytes {
-                let out = self.delta_records(&header, delta);
+                self.send_delta(&header, delta, send);
                 self.last = Some((header.version, shape));
-                return (out, Kind::Delta);
+                return Kind::Delta;
             }
         }
-        let out = self.snapshot_records(&header, m);
+        self.send_snapshot(&header, m, send);
         self.last = Some((header.version, shape));
         self.last_snapshot = Some(Instant::now());
-        (out, Kind::Snapshot)
+        Kind::Snapshot
     }
 
     /// A delta as one record, or in pieces when it is over a record's room.
-    fn delta_records(&mut self, h: &Header, delta: pb::ModelDelta) -> Vec<Outgoing> {
-        let room = self.settings.delta_bytes;
-        let out = if delta.encoded_len() <= room {
-            vec![Outgoing {
-                key: delta_key(h.epoch, h.version),
+    fn send_delta(&mut self, h: &Header, delta: pb::ModelDelta, send: &mut dyn FnMut(Outgoing)) {
+        let whole = delta_key(h.epoch, h.version);
+        if delta.encoded_len() <= self.settings.delta_bytes {
+            self.live.insert(whole.clone());
+            send(Outgoing {
+                key: whole,
                 value: Some(h.record(pb::model_record::Body::Delta(delta))),
-            }]
-        } else {
-            let mut pieces = Chunker::new(self.settings.chunk_bytes);
-            pieces.push(&delta.encode_to_vec());
-            let whole = delta_key(h.epoch, h.version);
-            pieces.into_records(
-                h,
-                |i| format!("{whole}/{i:06}"),
-                |index, count, crc32, data| {
-                    pb::model_record::Body::DeltaChunk(pb::DeltaChunk {
-                        index,
-                        count,
-                        crc32,
-                        data,
-                    })
-                },
-            )
+            });
+            return;
+        }
+        let bytes = delta.encode_to_vec();
+        drop(delta);
+        let key = |i: u32| format!("{whole}/{i:06}");
+        let body = |index, count, crc32, data| {
+            pb::model_record::Body::DeltaChunk(pb::DeltaChunk {
+                index,
+                count,
+                crc32,
+                data,
+            })
         };
-        self.live.extend(out.iter().map(|o| o.key.clone()));
-        out
+        let sizes = (bytes.len(), crc32fast::hash(&bytes));
+        let mut cutter = Cutter::new(self.settings.chunk_bytes, sizes, h, &key, &body);
+        let live = &mut self.live;
+        let mut sink = |o: Outgoing| {
+            live.insert(o.key.clone());
+            send(o);
+        };
+        cutter.push(&bytes, &mut sink);
+        cutter.finish(&mut sink);
     }
 
     /// A full version of `m` in chunks, then the deletions of what it
-    /// supersedes.
-    fn snapshot_records(&mut self, h: &Header, m: &Model) -> Vec<Outgoing> {
-        // Encoded a piece at a time, straight into the chunks: the learner
-        // holds no image of the model, nor its encoding whole.
-        let mut pieces = Chunker::new(self.settings.chunk_bytes);
+    /// supersedes. The image is encoded twice, a piece at a time: first
+    /// for its length and CRC-32 (which every chunk names), then into the
+    /// chunks, each sent as it fills.
+    fn send_snapshot(&mut self, h: &Header, m: &Model, send: &mut dyn FnMut(Outgoing)) {
         let mut buf = Vec::new();
-        scoring_pieces(m, &mut |piece| {
+        let (mut crc, mut len) = (crc32fast::Hasher::new(), 0usize);
+        scoring_pieces(m, h.now_ms, &mut |piece| {
             buf.clear();
             // Into a Vec, which grows: never short of room.
             let _ = piece.encode(&mut buf);
-            pieces.push(&buf);
+            crc.update(&buf);
+            len += buf.len();
         });
-        self.snapshot_bytes = pieces.len;
-        let mut out = pieces.into_records(
-            h,
-            |i| snapshot_key(h.epoch, h.version, i),
-            |index, count, crc32, data| {
-                pb::model_record::Body::Chunk(pb::SnapshotChunk {
-                    index,
-                    count,
-                    crc32,
-                    data,
-                })
-            },
-        );
-        // Then delete what this full version supersedes.
-        for key in std::mem::take(&mut self.live) {
-            out.push(Outgoing { key, value: None });
-        }
-        self.live = out
-            .iter()
-            .filter(|o| o.value.is_some())
-            .map(|o| o.key.clone())
-            .collect();
-        out
-    }
-}
-
-/// Bytes cut into chunks of `room` as they come, their CRC-32 summed.
-struct Chunker {
-    room: usize,
-    chunks: Vec<Vec<u8>>,
-    crc: crc32fast::Hasher,
-    len: usize,
-}
-
-impl Chunker {
-    fn new(room: usize) -> Self {
-        Chunker {
-            room: room.max(1),
-            chunks: Vec::new(),
-            crc: crc32fast::Hasher::new(),
-            len: 0,
-        }
-    }
-
-    fn push(&mut self, mut bytes: &[u8]) {
-        self.crc.update(bytes);
-        self.len += bytes.len();
-        while !bytes.is_empty() {
-            let room = self.room;
-            if self.chunks.last().is_none_or(|c| c.len() >= room) {
-                self.chunks.push(Vec::with_capacity(room));
-            }
-            let at = self.chunks.len() - 1;
-            let last = &mut self.chunks[at];
-            let take = (room - last.len()).min(bytes.len());
-            last.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-        }
-    }
-
-    /// The records of the whole, one a chunk (at least one): `key` names
-    /// chunk `i`, `body` wraps (index, count, the whole's CRC-32, data).
-    fn into_records(
-        mut self,
-        h: &Header,
-        key: impl Fn(usize) -> String,
-        body: impl Fn(u32, u32, u32, Vec<u8>) -> pb::model_record::Body,
-    ) -> Vec<Outgoing> {
-        if self.chunks.is_empty() {
-            self.chunks.push(Vec::new());
-        }
-        let (crc, count) = (self.crc.finalize(), self.chunks.len() as u32);
-        self.chunks
-            .into_iter()
-            .enumerate()
-            .map(|(i, data)| Outgoing {
-                key: key(i),
-                value: Some(h.record(body(i as u32, count, crc, data))),
+        self.snapshot_bytes = len;
+        let key = |i: u32| snapshot_key(h.epoch, h.version, i as usize);
+        let body = |index, count, crc32, data| {
+            pb::model_record::Body::Chunk(pb::SnapshotChunk {
+                index,
+                count,
+                crc32,
+                data,
             })
-            .collect()
+        };
+        let mut cutter = Cutter::new(self.settings.chunk_bytes, (len, crc.finalize()), h, &key, &body);
+        let mut live = BTreeSet::new();
+        let mut sink = |o: Outgoing| {
+            live.insert(o.key.clone());
+            send(o);
+        };
+        scoring_pieces(m, h.now_ms, &mut |piece| {
+            buf.clear();
+            let _ = piece.encode(&mut buf);
+            cutter.push(&buf, &mut sink);
+        });
+        cutter.finish(&mut sink);
+        // Then delete what this full version supersedes.
+        for key in std::mem::replace(&mut self.live, live) {
+            send(Outgoing { key, value: None });
+        }
+    }
+}
+
+/// The body of chunk (index, count, the whole's CRC-32, data).
+type Body<'a> = &'a dyn Fn(u32, u32, u32, Vec<u8>) -> pb::model_record::Body;
+
+/// Bytes of a whole of known length and CRC-32 cut into records of
+/// `room` bytes as they come, each record sent as soon as it is full.
+struct Cutter<'a> {
+    room: usize,
+    count: u32,
+    crc: u32,
+    chunk: Vec<u8>,
+    index: u32,
+    header: &'a Header,
+    key: &'a dyn Fn(u32) -> String,
+    body: Body<'a>,
+}
+
+impl<'a> Cutter<'a> {
+    /// For a whole of `(len, crc)`: `key` names chunk `i`, `body` wraps it.
+    fn new(room: usize, (len, crc): (usize, u32), header: &'a Header, key: &'a dyn Fn(u32) -> String, body: Body<'a>) -> Self {
+        let room = room.max(1);
+        Cutter {
+            room,
+            count: len.div_ceil(room).max(1) as u32,
+            crc,
+            chunk: Vec::with_capacity(room.min(len.max(1))),
+            index: 0,
+            header,
+            key,
+            body,
+        }
+    }
+
+    fn push(&mut self, mut bytes: &[u8], send: &mut dyn FnMut(Outgoing)) {
+        while !bytes.is_empty() {
+            let take = (self.room - self.chunk.len()).min(bytes.len());
+            self.chunk.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if self.chunk.len() == self.room {
+                self.send_chunk(send);
+            }
+        }
+    }
+
+    fn send_chunk(&mut self, send: &mut dyn FnMut(Outgoing)) {
+        let data = std::mem::replace(&mut self.chunk, Vec::with_capacity(self.room));
+        let body = (self.body)(self.index, self.count, self.crc, data);
+        send(Outgoing {
+            key: (self.key)(self.index),
+            value: Some(self.header.record(body)),
+        });
+        self.index += 1;
+    }
+
+    /// Sends the last chunk (at least one, for an empty whole).
+    fn finish(mut self, send: &mut dyn FnMut(Outgoing)) {
+        if !self.chunk.is_empty() || self.index == 0 {
+            self.send_chunk(send);
+        }
+        debug_assert_eq!(self.index, self.count, "a whole cut into other chunks than counted");
     }
 }
 

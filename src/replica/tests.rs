@@ -13,6 +13,13 @@ use crate::features::FeatureConfig;
 use crate::model::{Hyper, Learner, Model};
 use crate::pipeline::{Pipeline, PipelineConfig};
 
+/// The records `publisher` sends to publish `m`, and what kind they are.
+fn publish(publisher: &mut Publisher, m: &mut Model, now_ms: u64) -> (Vec<Outgoing>, Kind) {
+    let mut records = Vec::new();
+    let kind = publisher.publish(m, now_ms, &mut |r| records.push(r));
+    (records, kind)
+}
+
 fn sms() -> Vec<&'static str> {
     include_str!("../../tests/data/sms_head1000.jsonl").lines().collect()
 }
@@ -135,17 +142,17 @@ fn a_full_version_in_pieces_reads_as_the_image() {
         feed(&mut p, &lines);
         let mut bytes = Vec::new();
         let mut pieces = 0;
-        scoring_pieces(p.model(), &mut |piece| {
+        scoring_pieces(p.model(), 1, &mut |piece| {
             pieces += 1;
             piece.encode(&mut bytes).unwrap();
         });
         let image = probe_scores(model_of(&scoring_image(p.model())));
-        let streamed = crate::checkpoint::read_model(&bytes[..], bytes.len() as u64).unwrap();
+        let streamed = crate::checkpoint::read_model(&bytes[..], bytes.len() as u64, usize::MAX).unwrap();
         assert_eq!(probe_scores(streamed), image, "{learner:?}: {pieces} pieces");
         let whole = pb::Checkpoint::decode(&bytes[..]).unwrap();
         assert_eq!(probe_scores(model_of(&whole)), image, "{learner:?}");
         assert!(
-            crate::checkpoint::read_model(&bytes[..bytes.len() - 1], bytes.len() as u64).is_err(),
+            crate::checkpoint::read_model(&bytes[..bytes.len() - 1], bytes.len() as u64, usize::MAX).is_err(),
             "a short image is refused"
         );
     }
@@ -265,14 +272,14 @@ fn a_new_class_is_a_delta_only_for_sparse_weights() {
         };
         let mut publisher = Publisher::new(7, settings, BTreeSet::new());
         let (mut replica, mut served) = (Assembler::default(), None);
-        let (records, _) = publisher.publish(p.model_mut(), 1_000);
+        let (records, _) = publish(&mut publisher, p.model_mut(), 1_000);
         offer_all(&mut replica, &records);
         take(&mut replica, &mut served);
         feed(
             &mut p,
             &[r#"{"text": "quarterly report figures", "label": "brand-new"}"#],
         );
-        let (records, kind) = publisher.publish(p.model_mut(), 2_000);
+        let (records, kind) = publish(&mut publisher, p.model_mut(), 2_000);
         assert_eq!(kind, want);
         offer_all(&mut replica, &records);
         take(&mut replica, &mut served);
@@ -334,7 +341,7 @@ fn rebuild(learner: Learner, idf: bool, lines: &[String], part: usize) {
     for part in lines.chunks(part) {
         feed(&mut p, part);
         assert!(publisher.due(p.model().version()));
-        let (records, kind) = publisher.publish(p.model_mut(), 1_000);
+        let (records, kind) = publish(&mut publisher, p.model_mut(), 1_000);
         assert!(!publisher.due(p.model().version()), "nothing new to publish");
         kinds.push(kind);
         assert!(
@@ -403,7 +410,7 @@ fn only_complete_newer_versions_are_served() {
     let mut p = pipeline(Learner::Logistic, false);
     feed(&mut p, &sms()[..200]);
     let mut publisher = Publisher::new(1, settings.clone(), BTreeSet::new());
-    let (v200, _) = publisher.publish(p.model_mut(), 1);
+    let (v200, _) = publish(&mut publisher, p.model_mut(), 1);
     assert!(v200.len() > 2, "several chunks");
     let mut a = Assembler::default();
     // All but the last chunk: nothing held.
@@ -425,14 +432,14 @@ fn only_complete_newer_versions_are_served() {
     assert_eq!(a.served(), Some((1, 200, 1)));
     // A newer version of the same epoch, then the older again: not backwards.
     feed(&mut p, &sms()[200..300]);
-    let (v300, _) = publisher.publish(p.model_mut(), 2);
+    let (v300, _) = publish(&mut publisher, p.model_mut(), 2);
     assert_eq!(offer_all(&mut a, &v300), 1);
     assert_eq!(offer_all(&mut a, &v200), 0);
     assert_eq!(a.served().map(|s| s.1), Some(300));
     // A restarted learner (new epoch) with an older model: it wins.
     let mut q = pipeline(Learner::Logistic, false);
     feed(&mut q, &sms()[..50]);
-    let (e2, _) = Publisher::new(2, settings, BTreeSet::new()).publish(q.model_mut(), 3);
+    let (e2, _) = publish(&mut Publisher::new(2, settings, BTreeSet::new()), q.model_mut(), 3);
     assert_eq!(offer_all(&mut a, &e2), 1);
     assert_eq!(a.served(), Some((2, 50, 3)));
     assert_eq!(a.index().newest_seen(), (2, 50));
@@ -459,11 +466,11 @@ fn the_index_holds_the_live_keys_and_the_newest_version() {
     };
     for part in sms().chunks(250).take(3) {
         feed(&mut p, part);
-        note(&mut index, &publisher.publish(p.model_mut(), 1).0);
+        note(&mut index, &publish(&mut publisher, p.model_mut(), 1).0);
     }
     // A restarted learner (epoch 4) publishes whole and deletes the rest.
     let mut again = Publisher::new(4, PublishSettings::default(), index.live_keys().clone());
-    let (last, kind) = again.publish(p.model_mut(), 2);
+    let (last, kind) = publish(&mut again, p.model_mut(), 2);
     assert_eq!(kind, Kind::Snapshot);
     note(&mut index, &last);
     let chunks: BTreeSet<String> = last
@@ -474,3 +481,4 @@ fn the_index_holds_the_live_keys_and_the_newest_version() {
     assert_eq!(index.live_keys(), &chunks);
     assert_eq!(index.newest_seen(), (4, p.model().version()));
 }
+

@@ -240,31 +240,7 @@ impl State {
     /// Queues a message; when the producer's queue is full, waits (the
     /// consumer is not polled meanwhile: consumption pauses, nothing drops).
     fn send(&self, topic: &str, key: &[u8], value: &[u8], headers: Option<OwnedHeaders>) {
-        self.send_opt(topic, key, Some(value), headers);
-    }
-
-    /// [`State::send`] with an optional value (none: a deletion, for a
-    /// compacted topic); false when it could not be queued (logged, counted).
-    fn send_opt(&self, topic: &str, key: &[u8], value: Option<&[u8]>, headers: Option<OwnedHeaders>) -> bool {
-        let mut record = BaseRecord::<[u8], [u8]>::to(topic).key(key);
-        record.payload = value;
-        if let Some(h) = headers {
-            record = record.headers(h);
-        }
-        loop {
-            match self.producer.send(record) {
-                Ok(()) => return true,
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
-                    record = r;
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                Err((error, _)) => {
-                    self.producer.context().failed.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(%error, topic, "cannot queue message");
-                    return false;
-                }
-            }
-        }
+        send_opt(&self.producer, topic, key, Some(value), headers);
     }
 
     /// Flush, checkpoint, commit. If the flush times out (the broker is
@@ -331,25 +307,49 @@ impl State {
             return;
         }
         let started = Instant::now();
-        let (records, kind) = publisher.publish(self.pipeline.model_mut(), now_ms());
         let topic = topic.clone();
-        let bytes: usize = records
-            .iter()
-            .map(|r| r.key.len() + r.value.as_ref().map_or(0, Vec::len))
-            .sum();
-        for r in &records {
-            if self.send_opt(&topic, r.key.as_bytes(), r.value.as_deref(), None) {
-                self.model_sent += 1;
-            }
-        }
+        let (mut records, mut bytes, mut sent) = (0usize, 0usize, 0u64);
+        // Each record queued as it is made (a full version is never whole
+        // in memory); queueing waits while librdkafka's queue is full.
+        let kind = publisher.publish(self.pipeline.model_mut(), now_ms(), &mut |r| {
+            records += 1;
+            bytes += r.key.len() + r.value.as_ref().map_or(0, Vec::len);
+            sent += u64::from(send_opt(&self.producer, &topic, r.key.as_bytes(), r.value.as_deref(), None));
+        });
+        self.model_sent += sent;
         crate::metrics::model_published(kind.as_str(), bytes as u64);
         tracing::debug!(
             version,
             kind = kind.as_str(),
-            records = records.len(),
+            records,
             bytes,
             ms = started.elapsed().as_millis() as u64,
             "model published"
         );
+    }
+}
+
+/// Queues a message on `producer` (a value of none: a deletion, for a
+/// compacted topic), waiting while its queue is full; false when it could
+/// not be queued (logged, counted).
+fn send_opt(producer: &ThreadedProducer<DeliveryCounter>, topic: &str, key: &[u8], value: Option<&[u8]>, headers: Option<OwnedHeaders>) -> bool {
+    let mut record = BaseRecord::<[u8], [u8]>::to(topic).key(key);
+    record.payload = value;
+    if let Some(h) = headers {
+        record = record.headers(h);
+    }
+    loop {
+        match producer.send(record) {
+            Ok(()) => return true,
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                record = r;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err((error, _)) => {
+                producer.context().failed.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(%error, topic, "cannot queue message");
+                return false;
+            }
+        }
     }
 }
