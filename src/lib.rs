@@ -28,6 +28,7 @@
 //! - [`clock`]: the wall clock in the pipeline's unit.
 //! - [`demo`]: `classifyd demo-produce`, a labeled stream with late feedback.
 
+pub mod allocator;
 pub mod checkpoint;
 pub mod clock;
 pub mod commands;

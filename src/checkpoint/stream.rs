@@ -182,7 +182,7 @@ pub fn load(path: &Path, cfg: PipelineConfig) -> Result<(Pipeline, BTreeMap<Stri
         left: len,
         crc: crc32fast::Hasher::new(),
     };
-    let (light, model) = read_fields(&mut payload).map_err(corrupt)?;
+    let (light, model) = read_fields(&mut payload, cfg.limits.memory).map_err(corrupt)?;
     if payload.crc.finalize() != crc {
         return Err(corrupt("checksum mismatch".into()));
     }
@@ -202,7 +202,7 @@ pub fn load(path: &Path, cfg: PipelineConfig) -> Result<(Pipeline, BTreeMap<Stri
 
 /// The payload's fields: the checkpoint without its weights, and the
 /// model with them when they came in pieces.
-fn read_fields<R: Read>(payload: &mut Payload<R>) -> Result<(pb::Checkpoint, Option<Model>), String> {
+fn read_fields<R: Read>(payload: &mut Payload<R>, budget: usize) -> Result<(pb::Checkpoint, Option<Model>), String> {
     let mut light = pb::Checkpoint::default();
     let mut model: Option<(Model, Option<(u32, u32)>)> = None;
     let mut raw = Vec::new();
@@ -220,6 +220,12 @@ fn read_fields<R: Read>(payload: &mut Payload<R>) -> Result<(pb::Checkpoint, Opt
             let count = entry_count(&light);
             let mut m = restore_model(&mut light).map_err(|e| e.to_string())?;
             if let State::Linear(w) = &mut m.state {
+                // Sparse: the arena takes the budget's size while empty;
+                // sized for the entries alone, it would be moved (copied
+                // whole, both copies resident) when the budget is set after.
+                if w.is_sparse() {
+                    w.set_budget(budget);
+                }
                 w.reserve_entries(count);
             }
             model = Some((m, None));
@@ -245,13 +251,15 @@ fn read_fields<R: Read>(payload: &mut Payload<R>) -> Result<(pb::Checkpoint, Opt
 /// checkpoint, with its weights in pieces after it
 /// ([`super::capture_model_with`] then [`super::fragments`]), which are put
 /// in place as they come. `r`'s bytes are read once and not kept.
-pub fn read_model<R: Read>(r: R, len: u64) -> Result<Model, String> {
+/// `budget`: the `--model-memory` the model will be held to (its sparse
+/// weights are laid out for it from the start).
+pub fn read_model<R: Read>(r: R, len: u64, budget: usize) -> Result<Model, String> {
     let mut payload = Payload {
         r,
         left: len,
         crc: crc32fast::Hasher::new(),
     };
-    let (mut light, model) = read_fields(&mut payload)?;
+    let (mut light, model) = read_fields(&mut payload, budget)?;
     match model {
         Some(model) => Ok(model),
         None => restore_model(&mut light).map_err(|e| e.to_string()),

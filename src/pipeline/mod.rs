@@ -500,11 +500,12 @@ impl Pipeline {
     }
 
     /// Frees the model, leaving an empty one of the same features and
-    /// hyperparameters (a predictor about to restore a full version that
-    /// would not fit beside it).
+    /// hyperparameters, and hands its memory back to the OS (a predictor
+    /// about to restore a full version).
     pub fn clear_model(&mut self) {
         let empty = Model::new(self.model.hyper().clone(), *self.model.features());
         self.model = empty;
+        crate::allocator::return_freed();
     }
 
     /// The model, to change in place (a predictor's delta: see

@@ -9,6 +9,7 @@
 use prost::Message as _;
 
 use super::records::TopicIndex;
+use super::spool::Spool;
 use super::{ReplicaError, apply_delta};
 use crate::checkpoint::{self, pb};
 use crate::model::{Limits, Model};
@@ -25,26 +26,22 @@ pub enum Update {
     Delta(Box<pb::ModelState>),
 }
 
-/// A full version's chunks, in order, as they came: restored only when
-/// put in service, so that the model it replaces can go first when the
-/// two would not fit in the memory budget together.
+/// A full version's chunks, in order, as they came (in a temporary file
+/// when large: [`Spool`]): restored only when put in service, so that the
+/// model it replaces can go first.
 #[derive(Debug)]
 pub struct FullVersion {
     name: String,
-    chunks: Vec<Vec<u8>>,
+    chunks: Spool,
 }
 
 impl FullVersion {
-    /// Its encoded size: about what the model it holds takes.
-    pub fn bytes(&self) -> usize {
-        self.chunks.iter().map(Vec::len).sum()
-    }
-
-    /// The model, restored as its chunks are read (each dropped once
-    /// read): never a second image of it.
-    pub fn restore(self) -> Result<Model, ReplicaError> {
-        let (pieces, len) = Pieces::new(self.chunks);
-        checkpoint::read_model(pieces, len).map_err(|e| format!("snapshot {}: {e}", self.name).into())
+    /// The model, restored as its chunks are read (never a second image
+    /// of it) and laid out for the memory budget `limits`.
+    pub fn restore(self, limits: Limits) -> Result<Model, ReplicaError> {
+        let len = self.chunks.len();
+        let reader = std::io::BufReader::with_capacity(1 << 16, self.chunks.reader());
+        checkpoint::read_model(reader, len, limits.memory).map_err(|e| format!("snapshot {}: {e}", self.name).into())
     }
 }
 
@@ -57,7 +54,8 @@ impl Update {
         match (self, served.as_mut()) {
             (Update::Full(v), _) => {
                 *served = None;
-                let mut m = v.restore()?;
+                crate::allocator::return_freed();
+                let mut m = v.restore(limits)?;
                 m.set_limits(limits);
                 *served = Some(m);
                 Ok(())
@@ -84,7 +82,7 @@ struct Staging {
     epoch: u64,
     version: u64,
     crc: u32,
-    chunks: Vec<Option<Vec<u8>>>,
+    chunks: Spool,
 }
 
 /// Reads records in topic order; holds the updates that lead from the
@@ -110,9 +108,9 @@ struct Piece {
 }
 
 /// Keeps `data`, piece `p` of a whole in pieces, in `slot` (a newer
-/// whole replaces one under way); the whole's pieces, in order, once
-/// every one is in and their checksum holds.
-fn stage(slot: &mut Option<Staging>, p: Piece, data: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, ReplicaError> {
+/// whole replaces one under way); the whole's pieces, once every one is
+/// in and their checksum holds.
+fn stage(slot: &mut Option<Staging>, p: Piece, data: &[u8]) -> Result<Option<Spool>, ReplicaError> {
     let (index, count) = (p.index as usize, p.count as usize);
     if count == 0 || index >= count || count > 1 << 20 {
         return Err(format!("piece {index} of {count}").into());
@@ -125,50 +123,26 @@ fn stage(slot: &mut Option<Staging>, p: Piece, data: Vec<u8>) -> Result<Option<V
             epoch: p.epoch,
             version: p.version,
             crc: p.crc,
-            chunks: vec![None; count],
+            chunks: Spool::new(count),
         });
     }
     let Some(s) = slot.as_mut() else { return Ok(None) };
-    if (s.epoch, s.version) != (p.epoch, p.version) || s.chunks.len() != count || s.crc != p.crc {
+    if (s.epoch, s.version) != (p.epoch, p.version) || s.crc != p.crc || index >= s.chunks.pieces() {
         return Ok(None);
     }
-    s.chunks[index] = Some(data);
-    if s.chunks.iter().any(Option::is_none) {
+    if let Err(e) = s.chunks.put(index, data) {
+        *slot = None;
+        return Err(format!("{}/{}: keeping piece {index}: {e}", p.epoch, p.version).into());
+    }
+    if !s.chunks.complete() {
         return Ok(None);
     }
     let Some(s) = slot.take() else { return Ok(None) };
-    let chunks: Vec<Vec<u8>> = s.chunks.into_iter().flatten().collect();
-    let mut crc = crc32fast::Hasher::new();
-    chunks.iter().for_each(|c| crc.update(c));
-    if crc.finalize() != s.crc {
+    let crc = s.chunks.crc().map_err(|e| format!("{}/{}: {e}", p.epoch, p.version))?;
+    if crc != s.crc {
         return Err(format!("{}/{} fails its checksum", p.epoch, p.version).into());
     }
-    Ok(Some(chunks))
-}
-
-/// The pieces of a whole read in turn, each dropped once read.
-struct Pieces(std::vec::IntoIter<Vec<u8>>, std::io::Cursor<Vec<u8>>);
-
-impl Pieces {
-    fn new(chunks: Vec<Vec<u8>>) -> (Self, u64) {
-        let len = chunks.iter().map(|c| c.len() as u64).sum();
-        (Pieces(chunks.into_iter(), std::io::Cursor::new(Vec::new())), len)
-    }
-}
-
-impl std::io::Read for Pieces {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        loop {
-            let n = self.1.read(buf)?;
-            if n > 0 || buf.is_empty() {
-                return Ok(n);
-            }
-            match self.0.next() {
-                Some(next) => self.1 = std::io::Cursor::new(next),
-                None => return Ok(0),
-            }
-        }
-    }
+    Ok(Some(s.chunks))
 }
 
 impl Assembler {
@@ -197,10 +171,10 @@ impl Assembler {
                     count: c.count,
                     crc: c.crc32,
                 };
-                let Some(chunks) = stage(&mut self.delta_staging, piece, c.data)? else {
+                let Some(chunks) = stage(&mut self.delta_staging, piece, &c.data)? else {
                     return Ok(false);
                 };
-                let bytes = chunks.concat();
+                let bytes = chunks.into_bytes().map_err(|e| format!("model record {key}: {e}"))?;
                 let d = pb::ModelDelta::decode(&bytes[..]).map_err(|e| format!("model record {key}: {e}"))?;
                 self.delta(key, &r, d)
             }
@@ -239,7 +213,7 @@ impl Assembler {
             count: c.count,
             crc: c.crc32,
         };
-        let Some(chunks) = stage(&mut self.staging, piece, c.data)? else {
+        let Some(chunks) = stage(&mut self.staging, piece, &c.data)? else {
             return Ok(false);
         };
         // A full version makes every update before it moot.

@@ -7,7 +7,8 @@
 //! - `changes`: a delta, the rows learning touched, read from the model.
 //! - [`records`]: the learner's [`Publisher`]; `assembler`: the replica's
 //!   [`Assembler`], full versions and deltas in order; `apply`: a delta
-//!   put into the served model in place.
+//!   put into the served model in place; `spool`: where a version's
+//!   pieces wait while they arrive (a file, when large).
 //!
 //! Owns the model topic's format; it knows no transport, and it reads and
 //! writes models only through the checkpoint's protobuf form.
@@ -19,6 +20,7 @@ mod changes;
 mod diff;
 pub mod image;
 pub mod records;
+mod spool;
 
 /// Why a model record cannot be used (it is skipped and counted), or a
 /// version cannot be served.

@@ -147,17 +147,16 @@ fn apply_all(assembler: &mut Assembler, served: &mut Option<Model>, limits: Limi
     }
 }
 
-/// Puts full version `v` in service in `pipeline`. When the model served
-/// and the new one would not fit in the memory budget together, the one
-/// served goes first (the loop holds the daemon's lock meanwhile: nothing
-/// is predicted in between); should the restore then fail, the predictor
-/// serves an empty model until the next full version (the checksum was
-/// checked: only a version this build cannot read fails here).
+/// Puts full version `v` in service in `pipeline`. The model served goes
+/// first: the loop holds the daemon's lock while it restores, so nothing
+/// is predicted in between either way, and a predictor never holds two
+/// models. Should the restore then fail, the predictor serves an empty
+/// model until the next full version (the checksum was checked: only a
+/// version this build cannot read fails here).
 fn restore(pipeline: &mut Pipeline, v: FullVersion) -> Result<(), crate::replica::ReplicaError> {
-    if pipeline.model().state_bytes() + v.bytes() > pipeline.model().limits().memory {
-        pipeline.clear_model();
-    }
-    pipeline.replace_model(v.restore()?);
+    let limits = pipeline.model().limits();
+    pipeline.clear_model();
+    pipeline.replace_model(v.restore(limits)?);
     Ok(())
 }
 
@@ -224,20 +223,22 @@ impl ModelFeed {
         }
     }
 
-    /// Takes the records that came within `timeout`; true when one
-    /// completed a newer version.
+    /// Takes the records that came within `timeout`, up to the first that
+    /// completes a newer version (then true): so that a predictor behind
+    /// the learner puts each version in place before it reads the next,
+    /// and never holds more than one version's update waiting.
     pub(super) fn poll(&mut self, timeout: Duration) -> bool {
-        let mut newer = false;
         let mut wait = timeout;
         while let Some(record) = self.consumer.poll(wait) {
             match record {
-                Ok(msg) => newer |= take(&mut self.assembler, &msg),
+                Ok(msg) if take(&mut self.assembler, &msg) => return true,
+                Ok(_) => {}
                 Err(error) => tracing::warn!(%error, "model topic read error; retrying"),
             }
             // Drain what has come, without waiting again.
             wait = Duration::ZERO;
         }
-        newer
+        false
     }
 
     /// Puts the updates read since the last call into `pipeline`'s model:

@@ -1,0 +1,229 @@
+//! Where a replica keeps the pieces of a record in pieces (a full
+//! version, a large delta) while they arrive: in memory while small, then
+//! in an unnamed temporary file (in `$TMPDIR`, gone when dropped), so that
+//! a predictor holds at most one model in memory however large the next
+//! version is (docs/replicas.md). Should no temporary file be possible
+//! (a read-only file system), the pieces stay in memory, with a warning.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Past this many bytes in memory, the pieces go to a file: a full version
+/// of a small model (SMS's is 0.5 MB) never touches the disk. The unit
+/// tests spill at 1 KiB, so that every replica test reads its versions
+/// back from a file.
+pub(super) const SPILL_AT: usize = if cfg!(test) { 1 << 10 } else { 4 << 20 };
+
+/// The pieces of one whole, in any order, read back in index order.
+#[derive(Debug)]
+pub(super) struct Spool {
+    /// Where piece `i` lies (offset, length), once it came.
+    spans: Vec<Option<(u64, u32)>>,
+    /// The bytes while in memory.
+    memory: Vec<u8>,
+    /// The file, once the bytes went there.
+    file: Option<File>,
+    /// Bytes written, in memory or in the file.
+    written: u64,
+    spill_at: usize,
+}
+
+impl Spool {
+    /// A spool for `count` pieces.
+    pub(super) fn new(count: usize) -> Self {
+        Self::with_spill(count, SPILL_AT)
+    }
+
+    /// A spool that goes to a file past `spill_at` bytes.
+    pub(super) fn with_spill(count: usize, spill_at: usize) -> Self {
+        Spool {
+            spans: vec![None; count],
+            memory: Vec::new(),
+            file: None,
+            written: 0,
+            spill_at,
+        }
+    }
+
+    /// Keeps piece `index` (a second copy of a piece replaces the first).
+    pub(super) fn put(&mut self, index: usize, data: &[u8]) -> io::Result<()> {
+        let len = u32::try_from(data.len()).map_err(io::Error::other)?;
+        if self.file.is_none() && self.memory.len() + data.len() > self.spill_at {
+            self.spill();
+        }
+        match &mut self.file {
+            Some(f) => f.write_all(data)?,
+            None => self.memory.extend_from_slice(data),
+        }
+        if let Some(span) = self.spans.get_mut(index) {
+            *span = Some((self.written, len));
+        }
+        self.written += u64::from(len);
+        Ok(())
+    }
+
+    /// Moves the bytes in memory to a temporary file, if one can be made.
+    fn spill(&mut self) {
+        static WARNED: AtomicBool = AtomicBool::new(false);
+        let made = tempfile::tempfile().and_then(|mut f| f.write_all(&self.memory).map(|()| f));
+        match made {
+            Ok(f) => {
+                self.file = Some(f);
+                self.memory = Vec::new();
+            }
+            Err(error) if !WARNED.swap(true, Ordering::Relaxed) => {
+                tracing::warn!(%error, dir = %std::env::temp_dir().display(),
+                    "no temporary file for a model version's pieces; keeping them in memory");
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// How many pieces make the whole.
+    pub(super) fn pieces(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Whether every piece came.
+    pub(super) fn complete(&self) -> bool {
+        self.spans.iter().all(Option::is_some)
+    }
+
+    /// Whether its pieces went to a file.
+    #[cfg(test)]
+    fn on_disk(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// The whole's length: the sum of its pieces'.
+    pub(super) fn len(&self) -> u64 {
+        self.spans.iter().flatten().map(|&(_, n)| u64::from(n)).sum()
+    }
+
+    /// The CRC-32 of the whole, its pieces read in order.
+    pub(super) fn crc(&self) -> io::Result<u32> {
+        let mut crc = crc32fast::Hasher::new();
+        let mut r = self.reader();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            match r.read(&mut buf)? {
+                0 => return Ok(crc.finalize()),
+                n => crc.update(&buf[..n]),
+            }
+        }
+    }
+
+    /// The whole, its pieces read in order.
+    pub(super) fn reader(&self) -> SpoolReader<'_> {
+        SpoolReader {
+            spool: self,
+            piece: 0,
+            at: 0,
+        }
+    }
+
+    /// The whole in memory (a delta, decoded at once).
+    pub(super) fn into_bytes(self) -> io::Result<Vec<u8>> {
+        let mut bytes = Vec::with_capacity(usize::try_from(self.len()).map_err(io::Error::other)?);
+        self.reader().read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+}
+
+/// Reads a [`Spool`]'s pieces in index order.
+pub(super) struct SpoolReader<'a> {
+    spool: &'a Spool,
+    /// The piece being read, and how far into it.
+    piece: usize,
+    at: u32,
+}
+
+impl Read for SpoolReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let Some(span) = self.spool.spans.get(self.piece) else { return Ok(0) };
+            let Some((offset, len)) = *span else {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a piece is missing"));
+            };
+            if self.at >= len || buf.is_empty() {
+                if buf.is_empty() {
+                    return Ok(0);
+                }
+                (self.piece, self.at) = (self.piece + 1, 0);
+                continue;
+            }
+            let want = buf.len().min((len - self.at) as usize);
+            let from = offset + u64::from(self.at);
+            let n = match &self.spool.file {
+                Some(f) => f.read_at(&mut buf[..want], from)?,
+                None => {
+                    // In bounds: `put` wrote every span into `memory`.
+                    let start = from as usize;
+                    buf[..want].copy_from_slice(&self.spool.memory[start..start + want]);
+                    want
+                }
+            };
+            if n == 0 {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the spool's file is short"));
+            }
+            self.at += n as u32;
+            return Ok(n);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pieces() -> Vec<Vec<u8>> {
+        (0..5u8).map(|i| vec![i; 1000 + usize::from(i) * 37]).collect()
+    }
+
+    fn whole() -> Vec<u8> {
+        pieces().concat()
+    }
+
+    #[test]
+    fn pieces_in_any_order_read_back_in_index_order_in_memory_and_on_disk() {
+        for spill_at in [usize::MAX, 2500, 0] {
+            let mut s = Spool::with_spill(5, spill_at);
+            for i in [3, 0, 4, 1] {
+                s.put(i, &pieces()[i]).unwrap();
+                assert!(!s.complete());
+            }
+            // A second copy of a piece replaces the first.
+            s.put(1, &pieces()[1]).unwrap();
+            s.put(2, &pieces()[2]).unwrap();
+            assert!(s.complete());
+            assert_eq!(s.on_disk(), spill_at != usize::MAX);
+            assert_eq!(s.len(), whole().len() as u64);
+            assert_eq!(s.crc().unwrap(), crc32fast::hash(&whole()));
+            // Small reads cross the pieces' bounds.
+            let mut got = Vec::new();
+            let mut buf = [0u8; 333];
+            let mut r = s.reader();
+            loop {
+                let n = r.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            assert_eq!(got, whole());
+            assert_eq!(s.into_bytes().unwrap(), whole());
+        }
+    }
+
+    #[test]
+    fn a_missing_piece_is_an_error_not_a_short_whole() {
+        let mut s = Spool::with_spill(3, 0);
+        s.put(0, b"abc").unwrap();
+        s.put(2, b"ghi").unwrap();
+        assert!(!s.complete());
+        let err = s.into_bytes().unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+    }
+}
