@@ -274,7 +274,13 @@ struct Cutter<'a> {
 
 impl<'a> Cutter<'a> {
     /// For a whole of `(len, crc)`: `key` names chunk `i`, `body` wraps it.
-    fn new(room: usize, (len, crc): (usize, u32), header: &'a Header, key: &'a dyn Fn(u32) -> String, body: Body<'a>) -> Self {
+    fn new(
+        room: usize,
+        (len, crc): (usize, u32),
+        header: &'a Header,
+        key: &'a dyn Fn(u32) -> String,
+        body: Body<'a>,
+    ) -> Self {
         let room = room.max(1);
         Cutter {
             room,

@@ -143,7 +143,9 @@ pub(super) struct SpoolReader<'a> {
 impl Read for SpoolReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
-            let Some(span) = self.spool.spans.get(self.piece) else { return Ok(0) };
+            let Some(span) = self.spool.spans.get(self.piece) else {
+                return Ok(0);
+            };
             let Some((offset, len)) = *span else {
                 return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a piece is missing"));
             };
@@ -166,7 +168,10 @@ impl Read for SpoolReader<'_> {
                 }
             };
             if n == 0 {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the spool's file is short"));
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the spool's file is short",
+                ));
             }
             self.at += n as u32;
             return Ok(n);

@@ -481,4 +481,3 @@ fn the_index_holds_the_live_keys_and_the_newest_version() {
     assert_eq!(index.live_keys(), &chunks);
     assert_eq!(index.newest_seen(), (4, p.model().version()));
 }
-

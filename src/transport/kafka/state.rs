@@ -314,7 +314,13 @@ impl State {
         let kind = publisher.publish(self.pipeline.model_mut(), now_ms(), &mut |r| {
             records += 1;
             bytes += r.key.len() + r.value.as_ref().map_or(0, Vec::len);
-            sent += u64::from(send_opt(&self.producer, &topic, r.key.as_bytes(), r.value.as_deref(), None));
+            sent += u64::from(send_opt(
+                &self.producer,
+                &topic,
+                r.key.as_bytes(),
+                r.value.as_deref(),
+                None,
+            ));
         });
         self.model_sent += sent;
         crate::metrics::model_published(kind.as_str(), bytes as u64);
@@ -332,7 +338,13 @@ impl State {
 /// Queues a message on `producer` (a value of none: a deletion, for a
 /// compacted topic), waiting while its queue is full; false when it could
 /// not be queued (logged, counted).
-fn send_opt(producer: &ThreadedProducer<DeliveryCounter>, topic: &str, key: &[u8], value: Option<&[u8]>, headers: Option<OwnedHeaders>) -> bool {
+fn send_opt(
+    producer: &ThreadedProducer<DeliveryCounter>,
+    topic: &str,
+    key: &[u8],
+    value: Option<&[u8]>,
+    headers: Option<OwnedHeaders>,
+) -> bool {
     let mut record = BaseRecord::<[u8], [u8]>::to(topic).key(key);
     record.payload = value;
     if let Some(h) = headers {
