@@ -31,8 +31,8 @@ pub fn scoring_image(m: &Model) -> pb::Checkpoint {
 /// ([`checkpoint::fragments`], AdaGrad's sums left out), each handed to
 /// `each` to encode: what [`checkpoint::read_model`] reads back, with no
 /// second copy of the weights held on either side. The image says it was
-/// made at `created_unix_ms`, so that the same model gives the same bytes
-/// twice (a publisher encodes it twice: once for its length and CRC-32).
+/// made at `created_unix_ms` (the publication's time: the same model
+/// gives the same bytes however often it is encoded).
 pub fn scoring_pieces(m: &Model, created_unix_ms: u64, each: &mut dyn FnMut(&pb::Checkpoint)) {
     let mut light = checkpoint::capture_model_with(m, checkpoint::Weights::Apart);
     light.created_unix_ms = created_unix_ms;

@@ -12,6 +12,7 @@ use prost::Message as _;
 
 use super::changes::{Shape, delta_of_changes};
 use super::image::scoring_pieces;
+use super::spool::{SPILL_AT, Tape};
 use crate::checkpoint::pb;
 use crate::model::Model;
 
@@ -142,9 +143,9 @@ impl Publisher {
     /// Sends the records that publish `m` to `send`, in order (a delta
     /// of the rows learning changed since the last publication, when one
     /// will do), and says what kind of publication they are. A full
-    /// version is made a chunk at a time as `send` takes them: the learner
-    /// holds no image of the model, nor its encoding whole. The first call
-    /// starts `m`'s change tracking.
+    /// version waits on a tape (a temporary file when large) and is sent a
+    /// chunk at a time: the learner holds no image of the model, nor its
+    /// encoding whole. The first call starts `m`'s change tracking.
     pub fn publish(&mut self, m: &mut Model, now_ms: u64, send: &mut dyn FnMut(Outgoing)) -> Kind {
         // 0: not known (no update was observed since the last publication).
         let header = Header {
@@ -174,7 +175,13 @@ impl Publisher {
                 return Kind::Delta;
             }
         }
-        self.send_snapshot(&header, m, send);
+        if let Err(error) = self.send_snapshot(&header, m, send) {
+            // What was sent of it is incomplete, which replicas never
+            // serve; the next publication is a full version again.
+            tracing::error!(%error, version = header.version, "cannot publish a full version; trying again at the next");
+            self.last = None;
+            return Kind::Snapshot;
+        }
         self.last = Some((header.version, shape));
         self.last_snapshot = Some(Instant::now());
         Kind::Snapshot
@@ -193,134 +200,119 @@ impl Publisher {
         }
         let bytes = delta.encode_to_vec();
         drop(delta);
-        let key = |i: u32| format!("{whole}/{i:06}");
-        let body = |index, count, crc32, data| {
-            pb::model_record::Body::DeltaChunk(pb::DeltaChunk {
-                index,
-                count,
-                crc32,
-                data,
-            })
+        let cut = Cut {
+            header: h,
+            len: bytes.len() as u64,
+            crc: crc32fast::hash(&bytes),
+            room: self.settings.chunk_bytes,
+            key: &|i| format!("{whole}/{i:06}"),
+            body: &|index, count, crc32, data| {
+                pb::model_record::Body::DeltaChunk(pb::DeltaChunk {
+                    index,
+                    count,
+                    crc32,
+                    data,
+                })
+            },
         };
-        let sizes = (bytes.len(), crc32fast::hash(&bytes));
-        let mut cutter = Cutter::new(self.settings.chunk_bytes, sizes, h, &key, &body);
-        let live = &mut self.live;
-        let mut sink = |o: Outgoing| {
-            live.insert(o.key.clone());
-            send(o);
+        let read = |buf: &mut [u8], at: u64| {
+            buf.copy_from_slice(&bytes[at as usize..at as usize + buf.len()]);
+            Ok(())
         };
-        cutter.push(&bytes, &mut sink);
-        cutter.finish(&mut sink);
+        // Read from memory: no error.
+        let _ = cut.send(&read, send, &mut self.live);
     }
 
     /// A full version of `m` in chunks, then the deletions of what it
-    /// supersedes. The image is encoded twice, a piece at a time: first
-    /// for its length and CRC-32 (which every chunk names), then into the
-    /// chunks, each sent as it fills.
-    fn send_snapshot(&mut self, h: &Header, m: &Model, send: &mut dyn FnMut(Outgoing)) {
+    /// supersedes. The image is encoded once, a piece at a time, onto a
+    /// tape (a temporary file past a few MB) while its CRC-32 is summed;
+    /// then the chunks, which each name the whole's length and CRC-32, are
+    /// read back from the tape and sent one at a time. The learner holds
+    /// neither the image nor its encoding whole.
+    fn send_snapshot(&mut self, h: &Header, m: &Model, send: &mut dyn FnMut(Outgoing)) -> std::io::Result<()> {
+        let mut tape = Tape::new(SPILL_AT);
+        let mut crc = crc32fast::Hasher::new();
         let mut buf = Vec::new();
-        let (mut crc, mut len) = (crc32fast::Hasher::new(), 0usize);
+        let mut written = Ok(());
         scoring_pieces(m, h.now_ms, &mut |piece| {
             buf.clear();
             // Into a Vec, which grows: never short of room.
             let _ = piece.encode(&mut buf);
             crc.update(&buf);
-            len += buf.len();
+            if written.is_ok() {
+                written = tape.append(&buf);
+            }
         });
-        self.snapshot_bytes = len;
-        let key = |i: u32| snapshot_key(h.epoch, h.version, i as usize);
-        let body = |index, count, crc32, data| {
-            pb::model_record::Body::Chunk(pb::SnapshotChunk {
-                index,
-                count,
-                crc32,
-                data,
-            })
+        written?;
+        self.snapshot_bytes = tape.len() as usize;
+        let cut = Cut {
+            header: h,
+            len: tape.len(),
+            crc: crc.finalize(),
+            room: self.settings.chunk_bytes,
+            key: &|i| snapshot_key(h.epoch, h.version, i as usize),
+            body: &|index, count, crc32, data| {
+                pb::model_record::Body::Chunk(pb::SnapshotChunk {
+                    index,
+                    count,
+                    crc32,
+                    data,
+                })
+            },
         };
-        let mut cutter = Cutter::new(self.settings.chunk_bytes, (len, crc.finalize()), h, &key, &body);
-        let mut live = BTreeSet::new();
-        let mut sink = |o: Outgoing| {
-            live.insert(o.key.clone());
-            send(o);
-        };
-        scoring_pieces(m, h.now_ms, &mut |piece| {
-            buf.clear();
-            let _ = piece.encode(&mut buf);
-            cutter.push(&buf, &mut sink);
-        });
-        cutter.finish(&mut sink);
+        let mut sent = BTreeSet::new();
+        let read = |buf: &mut [u8], at: u64| tape.read_at(buf, at).map(|_| ());
+        if let Err(e) = cut.send(&read, send, &mut sent) {
+            // Deleted by the next full version, like any key superseded.
+            self.live.extend(sent);
+            return Err(e);
+        }
         // Then delete what this full version supersedes.
-        for key in std::mem::replace(&mut self.live, live) {
+        for key in std::mem::replace(&mut self.live, sent) {
             send(Outgoing { key, value: None });
         }
+        Ok(())
     }
 }
 
 /// The body of chunk (index, count, the whole's CRC-32, data).
 type Body<'a> = &'a dyn Fn(u32, u32, u32, Vec<u8>) -> pb::model_record::Body;
 
-/// Bytes of a whole of known length and CRC-32 cut into records of
-/// `room` bytes as they come, each record sent as soon as it is full.
-struct Cutter<'a> {
-    room: usize,
-    count: u32,
-    crc: u32,
-    chunk: Vec<u8>,
-    index: u32,
+/// A whole of `len` bytes and CRC-32 `crc` cut into records of `room`
+/// bytes (at least one record): chunk `i` named by `key(i)`, its bytes
+/// wrapped by `body`.
+struct Cut<'a> {
     header: &'a Header,
+    len: u64,
+    crc: u32,
+    room: usize,
     key: &'a dyn Fn(u32) -> String,
     body: Body<'a>,
 }
 
-impl<'a> Cutter<'a> {
-    /// For a whole of `(len, crc)`: `key` names chunk `i`, `body` wraps it.
-    fn new(
-        room: usize,
-        (len, crc): (usize, u32),
-        header: &'a Header,
-        key: &'a dyn Fn(u32) -> String,
-        body: Body<'a>,
-    ) -> Self {
-        let room = room.max(1);
-        Cutter {
-            room,
-            count: len.div_ceil(room).max(1) as u32,
-            crc,
-            chunk: Vec::with_capacity(room.min(len.max(1))),
-            index: 0,
-            header,
-            key,
-            body,
+impl Cut<'_> {
+    /// Sends the records in order, each chunk read by `read(buf, offset)`
+    /// just before it is sent; notes each key sent in `sent`.
+    fn send(
+        &self,
+        read: &dyn Fn(&mut [u8], u64) -> std::io::Result<()>,
+        send: &mut dyn FnMut(Outgoing),
+        sent: &mut BTreeSet<String>,
+    ) -> std::io::Result<()> {
+        let room = self.room.max(1) as u64;
+        let count = u32::try_from(self.len.div_ceil(room).max(1)).map_err(std::io::Error::other)?;
+        for index in 0..count {
+            let at = u64::from(index) * room;
+            let mut data = vec![0u8; room.min(self.len - at) as usize];
+            read(&mut data, at)?;
+            let key = (self.key)(index);
+            sent.insert(key.clone());
+            send(Outgoing {
+                key,
+                value: Some(self.header.record((self.body)(index, count, self.crc, data))),
+            });
         }
-    }
-
-    fn push(&mut self, mut bytes: &[u8], send: &mut dyn FnMut(Outgoing)) {
-        while !bytes.is_empty() {
-            let take = (self.room - self.chunk.len()).min(bytes.len());
-            self.chunk.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-            if self.chunk.len() == self.room {
-                self.send_chunk(send);
-            }
-        }
-    }
-
-    fn send_chunk(&mut self, send: &mut dyn FnMut(Outgoing)) {
-        let data = std::mem::replace(&mut self.chunk, Vec::with_capacity(self.room));
-        let body = (self.body)(self.index, self.count, self.crc, data);
-        send(Outgoing {
-            key: (self.key)(self.index),
-            value: Some(self.header.record(body)),
-        });
-        self.index += 1;
-    }
-
-    /// Sends the last chunk (at least one, for an empty whole).
-    fn finish(mut self, send: &mut dyn FnMut(Outgoing)) {
-        if !self.chunk.is_empty() || self.index == 0 {
-            self.send_chunk(send);
-        }
-        debug_assert_eq!(self.index, self.count, "a whole cut into other chunks than counted");
+        Ok(())
     }
 }
 

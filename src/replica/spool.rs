@@ -1,55 +1,51 @@
-//! Where a replica keeps the pieces of a record in pieces (a full
-//! version, a large delta) while they arrive: in memory while small, then
-//! in an unnamed temporary file (in `$TMPDIR`, gone when dropped), so that
-//! a predictor holds at most one model in memory however large the next
-//! version is (docs/replicas.md). Should no temporary file be possible
-//! (a read-only file system), the pieces stay in memory, with a warning.
+//! Where a version of the model waits as bytes, in memory while small,
+//! then in an unnamed temporary file (in `$TMPDIR`, gone when dropped): a
+//! replica's pieces of a full version or of a large delta while they
+//! arrive ([`Spool`]), and a learner's encoding of a full version while it
+//! is cut into records ([`Tape`]). So that neither holds a version beside
+//! the model, however large (docs/scaling.md). Should no temporary file be
+//! possible (a read-only file system), the bytes stay in memory, with a
+//! warning.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Past this many bytes in memory, the pieces go to a file: a full version
+/// Past this many bytes in memory, the bytes go to a file: a full version
 /// of a small model (SMS's is 0.5 MB) never touches the disk. The unit
 /// tests spill at 1 KiB, so that every replica test reads its versions
-/// back from a file.
+/// from a file.
 pub(super) const SPILL_AT: usize = if cfg!(test) { 1 << 10 } else { 4 << 20 };
 
-/// The pieces of one whole, in any order, read back in index order.
+/// Bytes appended, then read at any offset.
 #[derive(Debug)]
-pub(super) struct Spool {
-    /// Where piece `i` lies (offset, length), once it came.
-    spans: Vec<Option<(u64, u32)>>,
+pub(super) struct Tape {
     /// The bytes while in memory.
     memory: Vec<u8>,
     /// The file, once the bytes went there.
     file: Option<File>,
-    /// Bytes written, in memory or in the file.
-    written: u64,
+    len: u64,
     spill_at: usize,
 }
 
-impl Spool {
-    /// A spool for `count` pieces.
-    pub(super) fn new(count: usize) -> Self {
-        Self::with_spill(count, SPILL_AT)
-    }
-
-    /// A spool that goes to a file past `spill_at` bytes.
-    pub(super) fn with_spill(count: usize, spill_at: usize) -> Self {
-        Spool {
-            spans: vec![None; count],
+impl Tape {
+    /// A tape that goes to a file past `spill_at` bytes.
+    pub(super) fn new(spill_at: usize) -> Self {
+        Tape {
             memory: Vec::new(),
             file: None,
-            written: 0,
+            len: 0,
             spill_at,
         }
     }
 
-    /// Keeps piece `index` (a second copy of a piece replaces the first).
-    pub(super) fn put(&mut self, index: usize, data: &[u8]) -> io::Result<()> {
-        let len = u32::try_from(data.len()).map_err(io::Error::other)?;
+    /// Bytes appended so far.
+    pub(super) fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub(super) fn append(&mut self, data: &[u8]) -> io::Result<()> {
         if self.file.is_none() && self.memory.len() + data.len() > self.spill_at {
             self.spill();
         }
@@ -57,10 +53,7 @@ impl Spool {
             Some(f) => f.write_all(data)?,
             None => self.memory.extend_from_slice(data),
         }
-        if let Some(span) = self.spans.get_mut(index) {
-            *span = Some((self.written, len));
-        }
-        self.written += u64::from(len);
+        self.len += data.len() as u64;
         Ok(())
     }
 
@@ -75,10 +68,66 @@ impl Spool {
             }
             Err(error) if !WARNED.swap(true, Ordering::Relaxed) => {
                 tracing::warn!(%error, dir = %std::env::temp_dir().display(),
-                    "no temporary file for a model version's pieces; keeping them in memory");
+                    "no temporary file for a model version; keeping it in memory");
             }
             Err(_) => {}
         }
+    }
+
+    /// Reads into `buf` from offset `at`; fewer bytes only at the end.
+    pub(super) fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<usize> {
+        let want = buf.len().min(self.len.saturating_sub(at) as usize);
+        match &self.file {
+            Some(f) => {
+                f.read_exact_at(&mut buf[..want], at)?;
+            }
+            None => {
+                // In bounds: `at + want <= len`, the bytes in memory.
+                let start = at as usize;
+                buf[..want].copy_from_slice(&self.memory[start..start + want]);
+            }
+        }
+        Ok(want)
+    }
+
+    /// Whether the bytes went to a file.
+    #[cfg(test)]
+    fn on_disk(&self) -> bool {
+        self.file.is_some()
+    }
+}
+
+/// The pieces of one whole, in any order, read back in index order.
+#[derive(Debug)]
+pub(super) struct Spool {
+    /// Where piece `i` lies on the tape (offset, length), once it came.
+    spans: Vec<Option<(u64, u32)>>,
+    tape: Tape,
+}
+
+impl Spool {
+    /// A spool for `count` pieces.
+    pub(super) fn new(count: usize) -> Self {
+        Self::with_spill(count, SPILL_AT)
+    }
+
+    /// A spool that goes to a file past `spill_at` bytes.
+    pub(super) fn with_spill(count: usize, spill_at: usize) -> Self {
+        Spool {
+            spans: vec![None; count],
+            tape: Tape::new(spill_at),
+        }
+    }
+
+    /// Keeps piece `index` (a second copy of a piece replaces the first).
+    pub(super) fn put(&mut self, index: usize, data: &[u8]) -> io::Result<()> {
+        let len = u32::try_from(data.len()).map_err(io::Error::other)?;
+        let at = self.tape.len();
+        self.tape.append(data)?;
+        if let Some(span) = self.spans.get_mut(index) {
+            *span = Some((at, len));
+        }
+        Ok(())
     }
 
     /// How many pieces make the whole.
@@ -89,12 +138,6 @@ impl Spool {
     /// Whether every piece came.
     pub(super) fn complete(&self) -> bool {
         self.spans.iter().all(Option::is_some)
-    }
-
-    /// Whether its pieces went to a file.
-    #[cfg(test)]
-    fn on_disk(&self) -> bool {
-        self.file.is_some()
     }
 
     /// The whole's length: the sum of its pieces'.
@@ -157,21 +200,9 @@ impl Read for SpoolReader<'_> {
                 continue;
             }
             let want = buf.len().min((len - self.at) as usize);
-            let from = offset + u64::from(self.at);
-            let n = match &self.spool.file {
-                Some(f) => f.read_at(&mut buf[..want], from)?,
-                None => {
-                    // In bounds: `put` wrote every span into `memory`.
-                    let start = from as usize;
-                    buf[..want].copy_from_slice(&self.spool.memory[start..start + want]);
-                    want
-                }
-            };
+            let n = self.spool.tape.read_at(&mut buf[..want], offset + u64::from(self.at))?;
             if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the spool's file is short",
-                ));
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the spool is short"));
             }
             self.at += n as u32;
             return Ok(n);
@@ -203,7 +234,7 @@ mod tests {
             s.put(1, &pieces()[1]).unwrap();
             s.put(2, &pieces()[2]).unwrap();
             assert!(s.complete());
-            assert_eq!(s.on_disk(), spill_at != usize::MAX);
+            assert_eq!(s.tape.on_disk(), spill_at != usize::MAX);
             assert_eq!(s.len(), whole().len() as u64);
             assert_eq!(s.crc().unwrap(), crc32fast::hash(&whole()));
             // Small reads cross the pieces' bounds.
@@ -219,6 +250,25 @@ mod tests {
             }
             assert_eq!(got, whole());
             assert_eq!(s.into_bytes().unwrap(), whole());
+        }
+    }
+
+    #[test]
+    fn a_tape_reads_back_what_was_appended_at_any_offset() {
+        for spill_at in [usize::MAX, 1500, 0] {
+            let mut t = Tape::new(spill_at);
+            for p in pieces() {
+                t.append(&p).unwrap();
+            }
+            assert_eq!(t.on_disk(), spill_at != usize::MAX);
+            assert_eq!(t.len(), whole().len() as u64);
+            for (at, n) in [(0, 10), (995, 20), (3000, 777), (whole().len() - 5, 100)] {
+                let mut buf = vec![0u8; n];
+                let got = t.read_at(&mut buf, at as u64).unwrap();
+                let end = (at + n).min(whole().len());
+                assert_eq!(got, end - at);
+                assert_eq!(buf[..got], whole()[at..end]);
+            }
         }
     }
 
