@@ -127,7 +127,7 @@ fn stage(slot: &mut Option<Staging>, p: Piece, data: &[u8]) -> Result<Option<Spo
         });
     }
     let Some(s) = slot.as_mut() else { return Ok(None) };
-    if (s.epoch, s.version) != (p.epoch, p.version) || s.crc != p.crc || index >= s.chunks.pieces() {
+    if (s.epoch, s.version) != (p.epoch, p.version) || s.crc != p.crc || s.chunks.pieces() != count {
         return Ok(None);
     }
     if let Err(e) = s.chunks.put(index, data) {

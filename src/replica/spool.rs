@@ -192,10 +192,10 @@ impl Read for SpoolReader<'_> {
             let Some((offset, len)) = *span else {
                 return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a piece is missing"));
             };
-            if self.at >= len || buf.is_empty() {
-                if buf.is_empty() {
-                    return Ok(0);
-                }
+            if buf.is_empty() {
+                return Ok(0);
+            }
+            if self.at >= len {
                 (self.piece, self.at) = (self.piece + 1, 0);
                 continue;
             }
