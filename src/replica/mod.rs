@@ -8,7 +8,8 @@
 //! - [`records`]: the learner's [`Publisher`]; `assembler`: the replica's
 //!   [`Assembler`], full versions and deltas in order; `apply`: a delta
 //!   put into the served model in place; `spool`: where a version's
-//!   pieces wait while they arrive (a file, when large).
+//!   bytes wait, a file when large (a replica's pieces as they arrive, a
+//!   learner's full version as it is cut into records).
 //!
 //! Owns the model topic's format; it knows no transport, and it reads and
 //! writes models only through the checkpoint's protobuf form.

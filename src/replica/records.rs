@@ -200,10 +200,12 @@ impl Publisher {
         }
         let bytes = delta.encode_to_vec();
         drop(delta);
+        let crc = crc32fast::hash(&bytes);
+        let tape = Tape::from_bytes(bytes);
         let cut = Cut {
             header: h,
-            len: bytes.len() as u64,
-            crc: crc32fast::hash(&bytes),
+            tape: &tape,
+            crc,
             room: self.settings.chunk_bytes,
             key: &|i| format!("{whole}/{i:06}"),
             body: &|index, count, crc32, data| {
@@ -215,12 +217,8 @@ impl Publisher {
                 })
             },
         };
-        let read = |buf: &mut [u8], at: u64| {
-            buf.copy_from_slice(&bytes[at as usize..at as usize + buf.len()]);
-            Ok(())
-        };
-        // Read from memory: no error.
-        let _ = cut.send(&read, send, &mut self.live);
+        // A tape in memory: no error.
+        let _ = cut.send(send, &mut self.live);
     }
 
     /// A full version of `m` in chunks, then the deletions of what it
@@ -247,7 +245,7 @@ impl Publisher {
         self.snapshot_bytes = tape.len() as usize;
         let cut = Cut {
             header: h,
-            len: tape.len(),
+            tape: &tape,
             crc: crc.finalize(),
             room: self.settings.chunk_bytes,
             key: &|i| snapshot_key(h.epoch, h.version, i as usize),
@@ -261,8 +259,7 @@ impl Publisher {
             },
         };
         let mut sent = BTreeSet::new();
-        let read = |buf: &mut [u8], at: u64| tape.read_at(buf, at).map(|_| ());
-        if let Err(e) = cut.send(&read, send, &mut sent) {
+        if let Err(e) = cut.send(send, &mut sent) {
             // Deleted by the next full version, like any key superseded.
             self.live.extend(sent);
             return Err(e);
@@ -278,12 +275,12 @@ impl Publisher {
 /// The body of chunk (index, count, the whole's CRC-32, data).
 type Body<'a> = &'a dyn Fn(u32, u32, u32, Vec<u8>) -> pb::model_record::Body;
 
-/// A whole of `len` bytes and CRC-32 `crc` cut into records of `room`
-/// bytes (at least one record): chunk `i` named by `key(i)`, its bytes
-/// wrapped by `body`.
+/// A whole on `tape`, of CRC-32 `crc`, cut into records of `room` bytes
+/// (at least one record): chunk `i` named by `key(i)`, its bytes wrapped
+/// by `body`.
 struct Cut<'a> {
     header: &'a Header,
-    len: u64,
+    tape: &'a Tape,
     crc: u32,
     room: usize,
     key: &'a dyn Fn(u32) -> String,
@@ -291,20 +288,15 @@ struct Cut<'a> {
 }
 
 impl Cut<'_> {
-    /// Sends the records in order, each chunk read by `read(buf, offset)`
-    /// just before it is sent; notes each key sent in `sent`.
-    fn send(
-        &self,
-        read: &dyn Fn(&mut [u8], u64) -> std::io::Result<()>,
-        send: &mut dyn FnMut(Outgoing),
-        sent: &mut BTreeSet<String>,
-    ) -> std::io::Result<()> {
-        let room = self.room.max(1) as u64;
-        let count = u32::try_from(self.len.div_ceil(room).max(1)).map_err(std::io::Error::other)?;
+    /// Sends the records in order, each chunk read from the tape just
+    /// before it is sent; notes each key sent in `sent`.
+    fn send(&self, send: &mut dyn FnMut(Outgoing), sent: &mut BTreeSet<String>) -> std::io::Result<()> {
+        let (len, room) = (self.tape.len(), self.room.max(1) as u64);
+        let count = u32::try_from(len.div_ceil(room).max(1)).map_err(std::io::Error::other)?;
         for index in 0..count {
             let at = u64::from(index) * room;
-            let mut data = vec![0u8; room.min(self.len - at) as usize];
-            read(&mut data, at)?;
+            let mut data = vec![0u8; room.min(len - at) as usize];
+            self.tape.read_at(&mut data, at)?;
             let key = (self.key)(index);
             sent.insert(key.clone());
             send(Outgoing {

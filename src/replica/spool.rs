@@ -40,6 +40,16 @@ impl Tape {
         }
     }
 
+    /// A tape holding `bytes`, in memory (they are already).
+    pub(super) fn from_bytes(bytes: Vec<u8>) -> Self {
+        Tape {
+            len: bytes.len() as u64,
+            memory: bytes,
+            file: None,
+            spill_at: usize::MAX,
+        }
+    }
+
     /// Bytes appended so far.
     pub(super) fn len(&self) -> u64 {
         self.len
