@@ -218,6 +218,7 @@ fn model_to_pb(m: &Model, weights: Weights) -> pb::ModelState {
                     keys,
                     values,
                     count: count as u64,
+                    ..Default::default()
                 }),
                 scale: parts.scale,
                 bsum: parts.bsum,
@@ -332,7 +333,7 @@ pub fn fragments<E>(m: &Model, each: &mut dyn FnMut(&pb::Checkpoint) -> Result<(
                 stride,
                 keys: keys.to_vec(),
                 values: values.to_vec(),
-                count: 0,
+                ..Default::default()
             }),
             ..Default::default()
         }))

@@ -312,6 +312,16 @@ impl Model {
         Some(out)
     }
 
+    /// The highest `|v|` at or below which the memory budget dropped
+    /// weights since the last call (`None`: none were dropped), for a
+    /// delta to carry: a replica replays it.
+    pub fn take_pruned_at(&mut self) -> Option<f32> {
+        match &mut self.state {
+            State::Linear(w) => w.take_pruned_at(),
+            State::NaiveBayes(_) => None,
+        }
+    }
+
     /// Notes `buckets` as changed, when changes are tracked.
     fn mark(&mut self, buckets: impl Iterator<Item = u32>) {
         if let Some(bits) = &mut self.changed {

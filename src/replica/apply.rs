@@ -26,6 +26,9 @@ pub fn apply_delta(m: &mut Model, d: &pb::ModelState) -> Result<(), ReplicaError
                 w.put_compact_rows(&r.rows, &r.values);
             }
             if let Some(e) = &l.entries {
+                if let Some(t) = e.prune_at_or_below {
+                    w.mirror_pruning(t, &e.rows, &e.keys);
+                }
                 w.set_entries(&e.keys, &e.values);
             }
             w.set_scalars(l.scale, l.bsum, l.steps);
@@ -76,9 +79,10 @@ fn check(m: &Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
                 && l.rows
                     .as_ref()
                     .is_none_or(|r| w.rows_fit(r.stride as usize, &r.rows, r.values.len()))
-                && l.entries
-                    .as_ref()
-                    .is_none_or(|e| w.entries_fit(e.stride as usize, &e.keys, e.values.len(), d.labels.len()))
+                && l.entries.as_ref().is_none_or(|e| {
+                    w.entries_fit(e.stride as usize, &e.keys, e.values.len(), d.labels.len())
+                        && prune_fits(e, w.buckets())
+                })
         }
         (State::NaiveBayes(nb), Some(PbState::NaiveBayes(n))) => nb_fits(nb, n),
         _ => false,
@@ -102,6 +106,24 @@ fn check(m: &Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
         return Err("a delta with or without a fusion or document frequencies the model lacks or has".into());
     }
     Ok(())
+}
+
+/// Whether a delta that replays pruning names its rows and keys in
+/// ascending order (they are then matched in one walk), every row among
+/// the `buckets` and every key's bucket among the rows; one that does not
+/// prune names no rows.
+fn prune_fits(e: &pb::Entries, buckets: usize) -> bool {
+    let Some(t) = e.prune_at_or_below else {
+        return e.rows.is_empty();
+    };
+    let ascending = |a: &[u32]| a.windows(2).all(|p| p[0] < p[1]);
+    !t.is_nan()
+        && ascending(&e.rows)
+        && e.rows.last().is_none_or(|&b| (b as usize) < buckets)
+        && e.keys.windows(2).all(|p| p[0] < p[1])
+        && e.keys
+            .iter()
+            .all(|&k| e.rows.binary_search(&((k >> 32) as u32)).is_ok())
 }
 
 /// Whether no label comes twice.

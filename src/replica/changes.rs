@@ -13,7 +13,8 @@ use pb::model_state::State as PbState;
 /// What a delta from changed rows assumes of the version before it: the
 /// same labels (or, sparse weights without fusion, more labels after the
 /// same ones: a new class has no weights outside the buckets learning
-/// touched), task and weight layout, no rescale and no pruning since.
+/// touched), task and weight layout, no rescale since (the budget's
+/// pruning goes in the delta: [`delta_of_changes`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Shape {
     task: Option<Task>,
@@ -21,17 +22,16 @@ pub struct Shape {
     layout: Option<(bool, bool, bool, bool)>,
     fused: bool,
     scale: f64,
-    pruned: u64,
 }
 
 impl Shape {
     pub fn of(m: &Model) -> Self {
-        let (layout, scale, pruned) = match &m.state {
+        let (layout, scale) = match &m.state {
             State::Linear(w) => {
                 let (a, g, mirrored) = w.layout();
-                (Some((a, g, mirrored, w.is_sparse())), w.scale(), w.pruned())
+                (Some((a, g, mirrored, w.is_sparse())), w.scale())
             }
-            State::NaiveBayes(_) => (None, 1.0, 0),
+            State::NaiveBayes(_) => (None, 1.0),
         };
         Shape {
             task: m.task(),
@@ -39,7 +39,6 @@ impl Shape {
             layout,
             fused: m.fusion.is_some(),
             scale,
-            pruned,
         }
     }
 
@@ -54,14 +53,15 @@ impl Shape {
             && labels
             && self.layout == now.layout
             && self.fused == now.fused
-            && self.pruned == now.pruned
             && now.scale <= self.scale
     }
 }
 
 /// The delta that sets `buckets` (ascending) to their rows in `m`, with
-/// every scalar of `m`.
-pub fn delta_of_changes(m: &Model, buckets: &[u32]) -> pb::ModelState {
+/// every scalar of `m`; `pruned_at`: the budget dropped the sparse
+/// weights at or below it since the version before (a replica replays
+/// it, and the rows of `buckets` are then replaced whole).
+pub fn delta_of_changes(m: &Model, buckets: &[u32], pruned_at: Option<f32>) -> pb::ModelState {
     let state = match &m.state {
         State::Linear(w) => {
             let stride = w.scoring_stride() as u32;
@@ -81,6 +81,8 @@ pub fn delta_of_changes(m: &Model, buckets: &[u32]) -> pb::ModelState {
                     keys,
                     values,
                     count: 0,
+                    prune_at_or_below: pruned_at,
+                    rows: pruned_at.map_or_else(Vec::new, |_| buckets.to_vec()),
                 };
                 (None, Some(e))
             } else {

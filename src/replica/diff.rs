@@ -138,7 +138,7 @@ impl RowSet for pb::Entries {
             stride,
             keys,
             values,
-            count: 0,
+            ..Default::default()
         }
     }
 }

@@ -16,11 +16,19 @@ use super::spool::{SPILL_AT, Tape};
 use crate::checkpoint::pb;
 use crate::model::Model;
 
-/// The format of model-topic records this build writes; it reads 1 and 2
-/// too. 2 may carry the sparse weight layout, which a version-1 reader
-/// would take for an empty model; 3 may carry a delta in pieces
-/// (`DeltaChunk`), which a version-2 reader would not know.
-pub const MODEL_FORMAT_VERSION: u32 = 3;
+/// The newest format of model-topic records this build reads and writes;
+/// it reads every older one. 2 may carry the sparse weight layout, which
+/// a version-1 reader would take for an empty model; 3 may carry a delta
+/// in pieces (`DeltaChunk`), which a version-2 reader would not know; 4 a
+/// delta that replays the budget's pruning (`Entries.prune_at_or_below`),
+/// which a version-3 reader would apply wrongly. A record is stamped with
+/// the oldest format that reads it right ([`PLAIN_FORMAT`] unless it
+/// prunes), so replicas of the build before follow a learner of this one
+/// until its budget fills.
+pub const MODEL_FORMAT_VERSION: u32 = 4;
+
+/// The format of every record but a delta that prunes.
+const PLAIN_FORMAT: u32 = 3;
 
 /// The most a delta record may take, whatever the chunk size: under
 /// Kafka's default limit of 1 MiB a record, with room for the key and headers.
@@ -148,7 +156,8 @@ impl Publisher {
     /// encoding whole. The first call starts `m`'s change tracking.
     pub fn publish(&mut self, m: &mut Model, now_ms: u64, send: &mut dyn FnMut(Outgoing)) -> Kind {
         // 0: not known (no update was observed since the last publication).
-        let header = Header {
+        let mut header = Header {
+            format: PLAIN_FORMAT,
             epoch: self.epoch,
             version: m.version(),
             now_ms,
@@ -156,6 +165,7 @@ impl Publisher {
         };
         m.track_changes();
         let changed = m.take_changes();
+        let pruned_at = m.take_pruned_at();
         let shape = Shape::of(m);
         let snapshot_due = self
             .last_snapshot
@@ -166,8 +176,11 @@ impl Publisher {
         {
             let delta = pb::ModelDelta {
                 base_version: *base,
-                model: Some(delta_of_changes(m, &buckets)),
+                model: Some(delta_of_changes(m, &buckets, pruned_at)),
             };
+            if pruned_at.is_some() {
+                header.format = MODEL_FORMAT_VERSION;
+            }
             // A delta over half a full version gives way to one (cheaper to read whole).
             if delta.encoded_len() * 2 <= self.snapshot_bytes {
                 self.send_delta(&header, delta, send);
@@ -310,6 +323,7 @@ impl Cut<'_> {
 
 /// What every record of one publication says of it.
 struct Header {
+    format: u32,
     epoch: u64,
     version: u64,
     now_ms: u64,
@@ -319,7 +333,7 @@ struct Header {
 impl Header {
     fn record(&self, body: pb::model_record::Body) -> Vec<u8> {
         pb::ModelRecord {
-            format_version: MODEL_FORMAT_VERSION,
+            format_version: self.format,
             epoch: self.epoch,
             version: self.version,
             published_unix_ms: self.now_ms,

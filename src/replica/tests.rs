@@ -481,3 +481,63 @@ fn the_index_holds_the_live_keys_and_the_newest_version() {
     assert_eq!(index.live_keys(), &chunks);
     assert_eq!(index.newest_seen(), (4, p.model().version()));
 }
+
+/// The non-zero sparse entries of `m`'s scoring image: (key, values).
+fn scoring_entries(m: &Model) -> Vec<(u64, Vec<f32>)> {
+    let image = scoring_image(m);
+    let Some(pb::model_state::State::Linear(l)) = image.model.and_then(|m| m.state) else {
+        panic!("linear weights");
+    };
+    let e = l.entries.expect("sparse weights");
+    let stride = e.stride as usize;
+    e.keys
+        .iter()
+        .zip(e.values.chunks_exact(stride))
+        .filter(|(_, v)| v.iter().any(|&x| x != 0.0))
+        .map(|(&k, v)| (k, v.to_vec()))
+        .collect()
+}
+
+/// A learner whose memory budget prunes its sparse weights again and
+/// again goes on publishing deltas, which carry the pruning: a replica
+/// holds the learner's scoring entries, every one, at every version.
+#[test]
+fn pruning_goes_in_deltas() {
+    let mut p = pipeline(Learner::Hinge, false);
+    let limits = crate::model::Limits {
+        memory: 640 << 10,
+        max_classes: 4096,
+    };
+    p.model_mut().set_limits(limits);
+    let settings = PublishSettings {
+        interval: Duration::ZERO,
+        snapshot_interval: Duration::from_secs(3600),
+        chunk_bytes: 1 << 20,
+        delta_bytes: 1 << 20,
+    };
+    let mut publisher = Publisher::new(7, settings, BTreeSet::new());
+    let (mut replica, mut served) = (Assembler::default(), None);
+    let mut pruning_deltas = 0;
+    for part in varied_topics(4000, 64).chunks(100) {
+        let before = p.model().pruned_weights();
+        feed(&mut p, part);
+        let (records, kind) = publish(&mut publisher, p.model_mut(), 1_000);
+        if kind == Kind::Delta && p.model().pruned_weights() > before {
+            pruning_deltas += 1;
+            let format = pb::ModelRecord::decode(records[0].value.as_deref().unwrap())
+                .unwrap()
+                .format_version;
+            assert_eq!(format, MODEL_FORMAT_VERSION);
+        }
+        offer_all(&mut replica, &records);
+        take(&mut replica, &mut served);
+        let m = served.as_ref().unwrap();
+        assert_eq!(m.version(), p.model().version());
+        assert!(
+            scoring_entries(m) == scoring_entries(p.model()),
+            "the replica's entries differ at version {}",
+            m.version()
+        );
+    }
+    assert!(pruning_deltas >= 3, "{pruning_deltas} deltas pruned");
+}

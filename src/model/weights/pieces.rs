@@ -175,6 +175,33 @@ impl Weights {
         }
     }
 
+    /// The highest `|v|` at or below which the budget dropped sparse
+    /// entries since the last call (a delta carries it to replicas).
+    pub fn take_pruned_at(&mut self) -> Option<f32> {
+        self.sparse.as_mut().and_then(|s| s.take_pruned_at())
+    }
+
+    /// Replays a learner's pruning at `t`, then leaves each bucket of
+    /// `rows` only the classes `keys` give it (both ascending, as a delta
+    /// that prunes carries them; the replica checks it):
+    /// the rows the delta then sets hold what the learner's do.
+    pub fn mirror_pruning(&mut self, t: f32, rows: &[u32], keys: &[u64]) {
+        let Some(sp) = self.sparse.as_mut() else { return };
+        sp.prune_at_or_below(t);
+        let (mut i, mut classes) = (0, Vec::new());
+        for &b in rows {
+            while keys.get(i).is_some_and(|&k| ((k >> 32) as u32) < b) {
+                i += 1;
+            }
+            classes.clear();
+            while let Some(&k) = keys.get(i).filter(|&&k| (k >> 32) as u32 == b) {
+                classes.push(k as u32);
+                i += 1;
+            }
+            sp.keep_classes(b as usize, &classes);
+        }
+    }
+
     /// Sets the scalars (a replica's delta); false when the scale is not
     /// a positive number.
     pub fn set_scalars(&mut self, scale: f64, bsum: f64, steps: u64) -> bool {

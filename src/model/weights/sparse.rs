@@ -25,6 +25,8 @@
 
 use std::ops::Range;
 
+mod mirror;
+
 /// Most floats an entry holds: `v`, `A` and the sums.
 pub const MAX_SLOTS: usize = 3;
 
@@ -60,6 +62,9 @@ pub struct SparseRows {
     max_entries: usize,
     /// Entries dropped to stay within the budget.
     pruned: u64,
+    /// The highest `|v|` at or below which entries were dropped since
+    /// [`SparseRows::take_pruned_at`] (what a replica replays).
+    pruned_at: Option<f32>,
 }
 
 impl SparseRows {
@@ -72,6 +77,7 @@ impl SparseRows {
             cold: Vec::with_capacity(max_entries * (slots - 1)),
             max_entries,
             pruned: 0,
+            pruned_at: None,
         }
     }
 
@@ -324,6 +330,20 @@ impl SparseRows {
     /// half the budget's entries are left.
     fn compact(&mut self, prune: bool) {
         let threshold = if prune { self.prune_threshold() } else { -1.0 };
+        let dropped = self.compact_below(threshold);
+        if dropped > 0 {
+            tracing::warn!(
+                dropped,
+                kept = self.entries(),
+                "the model memory budget is full: dropped the smallest weights (raise --model-memory to keep more)"
+            );
+        }
+    }
+
+    /// Moves every row down over the garbage, in arena order, in place,
+    /// dropping the entries whose `|v|` is at or below `threshold` (none
+    /// when it is negative); how many it dropped.
+    fn compact_below(&mut self, threshold: f32) -> u64 {
         let mut order: Vec<(u32, u32)> = (self.heads.iter().enumerate())
             .filter(|(_, h)| h.len > 0)
             .map(|(b, h)| (h.off, b as u32))
@@ -356,14 +376,11 @@ impl SparseRows {
             };
         }
         self.resize(cursor);
-        if dropped > 0 {
-            tracing::warn!(
-                dropped,
-                kept = self.entries(),
-                "the model memory budget is full: dropped the smallest weights (raise --model-memory to keep more)"
-            );
-        }
         self.pruned += dropped;
+        if dropped > 0 {
+            self.pruned_at = Some(self.pruned_at.map_or(threshold, |t| t.max(threshold)));
+        }
+        dropped
     }
 
     /// The `|v|` at or below which entries are dropped so that about half
