@@ -174,8 +174,12 @@ impl Assembler {
                 let Some(chunks) = stage(&mut self.delta_staging, piece, &c.data)? else {
                     return Ok(false);
                 };
-                let bytes = chunks.into_bytes().map_err(|e| format!("model record {key}: {e}"))?;
-                let d = pb::ModelDelta::decode(&bytes[..]).map_err(|e| format!("model record {key}: {e}"))?;
+                let mut buf = chunks.buf().map_err(|e| format!("model record {key}: {e}"))?;
+                let d = pb::ModelDelta::decode(&mut buf);
+                if let Some(e) = buf.error() {
+                    return Err(format!("model record {key}: {e}").into());
+                }
+                let d = d.map_err(|e| format!("model record {key}: {e}"))?;
                 self.delta(key, &r, d)
             }
             None => Err(format!("model record {key} is empty").into()),

@@ -3,7 +3,8 @@
 //! replica's pieces of a full version or of a large delta while they
 //! arrive ([`Spool`]), and a learner's encoding of a full version while it
 //! is cut into records ([`Tape`]). So that neither holds a version beside
-//! the model, however large (docs/scaling.md). Should no temporary file be
+//! the model, however large (docs/scaling.md); a delta is decoded from
+//! its spool a block at a time ([`BlockBuf`]). Should no temporary file be
 //! possible (a read-only file system), the bytes stay in memory, with a
 //! warning.
 
@@ -11,6 +12,8 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use prost::bytes::Buf;
 
 /// Past this many bytes in memory, the bytes go to a file: a full version
 /// of a small model (SMS's is 0.5 MB) never touches the disk. The unit
@@ -177,11 +180,77 @@ impl Spool {
         }
     }
 
-    /// The whole in memory (a delta, decoded at once).
-    pub(super) fn into_bytes(self) -> io::Result<Vec<u8>> {
-        let mut bytes = Vec::with_capacity(usize::try_from(self.len()).map_err(io::Error::other)?);
-        self.reader().read_to_end(&mut bytes)?;
-        Ok(bytes)
+    /// The whole as a [`Buf`] a block at a time (a delta, decoded
+    /// without its encoding whole in memory).
+    pub(super) fn buf(&self) -> io::Result<BlockBuf<SpoolReader<'_>>> {
+        let len = usize::try_from(self.len()).map_err(io::Error::other)?;
+        Ok(BlockBuf::new(self.reader(), len))
+    }
+}
+
+/// Bytes read into a [`BlockBuf`] at a time (the unit tests cross blocks).
+const BLOCK: usize = if cfg!(test) { 1000 } else { 1 << 16 };
+
+/// `len` bytes of a reader as a [`Buf`], read a block at a time, so that
+/// a protobuf message is decoded from a file without its encoding whole
+/// in memory. A read error ends the bytes there (the decoder then fails
+/// on a short message) and is kept ([`BlockBuf::error`]).
+pub(super) struct BlockBuf<R> {
+    reader: R,
+    block: Vec<u8>,
+    at: usize,
+    /// Bytes left, those of the block included.
+    remaining: usize,
+    error: Option<io::Error>,
+}
+
+impl<R: Read> BlockBuf<R> {
+    fn new(reader: R, len: usize) -> Self {
+        let mut b = BlockBuf {
+            reader,
+            block: Vec::new(),
+            at: 0,
+            remaining: len,
+            error: None,
+        };
+        b.fill();
+        b
+    }
+
+    /// Reads the next block (none past the end).
+    fn fill(&mut self) {
+        self.block.resize(BLOCK.min(self.remaining), 0);
+        self.at = 0;
+        if let Err(e) = self.reader.read_exact(&mut self.block) {
+            (self.remaining, self.error) = (0, Some(e));
+            self.block.clear();
+        }
+    }
+
+    /// The read error that cut the bytes short, if one did.
+    pub(super) fn error(&mut self) -> Option<io::Error> {
+        self.error.take()
+    }
+}
+
+impl<R: Read> Buf for BlockBuf<R> {
+    fn remaining(&self) -> usize {
+        self.remaining
+    }
+
+    fn chunk(&self) -> &[u8] {
+        &self.block[self.at..]
+    }
+
+    fn advance(&mut self, mut n: usize) {
+        // The block never holds more than what remains.
+        while n > 0 && self.remaining > 0 {
+            let here = (self.block.len() - self.at).min(n);
+            (self.at, self.remaining, n) = (self.at + here, self.remaining - here, n - here);
+            if self.at == self.block.len() && self.remaining > 0 {
+                self.fill();
+            }
+        }
     }
 }
 
@@ -259,7 +328,16 @@ mod tests {
                 got.extend_from_slice(&buf[..n]);
             }
             assert_eq!(got, whole());
-            assert_eq!(s.into_bytes().unwrap(), whole());
+            // As a Buf: odd reads cross the blocks' and the pieces' bounds.
+            let mut b = s.buf().unwrap();
+            let mut got = vec![0u8; 7];
+            b.copy_to_slice(&mut got);
+            b.advance(1500);
+            got.extend_from_slice(&b.copy_to_bytes(b.remaining()));
+            assert!(b.error().is_none());
+            let mut want = whole();
+            want.drain(7..1507);
+            assert_eq!(got, want);
         }
     }
 
@@ -288,7 +366,12 @@ mod tests {
         s.put(0, b"abc").unwrap();
         s.put(2, b"ghi").unwrap();
         assert!(!s.complete());
-        let err = s.into_bytes().unwrap_err();
+        let mut r = s.reader();
+        let err = r.read_to_end(&mut Vec::new()).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+        // As a Buf, the bytes stop at the error, which is kept.
+        let mut b = s.buf().unwrap();
+        assert_eq!(b.remaining(), 0);
+        assert_eq!(b.error().map(|e| e.kind()), Some(io::ErrorKind::UnexpectedEof));
     }
 }
