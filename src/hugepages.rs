@@ -1,7 +1,7 @@
 //! Zeroed tables backed by transparent huge pages: the hashed-feature
 //! tables (weights, document frequencies) are read and written at random,
 //! and with 4 KiB pages nearly every touch of a multi-megabyte table is a
-//! TLB miss.
+//! TLB miss. And the pages a shrunk table no longer uses, handed back.
 //!
 //! Only these tables ask for huge pages. The allocator's own arenas do not
 //! (mimalloc is built with `no_thp`, Cargo.toml says why): there a 2 MiB
@@ -51,6 +51,31 @@ fn advise<T>(v: &mut [T]) {
 #[cfg(not(target_os = "linux"))]
 fn advise<T>(_: &mut [T]) {}
 
+/// Hands the pages of `v`'s spare capacity (past its length) back to the
+/// OS: a table that shrank keeps its allocation, but not the memory it
+/// touched past its new end. Its spare capacity reads as zeros after.
+#[cfg(target_os = "linux")]
+pub fn release_spare<T>(v: &mut Vec<T>) {
+    const PAGE: usize = 4096;
+    let spare = v.spare_capacity_mut();
+    let start = spare.as_mut_ptr() as usize;
+    let aligned = start.next_multiple_of(PAGE);
+    let end = (start + std::mem::size_of_val(spare)) / PAGE * PAGE;
+    if end <= aligned {
+        return;
+    }
+    // SAFETY: [aligned, end) lies inside `v`'s spare capacity, which holds
+    // no value (uninitialised as far as Rust knows) and which we borrow
+    // mutably; MADV_DONTNEED on private anonymous memory drops its pages,
+    // which read as zeros when next touched. A failure is harmless.
+    unsafe {
+        libc::madvise(aligned as *mut libc::c_void, end - aligned, libc::MADV_DONTNEED);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn release_spare<T>(_: &mut Vec<T>) {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,5 +89,19 @@ mod tests {
         assert_eq!(w.iter().sum::<f32>(), 1.5);
         let d: Vec<u32> = zeroed(10);
         assert_eq!(d, vec![0; 10]);
+    }
+
+    /// A table shrunk and its spare pages released grows again as any
+    /// vector does, its old values past the new end gone, those before kept.
+    #[test]
+    fn released_spare_capacity_grows_again() {
+        let mut v: Vec<u32> = Vec::with_capacity(1 << 22);
+        v.resize(1 << 22, 7);
+        v.truncate(1000);
+        release_spare(&mut v);
+        assert_eq!(v.capacity(), 1 << 22);
+        v.resize(1 << 21, 0);
+        assert!(v[..1000].iter().all(|&x| x == 7));
+        assert!(v[1000..].iter().all(|&x| x == 0));
     }
 }

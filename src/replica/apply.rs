@@ -30,6 +30,7 @@ pub fn apply_delta(m: &mut Model, d: &pb::ModelState) -> Result<(), ReplicaError
                     w.mirror_pruning(t, &e.rows, &e.keys);
                 }
                 w.set_entries(&e.keys, &e.values);
+                w.tidy();
             }
             w.set_scalars(l.scale, l.bsum, l.steps);
         }

@@ -202,6 +202,14 @@ impl Weights {
         }
     }
 
+    /// Reclaims the sparse arena's garbage when it is large, and the
+    /// memory past its end (a replica, after a delta).
+    pub fn tidy(&mut self) {
+        if let Some(sp) = self.sparse.as_mut() {
+            sp.tidy();
+        }
+    }
+
     /// Sets the scalars (a replica's delta); false when the scale is not
     /// a positive number.
     pub fn set_scalars(&mut self, scale: f64, bsum: f64, steps: u64) -> bool {

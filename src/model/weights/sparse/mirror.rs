@@ -2,8 +2,9 @@
 //! learner's pruning, noted as it happens and replayed from the threshold
 //! a delta carries, and a row cut back to the classes the learner's
 //! holds (pruning may have dropped some of a row learning then changed).
+//! And an arena that follows the model a replica holds, not the budget.
 
-use super::SparseRows;
+use super::{SparseRows, room};
 
 impl SparseRows {
     /// The highest `|v|` at or below which entries were dropped since the
@@ -22,6 +23,21 @@ impl SparseRows {
         // Replayed, not the replica's own: nothing to pass on.
         self.pruned_at = None;
         dropped
+    }
+
+    /// Reclaims the arena's garbage (the old places of rows that grew)
+    /// once it is over a third of the arena, and hands the pages past the
+    /// compacted end back to the OS. Without it the garbage waits until
+    /// the arena reaches the budget, so a replica applying deltas would
+    /// hold the budget's whole arena whatever its model's size.
+    pub fn tidy(&mut self) {
+        let need: usize = self.heads.iter().map(|h| room(h.len) as usize).sum();
+        if self.len() <= need + need / 2 {
+            return;
+        }
+        self.compact_below(-1.0);
+        crate::hugepages::release_spare(&mut self.data);
+        crate::hugepages::release_spare(&mut self.cold);
     }
 
     /// Leaves `bucket` only its entries of `classes` (ascending), in
@@ -73,6 +89,30 @@ mod tests {
         }
         assert_eq!(replica.take_pruned_at(), None, "a replay is not passed on");
         assert_eq!(replica.prune_at_or_below(-1.0), 0);
+    }
+
+    /// Rows that grew leave garbage; tidying slides it away once it is a
+    /// third of the arena, and the rows read as before.
+    #[test]
+    fn tidying_reclaims_the_garbage_of_grown_rows() {
+        let mut r = SparseRows::new(64, 2, 1 << 20);
+        for c in 0..16 {
+            for b in 0..64 {
+                let e = r.entry(b, c);
+                r.set(e, 0, (b * 100 + c as usize) as f32);
+                r.set(e, 1, c as f32);
+            }
+        }
+        let before: Vec<_> = (0..64).map(|b| row(&r, b)).collect();
+        let grown = r.len();
+        r.tidy();
+        assert!(r.len() < grown, "{} entries, {grown} before", r.len());
+        assert_eq!(r.len(), 64 * 16, "rows of 16 fill their room");
+        assert_eq!((0..64).map(|b| row(&r, b)).collect::<Vec<_>>(), before);
+        let e = r.find(5, 3).unwrap();
+        assert_eq!(r.get(e, 1), 3.0);
+        r.tidy();
+        assert_eq!(r.len(), 64 * 16, "no garbage: nothing to do");
     }
 
     #[test]
