@@ -26,13 +26,13 @@ impl SparseRows {
     }
 
     /// Reclaims the arena's garbage (the old places of rows that grew)
-    /// once it is over a third of the arena, and hands the pages past the
+    /// once it is over a fifth of the arena, and hands the pages past the
     /// compacted end back to the OS. Without it the garbage waits until
     /// the arena reaches the budget, so a replica applying deltas would
     /// hold the budget's whole arena whatever its model's size.
     pub fn tidy(&mut self) {
         let need: usize = self.heads.iter().map(|h| room(h.len) as usize).sum();
-        if self.len() <= need + need / 2 {
+        if self.len() <= need + need / 4 {
             return;
         }
         self.compact_below(-1.0);
@@ -92,7 +92,7 @@ mod tests {
     }
 
     /// Rows that grew leave garbage; tidying slides it away once it is a
-    /// third of the arena, and the rows read as before.
+    /// fifth of the arena, and the rows read as before.
     #[test]
     fn tidying_reclaims_the_garbage_of_grown_rows() {
         let mut r = SparseRows::new(64, 2, 1 << 20);
