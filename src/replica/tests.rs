@@ -20,6 +20,17 @@ fn publish(publisher: &mut Publisher, m: &mut Model, now_ms: u64) -> (Vec<Outgoi
     (records, kind)
 }
 
+/// Publishing at every call, a full version only when one must be,
+/// records of `bytes`.
+fn every_call(bytes: usize) -> PublishSettings {
+    PublishSettings {
+        interval: Duration::ZERO,
+        snapshot_interval: Duration::from_secs(3600),
+        chunk_bytes: bytes,
+        delta_bytes: bytes,
+    }
+}
+
 fn sms() -> Vec<&'static str> {
     include_str!("../../tests/data/sms_head1000.jsonl").lines().collect()
 }
@@ -264,12 +275,7 @@ fn a_new_class_is_a_delta_only_for_sparse_weights() {
     for (lines, want) in [(sms, Kind::Snapshot), (varied_topics(400, 24), Kind::Delta)] {
         let mut p = pipeline(Learner::Hinge, false);
         feed(&mut p, &lines);
-        let settings = PublishSettings {
-            interval: Duration::ZERO,
-            snapshot_interval: Duration::from_secs(3600),
-            chunk_bytes: 1 << 20,
-            delta_bytes: 1 << 20,
-        };
+        let settings = every_call(1 << 20);
         let mut publisher = Publisher::new(7, settings, BTreeSet::new());
         let (mut replica, mut served) = (Assembler::default(), None);
         let (records, _) = publish(&mut publisher, p.model_mut(), 1_000);
@@ -326,12 +332,7 @@ fn a_replica_rebuilds_the_learners_model_from_the_records() {
 }
 
 fn rebuild(learner: Learner, idf: bool, lines: &[String], part: usize) {
-    let settings = PublishSettings {
-        interval: Duration::ZERO,
-        snapshot_interval: Duration::from_secs(3600),
-        chunk_bytes: 4096,
-        delta_bytes: 4096,
-    };
+    let settings = every_call(4096);
     let mut publisher = Publisher::new(7, settings, BTreeSet::from(["delta/old".to_string()]));
     let mut replica = Assembler::default();
     let mut served = None;
@@ -402,10 +403,8 @@ fn rebuild(learner: Learner, idf: bool, lines: &[String], part: usize) {
 #[test]
 fn only_complete_newer_versions_are_served() {
     let settings = PublishSettings {
-        interval: Duration::ZERO,
         snapshot_interval: Duration::ZERO,
-        chunk_bytes: 2048,
-        delta_bytes: 2048,
+        ..every_call(2048)
     };
     let mut p = pipeline(Learner::Logistic, false);
     feed(&mut p, &sms()[..200]);
@@ -450,12 +449,7 @@ fn only_complete_newer_versions_are_served() {
 /// (the rest deleted), and the newest version is the last one named.
 #[test]
 fn the_index_holds_the_live_keys_and_the_newest_version() {
-    let settings = PublishSettings {
-        interval: Duration::ZERO,
-        snapshot_interval: Duration::from_secs(3600),
-        chunk_bytes: 4096,
-        delta_bytes: 4096,
-    };
+    let settings = every_call(4096);
     let mut publisher = Publisher::new(3, settings, BTreeSet::new());
     let mut p = pipeline(Learner::Logistic, false);
     let mut index = TopicIndex::default();
@@ -509,12 +503,7 @@ fn pruning_goes_in_deltas() {
         max_classes: 4096,
     };
     p.model_mut().set_limits(limits);
-    let settings = PublishSettings {
-        interval: Duration::ZERO,
-        snapshot_interval: Duration::from_secs(3600),
-        chunk_bytes: 1 << 20,
-        delta_bytes: 1 << 20,
-    };
+    let settings = every_call(1 << 20);
     let mut publisher = Publisher::new(7, settings, BTreeSet::new());
     let (mut replica, mut served) = (Assembler::default(), None);
     let mut pruning_deltas = 0;
