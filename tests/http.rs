@@ -149,6 +149,14 @@ fn bad_requests_are_answered_and_the_daemon_goes_on() {
     assert_eq!(reasons, [None, Some("missing_text"), Some("wrong_type")], "{answer}");
     let (status, answer) = classify(&agent, &addr, "?explain=many", r#"{"text":"hi"}"#);
     assert_eq!((status, answer["reason"].as_str()), (400, Some("bad_query")));
+    // A body refused unread ends its connection, and the answer says so
+    // (a client would otherwise send its next request on a closed one).
+    let r = agent
+        .post(format!("http://{addr}/v1/classify?explain=many"))
+        .send(r#"{"text":"hi"}"#)
+        .unwrap();
+    let connection = r.headers().get("connection").and_then(|v| v.to_str().ok());
+    assert_eq!((r.status().as_u16(), connection), (400, Some("close")));
     let r = agent.get(format!("http://{addr}/v1/classify")).call().unwrap();
     assert_eq!(r.status(), 405);
     let r = agent.post(format!("http://{addr}/v2")).send("{}").unwrap();

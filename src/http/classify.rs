@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::{Bytes, Incoming};
-use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use hyper::body::{Body as _, Bytes, Incoming};
+use hyper::header::{ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::value::RawValue;
 
@@ -43,40 +43,18 @@ pub(super) async fn answer(req: Request<Incoming>, ctx: Arc<Ctx>) -> Result<Answ
 }
 
 async fn route(req: Request<Incoming>, ctx: &Ctx) -> Answer {
-    if req.uri().path() != CLASSIFY_PATH {
-        let detail = format!("no such path: predictions are asked for with POST {CLASSIFY_PATH}");
-        return error(StatusCode::NOT_FOUND, "not_found", &detail);
-    }
-    if req.method() != Method::POST {
-        let mut a = error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            "POST the message (or a JSON array of messages)",
-        );
-        a.headers_mut().insert(ALLOW, HeaderValue::from_static("POST"));
-        return a;
-    }
-    let explain = match explain_of(req.uri().query()) {
-        Ok(e) => e,
-        Err(detail) => return error(StatusCode::BAD_REQUEST, "bad_query", &detail),
-    };
-    let max = ctx.settings.max_body_bytes;
-    let declared = req
-        .headers()
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if let Some(length) = declared.filter(|&l| l > max as u64) {
-        return too_large(length, max);
-    }
-    let body = match Limited::new(req.into_body(), max).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(max as u64 + 1, max),
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "bad_body",
-                &format!("cannot read the body: {e}"),
-            );
+    let has_body = !req.body().is_end_stream();
+    let (body, explain) = match read_request(req, ctx).await {
+        Ok(read) => read,
+        Err(mut refused) => {
+            // Its body left unread, the connection ends with this answer:
+            // said, so that a client sends its next request on another.
+            if has_body {
+                refused
+                    .headers_mut()
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            return refused;
         }
     };
     let Ok(turn) = Arc::clone(&ctx.turns).acquire_owned().await else {
@@ -96,6 +74,48 @@ async fn route(req: Request<Incoming>, ctx: &Ctx) -> Answer {
         Ok(answer) => answer,
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the prediction failed"),
     }
+}
+
+/// The request's body and `?explain`, or the answer that refuses it
+/// (before its body is read whole).
+async fn read_request(req: Request<Incoming>, ctx: &Ctx) -> Result<(Bytes, Option<usize>), Answer> {
+    if req.uri().path() != CLASSIFY_PATH {
+        let detail = format!("no such path: predictions are asked for with POST {CLASSIFY_PATH}");
+        return Err(error(StatusCode::NOT_FOUND, "not_found", &detail));
+    }
+    if req.method() != Method::POST {
+        let mut a = error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "POST the message (or a JSON array of messages)",
+        );
+        a.headers_mut().insert(ALLOW, HeaderValue::from_static("POST"));
+        return Err(a);
+    }
+    let explain = match explain_of(req.uri().query()) {
+        Ok(e) => e,
+        Err(detail) => return Err(error(StatusCode::BAD_REQUEST, "bad_query", &detail)),
+    };
+    let max = ctx.settings.max_body_bytes;
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if let Some(length) = declared.filter(|&l| l > max as u64) {
+        return Err(too_large(length, max));
+    }
+    let body = match Limited::new(req.into_body(), max).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large(max as u64 + 1, max)),
+        Err(e) => {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "bad_body",
+                &format!("cannot read the body: {e}"),
+            ));
+        }
+    };
+    Ok((body, explain))
 }
 
 /// `?explain` (the default count), `?explain=N`, `explain=true|false`.
