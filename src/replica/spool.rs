@@ -161,14 +161,13 @@ impl Spool {
     /// The CRC-32 of the whole, its pieces read in order.
     pub(super) fn crc(&self) -> io::Result<u32> {
         let mut crc = crc32fast::Hasher::new();
-        let mut r = self.reader();
-        let mut buf = vec![0u8; 1 << 16];
-        loop {
-            match r.read(&mut buf)? {
-                0 => return Ok(crc.finalize()),
-                n => crc.update(&buf[..n]),
-            }
+        let mut b = self.buf()?;
+        while b.has_remaining() {
+            let n = b.chunk().len();
+            crc.update(b.chunk());
+            b.advance(n);
         }
+        b.error().map_or_else(|| Ok(crc.finalize()), Err)
     }
 
     /// The whole, its pieces read in order.
@@ -373,5 +372,6 @@ mod tests {
         let mut b = s.buf().unwrap();
         assert_eq!(b.remaining(), 0);
         assert_eq!(b.error().map(|e| e.kind()), Some(io::ErrorKind::UnexpectedEof));
+        assert_eq!(s.crc().unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
     }
 }
