@@ -11,8 +11,13 @@ use crate::model::{Model, NaiveBayes, State, Task};
 use pb::model_state::State as PbState;
 
 /// Puts `d` (a delta, [`super::changes`], against the version `m` is) into
-/// `m`; `Err` (and `m` unchanged) when it does not fit.
-pub fn apply_delta(m: &mut Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
+/// `m`; `Err` (and `m` unchanged) when it does not fit. Its key gaps, if
+/// any, are summed into keys first.
+pub fn apply_delta(m: &mut Model, d: &mut pb::ModelState) -> Result<(), ReplicaError> {
+    if let Some(PbState::Linear(pb::LinearState { entries: Some(e), .. })) = &mut d.state {
+        expand_gaps(e)?;
+    }
+    let d = &*d;
     check(m, d)?;
     // New classes (sparse weights only: `check` saw to it), with no
     // weights but those the delta brings.
@@ -50,6 +55,25 @@ pub fn apply_delta(m: &mut Model, d: &pb::ModelState) -> Result<(), ReplicaError
         df.set_docs(n.docs);
     }
     m.version = d.version;
+    Ok(())
+}
+
+/// Sums `e.key_gaps` (format 5) into `e.keys`, in place; `Err` when it
+/// carries both or a sum overflows. The keys' order is checked later,
+/// as any delta's is.
+fn expand_gaps(e: &mut pb::Entries) -> Result<(), ReplicaError> {
+    if e.key_gaps.is_empty() {
+        return Ok(());
+    }
+    if !e.keys.is_empty() {
+        return Err("a delta with both keys and key gaps".into());
+    }
+    let mut key = 0u64;
+    for g in &mut e.key_gaps {
+        key = key.checked_add(*g).ok_or("a delta's key gaps overflow")?;
+        *g = key;
+    }
+    e.keys = std::mem::take(&mut e.key_gaps);
     Ok(())
 }
 

@@ -60,7 +60,7 @@ impl Update {
                 *served = Some(m);
                 Ok(())
             }
-            (Update::Delta(d), Some(m)) => apply_delta(m, &d),
+            (Update::Delta(mut d), Some(m)) => apply_delta(m, &mut d),
             (Update::Delta(_), None) => Err("a delta before any full version".into()),
         }
     }

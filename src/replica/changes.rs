@@ -67,8 +67,9 @@ pub fn delta_of_changes(m: &Model, buckets: &[u32], pruned_at: Option<f32>) -> p
             let stride = w.scoring_stride() as u32;
             let (averaged, _, mirrored) = w.layout();
             let (mut ids, mut keys, mut values) = (Vec::new(), Vec::new(), Vec::new());
-            for &b in buckets {
+            for (i, &b) in buckets.iter().enumerate() {
                 if w.is_sparse() {
+                    w.prefetch_entries(buckets, i);
                     w.scoring_entries(b as usize, &mut keys, &mut values);
                 } else {
                     ids.push(b);
@@ -78,7 +79,8 @@ pub fn delta_of_changes(m: &Model, buckets: &[u32], pruned_at: Option<f32>) -> p
             let (rows, entries) = if w.is_sparse() {
                 let e = pb::Entries {
                     stride,
-                    keys,
+                    keys: Vec::new(),
+                    key_gaps: into_gaps(keys),
                     values,
                     count: 0,
                     prune_at_or_below: pruned_at,
@@ -133,6 +135,17 @@ pub fn delta_of_changes(m: &Model, buckets: &[u32], pruned_at: Option<f32>) -> p
                 .collect(),
         }),
     }
+}
+
+/// Ascending keys as gaps (`Entries.key_gaps`): the first, then each
+/// one's difference from the one before, in place.
+pub(super) fn into_gaps(mut keys: Vec<u64>) -> Vec<u64> {
+    for i in (1..keys.len()).rev() {
+        // Ascending keys give no wrap; were they not, the replica's sum
+        // would wrap back to the same keys, which it checks.
+        keys[i] = keys[i].wrapping_sub(keys[i - 1]);
+    }
+    keys
 }
 
 /// Naive Bayes counts of `buckets` (those in its range), with its scalars.

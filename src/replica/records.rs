@@ -21,13 +21,14 @@ use crate::model::Model;
 /// a version-1 reader would take for an empty model; 3 may carry a delta
 /// in pieces (`DeltaChunk`), which a version-2 reader would not know; 4 a
 /// delta that replays the budget's pruning (`Entries.prune_at_or_below`),
-/// which a version-3 reader would apply wrongly. A record is stamped with
-/// the oldest format that reads it right ([`PLAIN_FORMAT`] unless it
-/// prunes), so replicas of the build before follow a learner of this one
-/// until its budget fills.
-pub const MODEL_FORMAT_VERSION: u32 = 4;
+/// which a version-3 reader would apply wrongly; 5 a delta whose sparse
+/// keys come as gaps (`Entries.key_gaps`: 5-6 bytes an entry against 12),
+/// which a version-4 reader would take for no keys. A record is stamped
+/// with the oldest format that reads it right: [`PLAIN_FORMAT`] for full
+/// versions and dense deltas, which replicas of the builds before read.
+pub const MODEL_FORMAT_VERSION: u32 = 5;
 
-/// The format of every record but a delta that prunes.
+/// The format of every record but a delta of sparse entries.
 const PLAIN_FORMAT: u32 = 3;
 
 /// The most a delta record may take, whatever the chunk size: under
@@ -74,6 +75,14 @@ impl Default for PublishSettings {
             delta_bytes: MAX_DELTA_BYTES,
         }
     }
+}
+
+/// Whether a delta carries sparse entries (their keys as gaps).
+fn sparse_entries(d: &pb::ModelDelta) -> bool {
+    matches!(
+        d.model.as_ref().and_then(|m| m.state.as_ref()),
+        Some(pb::model_state::State::Linear(pb::LinearState { entries: Some(_), .. }))
+    )
 }
 
 /// What one publication was.
@@ -178,12 +187,13 @@ impl Publisher {
                 base_version: *base,
                 model: Some(delta_of_changes(m, &buckets, pruned_at)),
             };
-            if pruned_at.is_some() {
+            if sparse_entries(&delta) {
                 header.format = MODEL_FORMAT_VERSION;
             }
             // A delta over half a full version gives way to one (cheaper to read whole).
-            if delta.encoded_len() * 2 <= self.snapshot_bytes {
-                self.send_delta(&header, delta, send);
+            let len = delta.encoded_len();
+            if len * 2 <= self.snapshot_bytes {
+                self.send_delta(&header, delta, len, send);
                 self.last = Some((header.version, shape));
                 return Kind::Delta;
             }
@@ -200,10 +210,11 @@ impl Publisher {
         Kind::Snapshot
     }
 
-    /// A delta as one record, or in pieces when it is over a record's room.
-    fn send_delta(&mut self, h: &Header, delta: pb::ModelDelta, send: &mut dyn FnMut(Outgoing)) {
+    /// A delta (of `len` bytes encoded) as one record, or in pieces when
+    /// it is over a record's room.
+    fn send_delta(&mut self, h: &Header, delta: pb::ModelDelta, len: usize, send: &mut dyn FnMut(Outgoing)) {
         let whole = delta_key(h.epoch, h.version);
-        if delta.encoded_len() <= self.settings.delta_bytes {
+        if len <= self.settings.delta_bytes {
             self.live.insert(whole.clone());
             send(Outgoing {
                 key: whole,
@@ -211,7 +222,9 @@ impl Publisher {
             });
             return;
         }
-        let bytes = delta.encode_to_vec();
+        let mut bytes = Vec::with_capacity(len);
+        // Room for all of it: no error.
+        let _ = delta.encode(&mut bytes);
         drop(delta);
         let crc = crc32fast::hash(&bytes);
         let tape = Tape::from_bytes(bytes);

@@ -189,7 +189,7 @@ fn a_delta_applied_gives_the_newer_image() {
                 feed(&mut p, &lines[lines.len() / 2..]);
                 let new = scoring_image(p.model());
                 let (o, n) = (old.model.as_ref().unwrap(), new.model.as_ref().unwrap());
-                let d = delta(o, n).expect("same layout: a delta will do");
+                let mut d = delta(o, n).expect("same layout: a delta will do");
                 let mut applied = o.clone();
                 apply(&mut applied, d.clone()).unwrap();
                 let mut want = n.clone();
@@ -222,7 +222,7 @@ fn a_delta_applied_gives_the_newer_image() {
                 let mut served = model_of(&old);
                 // As a predictor's pipeline sets it (`replace_model`).
                 served.set_limits(crate::model::Limits::default());
-                apply_delta(&mut served, &d).unwrap();
+                apply_delta(&mut served, &mut d).unwrap();
                 assert_eq!(served.version(), p.model().version());
                 assert_eq!(
                     probe_scores(served),
@@ -529,4 +529,58 @@ fn pruning_goes_in_deltas() {
         );
     }
     assert!(pruning_deltas >= 3, "{pruning_deltas} deltas pruned");
+}
+
+/// A sparse delta carries its keys as gaps (format 5) and a replica sums
+/// them back; a delta with whole keys (the formats before) still applies;
+/// gaps that overflow, or come beside keys, are refused and the model is
+/// left as it was.
+#[test]
+fn sparse_deltas_carry_their_keys_as_gaps() {
+    let mut p = pipeline(Learner::Hinge, false);
+    feed(&mut p, &many_topics(300, 40));
+    let old = scoring_image(p.model());
+    p.model_mut().track_changes();
+    feed(&mut p, &many_topics(60, 40));
+    let buckets = p.model_mut().take_changes().unwrap();
+    let d = super::changes::delta_of_changes(p.model(), &buckets, None);
+    let gapped = whole_entries(&mut d.clone()).clone();
+    assert!(gapped.keys.is_empty() && gapped.key_gaps.len() > 40);
+    let served = |mut d: pb::ModelState| {
+        let mut m = model_of(&old);
+        m.set_limits(crate::model::Limits::default());
+        let applied = apply_delta(&mut m, &mut d);
+        (applied, scoring_entries(&m))
+    };
+    let (applied, got) = served(d.clone());
+    assert!(applied.is_ok());
+    assert_eq!(got, scoring_entries(p.model()));
+    // Whole keys, as a learner of the builds before sends them.
+    let mut whole = d.clone();
+    let mut key = 0;
+    let keys = gapped.key_gaps.iter().map(|g| {
+        key += g;
+        key
+    });
+    let e = whole_entries(&mut whole);
+    (e.keys, e.key_gaps) = (keys.collect(), Vec::new());
+    assert_eq!(served(whole).1, scoring_entries(p.model()));
+    // Refused: a gap that overflows; keys beside gaps.
+    let before = scoring_entries(&model_of(&old));
+    let mut overflow = d.clone();
+    whole_entries(&mut overflow).key_gaps[1] = u64::MAX;
+    let mut both = d;
+    whole_entries(&mut both).keys.push(1);
+    for bad in [overflow, both] {
+        let (applied, got) = served(bad);
+        assert!(applied.is_err());
+        assert_eq!(got, before);
+    }
+}
+
+fn whole_entries(d: &mut pb::ModelState) -> &mut pb::Entries {
+    match &mut d.state {
+        Some(pb::model_state::State::Linear(pb::LinearState { entries: Some(e), .. })) => e,
+        _ => panic!("sparse entries"),
+    }
 }

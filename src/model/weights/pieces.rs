@@ -143,11 +143,13 @@ impl Weights {
             && rows.iter().all(|&r| (r as usize) < self.buckets)
     }
 
-    /// Whether sparse entries of `stride` floats fit these weights.
+    /// Whether sparse entries of `stride` floats fit these weights, their
+    /// keys ascending.
     pub fn entries_fit(&self, stride: usize, keys: &[u64], values: usize, classes: usize) -> bool {
         self.sparse.is_some()
             && stride == self.slots()
             && keys.len().checked_mul(stride) == Some(values)
+            && keys.windows(2).all(|p| p[0] < p[1])
             && keys
                 .iter()
                 .all(|&k| ((k >> 32) as usize) < self.buckets && (k as u32 as usize) < classes)
@@ -159,18 +161,36 @@ impl Weights {
     pub fn set_entries(&mut self, keys: &[u64], values: &[f32]) {
         let slots = self.slots();
         let Some(sp) = self.sparse.as_mut() else { return };
-        for (&k, v) in keys.iter().zip(values.chunks_exact(slots)) {
-            let (b, c) = ((k >> 32) as usize, k as u32);
-            let e = if v.iter().all(|&x| x == 0.0) {
-                match sp.find(b, c) {
-                    Some(e) => e,
-                    None => continue,
+        // Where each bucket's entries start (keys ascending: `entries_fit`),
+        // so that its index and row can be fetched ahead of their turn.
+        let mut starts: Vec<usize> = (0..keys.len())
+            .filter(|&i| i == 0 || keys[i] >> 32 != keys[i - 1] >> 32)
+            .collect();
+        starts.push(keys.len());
+        let bucket_at = |j: usize| starts.get(j).and_then(|&i| keys.get(i)).map(|&k| (k >> 32) as usize);
+        for (j, w) in starts.windows(2).enumerate() {
+            if let Some(b) = bucket_at(j + 8) {
+                sp.prefetch(b);
+            }
+            if let Some(b) = bucket_at(j + 4) {
+                sp.prefetch_row(b);
+            }
+            // A bucket's entries in one merge and one walk along its row,
+            // not a search each.
+            let (i, n) = (w[0], w[1] - w[0]);
+            let bucket = keys[i] >> 32;
+            let (run, vals) = (&keys[i..i + n], &values[i * slots..(i + n) * slots]);
+            let nonzero = |j: &usize| vals[j * slots..(j + 1) * slots].iter().any(|&x| x != 0.0);
+            let r = sp.ensure_row(bucket as usize, (0..n).filter(nonzero).map(|j| run[j] as u32));
+            let mut e = r.start;
+            for (&k, v) in run.iter().zip(vals.chunks_exact(slots)) {
+                e = sp.seek(e, r.end, k as u32);
+                if e < r.end && sp.class(e) == k as u32 {
+                    for (s, &x) in v.iter().enumerate() {
+                        sp.set(e, s, x);
+                    }
+                    e += 1;
                 }
-            } else {
-                sp.entry(b, c)
-            };
-            for (s, &x) in v.iter().enumerate() {
-                sp.set(e, s, x);
             }
         }
     }
@@ -269,6 +289,19 @@ impl Weights {
         let row = &self.buf[b * slots * cap..(b + 1) * slots * cap];
         for s in 0..keep {
             values.extend_from_slice(&row[s * cap..s * cap + columns]);
+        }
+    }
+
+    /// Hints the CPU to fetch what [`Weights::scoring_entries`] will read
+    /// of `buckets[i + 4]` and `buckets[i + 8]` (a walk over many rows
+    /// of a large model waits on memory otherwise).
+    pub fn prefetch_entries(&self, buckets: &[u32], i: usize) {
+        let Some(sp) = &self.sparse else { return };
+        if let Some(&b) = buckets.get(i + 8) {
+            sp.prefetch(b as usize);
+        }
+        if let Some(&b) = buckets.get(i + 4) {
+            sp.prefetch_row(b as usize);
         }
     }
 

@@ -27,6 +27,8 @@ use std::ops::Range;
 
 mod mirror;
 
+use mirror::Bookkeeping;
+
 /// Most floats an entry holds: `v`, `A` and the sums.
 pub const MAX_SLOTS: usize = 3;
 
@@ -65,6 +67,9 @@ pub struct SparseRows {
     /// The highest `|v|` at or below which entries were dropped since
     /// [`SparseRows::take_pruned_at`] (what a replica replays).
     pruned_at: Option<f32>,
+    /// The arena's length when [`SparseRows::tidy`] last counted its
+    /// garbage.
+    tidied_at: Bookkeeping,
 }
 
 impl SparseRows {
@@ -78,6 +83,7 @@ impl SparseRows {
             max_entries,
             pruned: 0,
             pruned_at: None,
+            tidied_at: Bookkeeping::default(),
         }
     }
 
@@ -212,7 +218,7 @@ impl SparseRows {
 
     /// Hints the CPU to fetch the first entries of `bucket`'s row.
     #[inline(always)]
-    fn prefetch_row(&self, bucket: usize) {
+    pub fn prefetch_row(&self, bucket: usize) {
         let h = self.heads[bucket];
         crate::features::prefetch(&self.data, h.off as usize * 2);
     }

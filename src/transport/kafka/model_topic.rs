@@ -252,7 +252,7 @@ impl ModelFeed {
             let started = Instant::now();
             let (kind, applied) = match update {
                 Update::Full(v) => ("full", restore(pipeline, v)),
-                Update::Delta(d) => ("delta", apply_delta(pipeline.model_mut(), &d)),
+                Update::Delta(mut d) => ("delta", apply_delta(pipeline.model_mut(), &mut d)),
             };
             crate::metrics::model_updated(kind, started.elapsed());
             if let Err(error) = applied {

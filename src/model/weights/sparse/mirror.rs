@@ -6,6 +6,17 @@
 
 use super::{SparseRows, room};
 
+/// A count kept to save work, not part of what the rows hold: equal to
+/// any other.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Bookkeeping(pub(super) usize);
+
+impl PartialEq for Bookkeeping {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
 impl SparseRows {
     /// The highest `|v|` at or below which entries were dropped since the
     /// last call (`None`: none were), and a clean slate.
@@ -29,13 +40,22 @@ impl SparseRows {
     /// once it is over a fifth of the arena, and hands the pages past the
     /// compacted end back to the OS. Without it the garbage waits until
     /// the arena reaches the budget, so a replica applying deltas would
-    /// hold the budget's whole arena whatever its model's size.
+    /// hold the budget's whole arena whatever its model's size. The
+    /// garbage is counted (a pass over every bucket) only once the arena
+    /// has grown by a sixteenth since the last count, so that a delta's
+    /// cost follows its rows, not the model's.
     pub fn tidy(&mut self) {
+        let len = self.len();
+        if len <= self.tidied_at.0 + self.tidied_at.0 / 16 {
+            return;
+        }
+        self.tidied_at.0 = len;
         let need: usize = self.heads.iter().map(|h| room(h.len) as usize).sum();
-        if self.len() <= need + need / 4 {
+        if len <= need + need / 4 {
             return;
         }
         self.compact_below(-1.0);
+        self.tidied_at.0 = self.len();
         crate::hugepages::release_spare(&mut self.data);
         crate::hugepages::release_spare(&mut self.cold);
     }
