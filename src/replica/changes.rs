@@ -141,8 +141,9 @@ pub fn delta_of_changes(m: &Model, buckets: &[u32], pruned_at: Option<f32>) -> p
 /// one's difference from the one before, in place.
 pub(super) fn into_gaps(mut keys: Vec<u64>) -> Vec<u64> {
     for i in (1..keys.len()).rev() {
-        // Ascending keys give no wrap; were they not, the replica's sum
-        // would wrap back to the same keys, which it checks.
+        // The keys ascend (buckets in order, a bucket's classes in
+        // order): no difference wraps. Were one to, the replica's sum
+        // would overflow, and it refuses the delta.
         keys[i] = keys[i].wrapping_sub(keys[i - 1]);
     }
     keys
