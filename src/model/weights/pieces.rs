@@ -166,19 +166,13 @@ impl Weights {
         let mut starts: Vec<usize> = (0..keys.len())
             .filter(|&i| i == 0 || keys[i] >> 32 != keys[i - 1] >> 32)
             .collect();
+        let buckets: Vec<u32> = starts.iter().map(|&i| (keys[i] >> 32) as u32).collect();
         starts.push(keys.len());
-        let bucket_at = |j: usize| starts.get(j).and_then(|&i| keys.get(i)).map(|&k| (k >> 32) as usize);
         for (j, w) in starts.windows(2).enumerate() {
-            if let Some(b) = bucket_at(j + 8) {
-                sp.prefetch(b);
-            }
-            if let Some(b) = bucket_at(j + 4) {
-                sp.prefetch_row(b);
-            }
+            sp.prefetch_ahead(&buckets, j);
             // A bucket's entries in one merge and one walk along its row,
             // not a search each.
-            let (i, n) = (w[0], w[1] - w[0]);
-            let bucket = keys[i] >> 32;
+            let (i, n, bucket) = (w[0], w[1] - w[0], buckets[j]);
             let (run, vals) = (&keys[i..i + n], &values[i * slots..(i + n) * slots]);
             let nonzero = |j: &usize| vals[j * slots..(j + 1) * slots].iter().any(|&x| x != 0.0);
             let r = sp.ensure_row(bucket as usize, (0..n).filter(nonzero).map(|j| run[j] as u32));
@@ -296,12 +290,8 @@ impl Weights {
     /// of `buckets[i + 4]` and `buckets[i + 8]` (a walk over many rows
     /// of a large model waits on memory otherwise).
     pub fn prefetch_entries(&self, buckets: &[u32], i: usize) {
-        let Some(sp) = &self.sparse else { return };
-        if let Some(&b) = buckets.get(i + 8) {
-            sp.prefetch(b as usize);
-        }
-        if let Some(&b) = buckets.get(i + 4) {
-            sp.prefetch_row(b as usize);
+        if let Some(sp) = &self.sparse {
+            sp.prefetch_ahead(buckets, i);
         }
     }
 

@@ -218,9 +218,21 @@ impl SparseRows {
 
     /// Hints the CPU to fetch the first entries of `bucket`'s row.
     #[inline(always)]
-    pub fn prefetch_row(&self, bucket: usize) {
+    fn prefetch_row(&self, bucket: usize) {
         let h = self.heads[bucket];
         crate::features::prefetch(&self.data, h.off as usize * 2);
+    }
+
+    /// For a walk over the rows of `buckets`, at `i`: hints the CPU to
+    /// fetch the index of `buckets[i + 8]` and the row of `buckets[i + 4]`
+    /// (the rows of a large model are scattered: each a wait on memory).
+    pub fn prefetch_ahead(&self, buckets: &[u32], i: usize) {
+        if let Some(&b) = buckets.get(i + 8) {
+            self.prefetch(b as usize);
+        }
+        if let Some(&b) = buckets.get(i + 4) {
+            self.prefetch_row(b as usize);
+        }
     }
 
     /// The arena index of (`bucket`, `class`), adding a zero entry when it
