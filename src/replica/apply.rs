@@ -61,7 +61,7 @@ pub fn apply_delta(m: &mut Model, d: &mut pb::ModelState) -> Result<(), ReplicaE
 /// Sums `e.key_gaps` (format 5) into `e.keys`, in place; `Err` when it
 /// carries both or a sum overflows. The keys' order is checked later,
 /// as any delta's is.
-fn expand_gaps(e: &mut pb::Entries) -> Result<(), ReplicaError> {
+pub(super) fn expand_gaps(e: &mut pb::Entries) -> Result<(), ReplicaError> {
     if e.key_gaps.is_empty() {
         return Ok(());
     }

@@ -557,13 +557,8 @@ fn sparse_deltas_carry_their_keys_as_gaps() {
     assert_eq!(got, scoring_entries(p.model()));
     // Whole keys, as a learner of the builds before sends them.
     let mut whole = d.clone();
-    let mut key = 0;
-    let keys = gapped.key_gaps.iter().map(|g| {
-        key += g;
-        key
-    });
-    let e = whole_entries(&mut whole);
-    (e.keys, e.key_gaps) = (keys.collect(), Vec::new());
+    super::apply::expand_gaps(whole_entries(&mut whole)).unwrap();
+    assert!(whole_entries(&mut whole).key_gaps.is_empty());
     assert_eq!(served(whole).1, scoring_entries(p.model()));
     // Refused: a gap that overflows; keys beside gaps.
     let before = scoring_entries(&model_of(&old));
