@@ -83,7 +83,7 @@ pub fn capture_with(p: &Pipeline, positions: &BTreeMap<String, u64>, weights: We
 fn cache_entry_to_pb((id, e): (&str, &CacheEntry)) -> pb::CacheEntry {
     pb::CacheEntry {
         id: id.to_string(),
-        text: e.text.clone(),
+        text: e.text.text().unwrap_or_default(),
         predicted: e.predicted.clone().unwrap_or_default(),
         prediction_unknown: e.predicted.is_none(),
         score: e.score,

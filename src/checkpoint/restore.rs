@@ -11,7 +11,9 @@ use crate::message::BadReason;
 use crate::model::fusion::Fusion;
 use crate::model::weights::WeightsParts;
 use crate::model::{Hyper, HyperChoice, Labels, Model, NaiveBayes, NameSketch, State, Task, Weights};
-use crate::pipeline::{CacheEntry, Counters, FeedbackCache, Held, Pipeline, PipelineConfig, Reporter, Reporters};
+use crate::pipeline::{
+    CacheEntry, Counters, FeedbackCache, Held, Packed, Pipeline, PipelineConfig, Reporter, Reporters,
+};
 
 // ---- restore: protobuf -> pipeline ----
 
@@ -63,7 +65,7 @@ pub(super) fn restore_with(
                 (
                     e.id,
                     CacheEntry {
-                        text: e.text,
+                        text: Packed::new(e.text),
                         predicted: (!e.prediction_unknown).then_some(e.predicted),
                         score: e.score,
                         gold,

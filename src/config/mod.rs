@@ -190,7 +190,8 @@ pub struct PipelineArgs {
         hide = true
     )]
     pub feedback_cache_entries: usize,
-    /// Most text bytes kept to join late feedback labels to.
+    /// Most bytes of text kept to join late feedback labels to (counted
+    /// LZ4-compressed, as held, where that saves an eighth or more).
     #[arg(long, env = "CLASSIFYD_FEEDBACK_CACHE_BYTES", default_value_t = 64 << 20, hide = true)]
     pub feedback_cache_bytes: usize,
     /// Seconds a message waits for its late label (`eval` counts each line as one second).

@@ -25,6 +25,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Messages waiting in the cache for a late label",
     ),
     (
+        "classifyd_feedback_cache_bytes",
+        "gauge",
+        "Bytes of text the late-label cache holds, LZ4-compressed where that saves (what --feedback-cache-bytes bounds)",
+    ),
+    (
         "classifyd_feedback_cache_dropped_total",
         "counter",
         "Messages dropped from the late-label cache, by cause (expired, evicted)",

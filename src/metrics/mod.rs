@@ -266,6 +266,7 @@ pub fn publish(p: &Pipeline) {
     }
     let cache = p.cache();
     gauge!("classifyd_feedback_cache_entries").set(cache.len() as f64);
+    gauge!("classifyd_feedback_cache_bytes").set(cache.bytes() as f64);
     counter!("classifyd_feedback_cache_dropped_total", "cause" => "expired").absolute(cache.expired);
     counter!("classifyd_feedback_cache_dropped_total", "cause" => "evicted").absolute(cache.evicted);
 

@@ -7,15 +7,68 @@
 //! map): a message cached again under an id already there replaces it and
 //! moves to the back, so the cache holds one entry per id whatever the
 //! stream repeats, and its size is bounded by the caps alone.
+//!
+//! Texts are held LZ4-compressed ([`Packed`]) when that makes them
+//! smaller, and the byte cap counts the bytes held: a text is read back
+//! only when its late label comes.
 
 use hashlink::LinkedHashMap;
 
 use super::PipelineConfig;
 
+/// A cached text: LZ4-compressed when that saves an eighth or more of
+/// it, else as it came (short texts, already compressed ones).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Packed {
+    Plain(Box<str>),
+    /// The block format, its decoded length first.
+    Lz4(Box<[u8]>),
+}
+
+impl Packed {
+    /// Texts shorter than this are kept as they are: too short to gain.
+    const MIN_LEN: usize = 128;
+
+    pub fn new(text: String) -> Self {
+        if text.len() >= Self::MIN_LEN {
+            let packed = lz4_flex::block::compress_prepend_size(text.as_bytes());
+            if packed.len() <= text.len() - text.len() / 8 {
+                return Packed::Lz4(packed.into_boxed_slice());
+            }
+        }
+        Packed::Plain(text.into_boxed_str())
+    }
+
+    /// Bytes held (what the byte cap counts).
+    pub fn len(&self) -> usize {
+        match self {
+            Packed::Plain(t) => t.len(),
+            Packed::Lz4(b) => b.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The text. `None` only if compressed bytes fail to decode, which
+    /// bytes compressed by [`Packed::new`] in this process never do (the
+    /// cache never holds bytes from elsewhere: checkpoints carry texts).
+    pub fn text(&self) -> Option<String> {
+        match self {
+            Packed::Plain(t) => Some(t.to_string()),
+            Packed::Lz4(b) => {
+                let bytes = lz4_flex::block::decompress_size_prepended(b).ok()?;
+                String::from_utf8(bytes).ok()
+            }
+        }
+    }
+}
+
 /// A message waiting for its late label.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CacheEntry {
-    pub text: String,
+    pub text: Packed,
     /// The labels published for it (unlabeled messages); `None` when no
     /// prediction of it is known here (a learner: its replicas predict).
     pub predicted: Option<Vec<String>>,
@@ -43,7 +96,7 @@ pub struct Held {
 pub struct FeedbackCache {
     /// Entries by id, oldest first.
     map: LinkedHashMap<String, CacheEntry, foldhash::fast::RandomState>,
-    /// Text bytes held (what `--feedback-cache-bytes` bounds).
+    /// Text bytes held, compressed (what `--feedback-cache-bytes` bounds).
     bytes: usize,
     /// Entries dropped because their TTL passed.
     pub expired: u64,
@@ -149,7 +202,7 @@ mod tests {
 
     fn entry(text: &str, at_ms: u64) -> CacheEntry {
         CacheEntry {
-            text: text.into(),
+            text: Packed::new(text.into()),
             predicted: None,
             score: None,
             gold: None,
@@ -205,5 +258,33 @@ mod tests {
             c.evicted,
         );
         assert_eq!(back, c);
+    }
+
+    #[test]
+    fn texts_are_held_compressed_when_that_saves_and_read_back_whole() {
+        let prose = "The quick brown fox jumps over the lazy dog, again and again. ".repeat(40);
+        // Bytes that do not repeat: compressing them would not save.
+        let mut x = 0x9e37_79b9_u32;
+        let noise: String = (0..4096)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                char::from(b'!' + (x % 90) as u8)
+            })
+            .collect();
+        for (text, packed) in [(prose, true), (noise, false), ("short, é ✓".to_string(), false)] {
+            let p = Packed::new(text.clone());
+            assert_eq!(matches!(p, Packed::Lz4(_)), packed, "{} bytes", text.len());
+            assert!(p.len() <= text.len());
+            assert_eq!(p.text().as_deref(), Some(text.as_str()));
+        }
+        let cfg = PipelineConfig::default();
+        let mut c = FeedbackCache::default();
+        let long = "spam spam spam lovely spam ".repeat(100);
+        c.insert("a".into(), entry(&long, 0), &cfg);
+        // The cap counts what is held: a fraction of the text here.
+        assert!(c.bytes() < long.len() / 4, "{} of {}", c.bytes(), long.len());
+        assert_eq!(c.get("a").and_then(|e| e.text.text()), Some(long));
     }
 }

@@ -3,7 +3,7 @@
 //! weighed first ([`Pipeline::label_weight`]): learned in full, with less
 //! weight, or held on its cache entry until another reporter confirms it.
 
-use super::cache::{CacheEntry, Held};
+use super::cache::{CacheEntry, Held, Packed};
 use super::example::Work;
 use super::trust::ANONYMOUS;
 use super::{Outcome, Pipeline, same_set};
@@ -43,7 +43,7 @@ impl Pipeline {
         let weight = self.label_weight(&w.scored, &ids, reporter.as_deref());
         self.count_weighed(weight, reporter.as_deref());
         let mut entry = CacheEntry {
-            text,
+            text: Packed::new(text),
             predicted: Some(predicted),
             score,
             gold: None,
@@ -92,7 +92,10 @@ impl Pipeline {
             self.counters.feedback_unmatched += 1;
             return Outcome::FeedbackUnmatched;
         };
-        let text = entry.text.clone();
+        let Some(text) = entry.text.text() else {
+            self.counters.feedback_unmatched += 1;
+            return Outcome::FeedbackUnmatched;
+        };
         let correction = entry.gold.is_some();
         let first = !correction && entry.held.is_none();
         let (predicted, score) = (entry.predicted.clone(), entry.score);
