@@ -18,6 +18,7 @@ use classifyd::{commands, shutdown::Shutdown};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    classifyd::allocator::purge_at_once();
     // A file size limit (ulimit -f) makes a write fail with EFBIG, which
     // the daemon reports naming the file, instead of killing it (SIGXFSZ).
     // SAFETY: setting a signal's disposition to ignore, before any thread starts.
