@@ -401,14 +401,17 @@ fn learner_and_predictors(b: &Bench) -> (PathBuf, String) {
         )
     };
     let count = |kind: &str| series(&lm, &format!("classifyd_model_publications_total{{kind=\"{kind}\"}}"));
+    let q = |name: &str, p: f64| quantile(&bodies, name, p);
     println!(
-        "\nstaleness (learner learns an update -> a predictor serves it): p50 {:.3} s, p99 {:.3} s over {} swaps",
-        quantile(&bodies, "classifyd_model_staleness_seconds", 0.5),
-        quantile(&bodies, "classifyd_model_staleness_seconds", 0.99),
+        "\nstaleness (learner learns an update -> a predictor serves it): p50 {:.3} s, p99 {:.3} s over {} swaps; of it after publication: p50 {:.3} s, p99 {:.3} s",
+        q("classifyd_model_staleness_seconds", 0.5),
+        q("classifyd_model_staleness_seconds", 0.99),
         bodies
             .iter()
             .map(|b| series(b, "classifyd_model_swaps_total"))
-            .sum::<f64>()
+            .sum::<f64>(),
+        q("classifyd_model_delivery_seconds", 0.5),
+        q("classifyd_model_delivery_seconds", 0.99),
     );
     println!(
         "published: {:.0} bytes per learned example ({} examples; deltas {:.0} B in {}, full versions {:.0} B in {}: {:.0} B each)",

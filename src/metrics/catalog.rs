@@ -198,6 +198,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "From the learner learning an update to a predictor serving a version with it (predictor)",
     ),
     (
+        "classifyd_model_delivery_seconds",
+        "histogram",
+        "From the learner publishing a version to a predictor serving it: the part of the staleness after publication (predictor)",
+    ),
+    (
         "classifyd_model_update_duration_seconds",
         "histogram",
         "Time a predictor took to put a model update in service, by kind (full: a version restored; delta: its rows put in place)",

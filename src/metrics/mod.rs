@@ -123,6 +123,11 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
             STALENESS_BUCKETS,
         )
         .map_err(recorder)?
+        .set_buckets_for_metric(
+            Matcher::Full("classifyd_model_delivery_seconds".into()),
+            STALENESS_BUCKETS,
+        )
+        .map_err(recorder)?
         .set_buckets_for_metric(Matcher::Suffix("_duration_seconds".into()), LATENCY_BUCKETS)
         .map_err(recorder)?
         .install_recorder()
@@ -151,6 +156,7 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
     let _ = metrics::histogram!("classifyd_checkpoint_duration_seconds");
     // Registered, so that it is exported (empty) before the first swap.
     let _ = metrics::histogram!("classifyd_model_staleness_seconds");
+    let _ = metrics::histogram!("classifyd_model_delivery_seconds");
     for kind in ["full", "delta"] {
         let _ = metrics::histogram!("classifyd_model_update_duration_seconds", "kind" => kind);
     }
@@ -388,11 +394,18 @@ pub fn model_served(served: Option<crate::replica::Served>, newest: (u64, u64)) 
 }
 
 /// A predictor put in service a version whose oldest update the learner
-/// learned at `oldest_update_ms` (0: unknown, not recorded).
-pub fn model_staleness(oldest_update_ms: u64) {
+/// learned at `oldest_update_ms` (0: unknown, not recorded) and which it
+/// published at `published_ms`: the staleness, and the part of it after
+/// publication (the rest is the learner's: its cadence, the wait for the
+/// broker to take the version before, reading and encoding the rows).
+pub fn model_staleness(oldest_update_ms: u64, published_ms: u64) {
+    let now = crate::clock::now_ms();
+    let secs = |since: u64| now.saturating_sub(since) as f64 / 1000.0;
     if oldest_update_ms > 0 {
-        let secs = crate::clock::now_ms().saturating_sub(oldest_update_ms) as f64 / 1000.0;
-        metrics::histogram!("classifyd_model_staleness_seconds").record(secs);
+        metrics::histogram!("classifyd_model_staleness_seconds").record(secs(oldest_update_ms));
+    }
+    if published_ms > 0 {
+        metrics::histogram!("classifyd_model_delivery_seconds").record(secs(published_ms));
     }
 }
 

@@ -194,7 +194,8 @@ impl<'a> Daemon<'a> {
             return;
         };
         if feed.poll(Duration::ZERO) && feed.update(&mut lock(&self.state).pipeline) {
-            crate::metrics::model_staleness(feed.assembler.oldest_update_ms());
+            let published_ms = feed.assembler.served().map_or(0, |(_, _, at)| at);
+            crate::metrics::model_staleness(feed.assembler.oldest_update_ms(), published_ms);
         }
     }
 
