@@ -37,7 +37,15 @@ pub(super) fn consumer(s: &KafkaSettings) -> Result<BaseConsumer, DaemonError> {
         // ahead of the reader, beside the model being assembled. Ten
         // records' worth a fetch, and as much queued, keep the reader fed.
         .set("fetch.max.bytes", "8388608")
-        .set("queued.max.messages.kbytes", "8192");
+        .set("max.partition.fetch.bytes", "8388608")
+        .set("queued.max.messages.kbytes", "8192")
+        // Once the queue passes that bound, librdkafka waits this long
+        // before it fetches again (1,000 ms by default): with deltas of
+        // several MB the queue passed it at nearly every delta, and a
+        // predictor read about one delta a second whatever the learner
+        // published. It fell seconds behind (6.3 s from publication to
+        // service at the median, 20 Newsgroups: docs/scaling.md).
+        .set("fetch.queue.backoff.ms", "10");
     let consumer: BaseConsumer = with_properties(c, s)
         .create()
         .map_err(kafka_error("model topic consumer"))?;
