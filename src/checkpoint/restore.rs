@@ -65,7 +65,7 @@ pub(super) fn restore_with(
                 (
                     e.id,
                     CacheEntry {
-                        text: Packed::new(e.text),
+                        text: Packed::Plain(e.text),
                         predicted: (!e.prediction_unknown).then_some(e.predicted),
                         score: e.score,
                         gold,

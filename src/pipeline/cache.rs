@@ -16,11 +16,12 @@ use hashlink::LinkedHashMap;
 
 use super::PipelineConfig;
 
-/// A cached text: LZ4-compressed when that saves an eighth or more of
-/// it, else as it came (short texts, already compressed ones).
+/// A cached text: as it came, until the cache takes it
+/// ([`Packed::packed`]: LZ4-compressed when that saves an eighth or more
+/// of it; short texts and already compressed ones stay as they came).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Packed {
-    Plain(Box<str>),
+    Plain(String),
     /// The block format, its decoded length first.
     Lz4(Box<[u8]>),
 }
@@ -29,14 +30,19 @@ impl Packed {
     /// Texts shorter than this are kept as they are: too short to gain.
     const MIN_LEN: usize = 128;
 
-    pub fn new(text: String) -> Self {
-        if text.len() >= Self::MIN_LEN {
-            let packed = lz4_flex::block::compress_prepend_size(text.as_bytes());
-            if packed.len() <= text.len() - text.len() / 8 {
-                return Packed::Lz4(packed.into_boxed_slice());
+    /// This text as the cache holds it.
+    pub fn packed(self) -> Self {
+        match self {
+            Packed::Plain(text) if text.len() >= Self::MIN_LEN => {
+                let packed = lz4_flex::block::compress_prepend_size(text.as_bytes());
+                if packed.len() <= text.len() - text.len() / 8 {
+                    Packed::Lz4(packed.into_boxed_slice())
+                } else {
+                    Packed::Plain(text)
+                }
             }
+            other => other,
         }
-        Packed::Plain(text.into_boxed_str())
     }
 
     /// Bytes held (what the byte cap counts).
@@ -52,11 +58,12 @@ impl Packed {
     }
 
     /// The text. `None` only if compressed bytes fail to decode, which
-    /// bytes compressed by [`Packed::new`] in this process never do (the
-    /// cache never holds bytes from elsewhere: checkpoints carry texts).
+    /// bytes compressed by [`Packed::packed`] in this process never do
+    /// (the cache never holds bytes from elsewhere: checkpoints carry
+    /// texts).
     pub fn text(&self) -> Option<String> {
         match self {
-            Packed::Plain(t) => Some(t.to_string()),
+            Packed::Plain(t) => Some(t.clone()),
             Packed::Lz4(b) => {
                 let bytes = lz4_flex::block::decompress_size_prepended(b).ok()?;
                 String::from_utf8(bytes).ok()
@@ -113,8 +120,13 @@ impl PartialEq for FeedbackCache {
 impl FeedbackCache {
     /// Caches `entry` under `id` as the newest entry (replacing one with
     /// the same id), then drops the oldest past the caps.
-    pub(super) fn insert(&mut self, id: String, entry: CacheEntry, cfg: &PipelineConfig) {
-        if cfg.cache_entries == 0 || entry.text.len() > cfg.cache_bytes {
+    /// Its text is compressed here, once the cache is known to keep it.
+    pub(super) fn insert(&mut self, id: String, mut entry: CacheEntry, cfg: &PipelineConfig) {
+        if cfg.cache_entries == 0 {
+            return;
+        }
+        entry.text = entry.text.packed();
+        if entry.text.len() > cfg.cache_bytes {
             return;
         }
         self.bytes += entry.text.len();
@@ -186,7 +198,8 @@ impl FeedbackCache {
             evicted,
             ..Default::default()
         };
-        for (id, e) in entries {
+        for (id, mut e) in entries {
+            e.text = e.text.packed();
             c.bytes += e.text.len();
             if let Some(old) = c.map.insert(id, e) {
                 c.bytes -= old.text.len();
@@ -202,7 +215,7 @@ mod tests {
 
     fn entry(text: &str, at_ms: u64) -> CacheEntry {
         CacheEntry {
-            text: Packed::new(text.into()),
+            text: Packed::Plain(text.into()),
             predicted: None,
             score: None,
             gold: None,
@@ -274,7 +287,7 @@ mod tests {
             })
             .collect();
         for (text, packed) in [(prose, true), (noise, false), ("short, é ✓".to_string(), false)] {
-            let p = Packed::new(text.clone());
+            let p = Packed::Plain(text.clone()).packed();
             assert_eq!(matches!(p, Packed::Lz4(_)), packed, "{} bytes", text.len());
             assert!(p.len() <= text.len());
             assert_eq!(p.text().as_deref(), Some(text.as_str()));

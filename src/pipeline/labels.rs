@@ -43,7 +43,7 @@ impl Pipeline {
         let weight = self.label_weight(&w.scored, &ids, reporter.as_deref());
         self.count_weighed(weight, reporter.as_deref());
         let mut entry = CacheEntry {
-            text: Packed::new(text),
+            text: Packed::Plain(text),
             predicted: Some(predicted),
             score,
             gold: None,

@@ -446,7 +446,7 @@ impl Pipeline {
     fn keep_predicted(&mut self, prediction: &Prediction, text: String, score: Option<f32>, now_ms: u64) {
         if self.cfg.role != Role::Predictor {
             let entry = CacheEntry {
-                text: Packed::new(text),
+                text: Packed::Plain(text),
                 predicted: Some(prediction.labels.clone()),
                 score,
                 gold: None,
@@ -476,7 +476,7 @@ impl Pipeline {
     /// known here.
     fn keep_for_feedback(&mut self, id: String, text: String, now_ms: u64) -> Outcome {
         let entry = CacheEntry {
-            text: Packed::new(text),
+            text: Packed::Plain(text),
             predicted: None,
             score: None,
             gold: None,
