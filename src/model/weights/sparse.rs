@@ -38,6 +38,13 @@ const MAX_ARENA: usize = (u32::MAX / 4) as usize;
 /// Fewer classes than this never fill rows (see [`SparseRows::fill_row`]).
 const FILL_MIN_CLASSES: usize = 32;
 
+/// A full arena whose garbage is under this fraction of the budget (1/32)
+/// is pruned rather than compacted: near the budget each compaction
+/// freed less, came sooner and cost a pass over the whole arena (20
+/// Newsgroups: 20 passes of ~150 ms before 3 prunes, a quarter of `eval`;
+/// docs/many-classes.md).
+const RECLAIM_AT_LEAST: usize = 32;
+
 /// One bucket's place in the arena.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Head {
@@ -331,28 +338,35 @@ impl SparseRows {
     }
 
     /// Makes room for `n` more arena entries within the budget: reclaims
-    /// garbage or, when the live entries fill the budget, prunes. The
-    /// arena's allocation is the budget's from the start, so it never moves.
+    /// garbage or, when that would leave less than a
+    /// [`RECLAIM_AT_LEAST`]th of the budget free, prunes. The arena's
+    /// allocation is the budget's from the start, so it never moves.
     fn reserve(&mut self, n: usize) {
         if self.len() + n <= self.max_entries {
             return;
         }
-        self.compact(false);
-        if self.len() + n > self.max_entries {
-            self.compact(true);
-        }
+        let worth = self.max_entries / RECLAIM_AT_LEAST;
+        self.compact(self.compacted_len() + n + worth > self.max_entries);
+    }
+
+    /// The arena's length once compacted (a pass over the buckets only).
+    fn compacted_len(&self) -> usize {
+        self.heads.iter().map(|h| room(h.len) as usize).sum()
     }
 
     /// Moves every row down over the garbage, in arena order, in place;
     /// with `prune`, first drops the smallest entries (by `|v|`) so that
     /// half the budget's entries are left.
     fn compact(&mut self, prune: bool) {
+        let started = std::time::Instant::now();
         let threshold = if prune { self.prune_threshold() } else { -1.0 };
         let dropped = self.compact_below(threshold);
+        tracing::debug!(prune, ms = started.elapsed().as_millis() as u64, "arena compacted");
         if dropped > 0 {
             tracing::warn!(
                 dropped,
                 kept = self.entries(),
+                ms = started.elapsed().as_millis() as u64,
                 "the model memory budget is full: dropped the smallest weights (raise --model-memory to keep more)"
             );
         }
@@ -378,14 +392,8 @@ impl SparseRows {
             let start = cursor;
             // The cursor never passes the read position: a row's new room
             // is at most its old one, and rows go in arena order.
-            for e in off..off + len {
-                if self.get(e, 0).abs() <= threshold {
-                    dropped += 1;
-                    continue;
-                }
-                self.move_entry(e, cursor);
-                cursor += 1;
-            }
+            cursor = self.keep_over(off..off + len, cursor, threshold);
+            dropped += (len - (cursor - start)) as u64;
             let n = (cursor - start) as u32;
             cursor = start + room(n) as usize;
             self.heads[b as usize] = Head {
@@ -399,6 +407,32 @@ impl SparseRows {
             self.pruned_at = Some(self.pruned_at.map_or(threshold, |t| t.max(threshold)));
         }
         dropped
+    }
+
+    /// Moves the entries of `from` whose `|v|` is over `t` (all of them
+    /// when `t` is negative: the row in one move) down to `to` on, in
+    /// order, which is at or before `from`; returns where the next goes.
+    fn keep_over(&mut self, from: Range<usize>, mut to: usize, t: f32) -> usize {
+        let cs = self.cold_stride();
+        if t < 0.0 {
+            self.data.copy_within(2 * from.start..2 * from.end, 2 * to);
+            self.cold.copy_within(cs * from.start..cs * from.end, cs * to);
+            return to + from.len();
+        }
+        for e in from {
+            let hot = 2 * e;
+            if f32::from_bits(self.data[hot + 1]).abs() <= t {
+                continue;
+            }
+            if e != to {
+                (self.data[2 * to], self.data[2 * to + 1]) = (self.data[hot], self.data[hot + 1]);
+                for s in 0..cs {
+                    self.cold[cs * to + s] = self.cold[cs * e + s];
+                }
+            }
+            to += 1;
+        }
+        to
     }
 
     /// The `|v|` at or below which entries are dropped so that about half
@@ -563,35 +597,4 @@ fn fit<T>(v: &mut Vec<T>, max: usize) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::SparseRows;
-    use crate::features::SparseVec;
-
-    /// Rows pruned to nothing by one compaction still read after the next
-    /// one shrinks the arena below where they were (they once pointed past
-    /// its end).
-    #[test]
-    fn emptied_rows_survive_later_compactions() {
-        let mut r = SparseRows::new(4, 2, 1000);
-        for c in 0..8 {
-            let e = r.entry(0, c);
-            r.set(e, 0, (c + 1) as f32);
-        }
-        for c in 0..4 {
-            let e = r.entry(1, c);
-            r.set(e, 0, 0.001);
-        }
-        r.set_max_entries(10);
-        assert_eq!(r.range(1).len(), 0, "bucket 1's tiny weights pruned first");
-        assert!(r.pruned() >= 4);
-        r.set_max_entries(4);
-        let x = SparseVec {
-            idx: vec![0, 1, 2, 3],
-            val: vec![1.0; 4],
-        };
-        let mut out = [0.0; 8];
-        r.accumulate(&x, None, &mut out);
-        assert_eq!(out[7], 8.0, "the largest weight is kept");
-        assert!(r.entries() <= 4, "{} entries", r.entries());
-    }
-}
+mod tests;

@@ -4,7 +4,7 @@
 //! holds (pruning may have dropped some of a row learning then changed).
 //! And an arena that follows the model a replica holds, not the budget.
 
-use super::{SparseRows, room};
+use super::SparseRows;
 
 /// A count kept to save work, not part of what the rows hold: equal to
 /// any other.
@@ -50,7 +50,7 @@ impl SparseRows {
             return;
         }
         self.tidied_at.0 = len;
-        let need: usize = self.heads.iter().map(|h| room(h.len) as usize).sum();
+        let need = self.compacted_len();
         if len <= need + need / 4 {
             return;
         }
