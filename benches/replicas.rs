@@ -93,7 +93,10 @@ fn spawn(bootstrap: &str, t: &Topics, group: &str, role: &str, dir: Option<&Path
     ])
     .args(t.flags())
     .args(["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"])
-    .env("CLASSIFYD_LOG", "warn")
+    .env(
+        "CLASSIFYD_LOG",
+        std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+    )
     .stdout(Stdio::null());
     if let Some(d) = dir {
         c.arg("--checkpoint-dir").arg(d);
@@ -251,7 +254,10 @@ fn stream_through(
         .arg("--input")
         .arg(data)
         .args(["--rate", &rate.to_string()])
-        .env("CLASSIFYD_LOG", "warn")
+        .env(
+            "CLASSIFYD_LOG",
+            std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .status()
         .unwrap();
     assert!(st.success());

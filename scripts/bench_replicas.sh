@@ -7,6 +7,7 @@
 # broker unless KAFKA_BOOTSTRAP is set.
 #   BENCH_DATA (../shared/data/sms_spam_collection/stream.jsonl)
 #   BENCH_RATE (500 msg/s)  BENCH_MESSAGES (50000)
+#   BENCH_LOG (the daemons' CLASSIFYD_LOG, warn)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q

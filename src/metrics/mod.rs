@@ -401,6 +401,11 @@ pub fn model_served(served: Option<crate::replica::Served>, newest: (u64, u64)) 
 pub fn model_staleness(oldest_update_ms: u64, published_ms: u64) {
     let now = crate::clock::now_ms();
     let secs = |since: u64| now.saturating_sub(since) as f64 / 1000.0;
+    tracing::debug!(
+        staleness = secs(oldest_update_ms),
+        after_publication = secs(published_ms),
+        "model version in service"
+    );
     if oldest_update_ms > 0 {
         metrics::histogram!("classifyd_model_staleness_seconds").record(secs(oldest_update_ms));
     }

@@ -31,11 +31,21 @@ pub fn apply_delta(m: &mut Model, d: &mut pb::ModelState) -> Result<(), ReplicaE
                 w.put_compact_rows(&r.rows, &r.values);
             }
             if let Some(e) = &l.entries {
+                let started = std::time::Instant::now();
                 if let Some(t) = e.prune_at_or_below {
                     w.mirror_pruning(t, &e.rows, &e.keys);
                 }
+                let pruned = started.elapsed();
                 w.set_entries(&e.keys, &e.values);
+                let set = started.elapsed();
                 w.tidy();
+                tracing::debug!(
+                    entries = e.keys.len(),
+                    prune_ms = pruned.as_millis() as u64,
+                    set_ms = (set - pruned).as_millis() as u64,
+                    tidy_ms = (started.elapsed() - set).as_millis() as u64,
+                    "sparse delta put in place"
+                );
             }
             w.set_scalars(l.scale, l.bsum, l.steps);
         }

@@ -22,16 +22,19 @@ pub struct Shape {
     layout: Option<(bool, bool, bool, bool)>,
     fused: bool,
     scale: f64,
+    /// Weights held (see [`crate::model::Weights::held`]; 1 for naive
+    /// Bayes): what a full version's size follows.
+    pub held: usize,
 }
 
 impl Shape {
     pub fn of(m: &Model) -> Self {
-        let (layout, scale) = match &m.state {
+        let (layout, scale, held) = match &m.state {
             State::Linear(w) => {
                 let (a, g, mirrored) = w.layout();
-                (Some((a, g, mirrored, w.is_sparse())), w.scale())
+                (Some((a, g, mirrored, w.is_sparse())), w.scale(), w.held())
             }
-            State::NaiveBayes(_) => (None, 1.0),
+            State::NaiveBayes(_) => (None, 1.0, 1),
         };
         Shape {
             task: m.task(),
@@ -39,21 +42,27 @@ impl Shape {
             layout,
             fused: m.fusion.is_some(),
             scale,
+            held,
         }
     }
 
-    /// Whether a delta of changed rows leads from a version of shape
-    /// `self` to `now`: the rows learning left alone are the same in
-    /// both (a rescale moves them all: the scale only goes down between
-    /// two rescales).
-    pub fn admits(&self, now: &Shape) -> bool {
+    /// Why a delta of changed rows cannot lead from a version of shape
+    /// `self` to `now` (for the log), or "" when it can: the rows learning
+    /// left alone are the same in both (a rescale moves them all: the
+    /// scale only goes down between two rescales).
+    pub fn departure(&self, now: &Shape) -> &'static str {
         let sparse = matches!(self.layout, Some((.., true))) && !self.fused;
-        let labels = self.labels == now.labels || (sparse && now.labels.starts_with(&self.labels));
-        self.task == now.task
-            && labels
-            && self.layout == now.layout
-            && self.fused == now.fused
-            && now.scale <= self.scale
+        if self.task != now.task {
+            "task changed"
+        } else if self.labels != now.labels && !(sparse && now.labels.starts_with(&self.labels)) {
+            "labels changed"
+        } else if self.layout != now.layout || self.fused != now.fused {
+            "layout changed"
+        } else if now.scale > self.scale {
+            "weights rescaled"
+        } else {
+            ""
+        }
     }
 }
 

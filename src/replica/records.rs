@@ -107,9 +107,9 @@ pub struct Publisher {
     epoch: u64,
     settings: PublishSettings,
     /// The version last published, what a delta after it assumes, and
-    /// the size of the last full version.
+    /// the size of the last full version, in bytes and weights held.
     last: Option<(u64, Shape)>,
-    snapshot_bytes: usize,
+    snapshot_size: (usize, usize),
     last_snapshot: Option<Instant>,
     last_publish: Option<Instant>,
     /// When the learner learned the oldest update not yet published (ms).
@@ -126,7 +126,7 @@ impl Publisher {
             epoch,
             settings,
             last: None,
-            snapshot_bytes: 0,
+            snapshot_size: (0, 1),
             last_snapshot: None,
             last_publish: None,
             unpublished_since: None,
@@ -180,9 +180,13 @@ impl Publisher {
             .last_snapshot
             .is_none_or(|t| t.elapsed() >= self.settings.snapshot_interval);
         self.last_publish = Some(Instant::now());
-        if let (Some((base, before)), false, Some(buckets)) = (&self.last, snapshot_due, changed)
-            && before.admits(&shape)
-        {
+        let mut why = match (&self.last, snapshot_due, &changed) {
+            (None, ..) => "first",
+            (_, true, _) => "interval",
+            (_, _, None) => "changes not tracked",
+            (Some((_, before)), ..) => before.departure(&shape),
+        };
+        if let (Some((base, _)), "", Some(buckets)) = (&self.last, why, changed) {
             let delta = pb::ModelDelta {
                 base_version: *base,
                 model: Some(delta_of_changes(m, &buckets, pruned_at)),
@@ -190,14 +194,20 @@ impl Publisher {
             if sparse_entries(&delta) {
                 header.format = MODEL_FORMAT_VERSION;
             }
-            // A delta over half a full version gives way to one (cheaper to read whole).
+            // A delta over half a full version gives way to one (cheaper
+            // to read whole); a full version's size now, from the last
+            // one's and the weights held since (a growing model's delta
+            // may outgrow the last full version, not this one).
             let len = delta.encoded_len();
-            if len * 2 <= self.snapshot_bytes {
+            let (bytes, held) = self.snapshot_size;
+            if len as f64 * 2.0 <= bytes as f64 * (shape.held as f64 / held.max(1) as f64).max(1.0) {
                 self.send_delta(&header, delta, len, send);
                 self.last = Some((header.version, shape));
                 return Kind::Delta;
             }
+            why = "delta over half a full version";
         }
+        tracing::info!(version = header.version, why, "publishing a full version");
         if let Err(error) = self.send_snapshot(&header, m, send) {
             // What was sent of it is incomplete, which replicas never
             // serve; the next publication is a full version again.
@@ -205,6 +215,7 @@ impl Publisher {
             self.last = None;
             return Kind::Snapshot;
         }
+        self.snapshot_size.1 = shape.held;
         self.last = Some((header.version, shape));
         self.last_snapshot = Some(Instant::now());
         Kind::Snapshot
@@ -268,7 +279,7 @@ impl Publisher {
             }
         });
         written?;
-        self.snapshot_bytes = tape.len() as usize;
+        self.snapshot_size.0 = tape.len() as usize;
         let cut = Cut {
             header: h,
             tape: &tape,

@@ -579,3 +579,19 @@ fn whole_entries(d: &mut pb::ModelState) -> &mut pb::Entries {
         _ => panic!("sparse entries"),
     }
 }
+
+/// A growing model's deltas are weighed against what a full version
+/// would be now, not against the last one (which it has outgrown).
+#[test]
+fn a_growing_model_stays_on_deltas() {
+    let lines = varied_topics(600, 24);
+    let mut p = pipeline(Learner::Hinge, false);
+    let mut publisher = Publisher::new(7, every_call(1 << 20), BTreeSet::new());
+    let mut kinds = Vec::new();
+    for part in lines.chunks(60) {
+        feed(&mut p, part);
+        kinds.push(publish(&mut publisher, p.model_mut(), 1_000).1);
+    }
+    assert_eq!(kinds[0], Kind::Snapshot);
+    assert!(kinds[1..].iter().all(|k| *k == Kind::Delta), "{kinds:?}");
+}

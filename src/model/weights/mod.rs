@@ -191,6 +191,15 @@ impl Weights {
         self.sparse.as_ref()
     }
 
+    /// Weights held: sparse entries, or dense floats (what a full
+    /// version's size follows).
+    pub fn held(&self) -> usize {
+        match &self.sparse {
+            Some(s) => s.entries(),
+            None => self.buf.len(),
+        }
+    }
+
     /// Bytes the weights hold.
     pub fn bytes(&self) -> usize {
         match &self.sparse {

@@ -263,6 +263,11 @@ impl ModelFeed {
                 Update::Delta(mut d) => ("delta", apply_delta(pipeline.model_mut(), &mut d)),
             };
             crate::metrics::model_updated(kind, started.elapsed());
+            tracing::debug!(
+                kind,
+                ms = started.elapsed().as_millis() as u64,
+                "model update put in place"
+            );
             if let Err(error) = applied {
                 tracing::error!(%error, "a model update does not fit the model served; keeping it until a full version comes");
                 self.assembler.lost();
