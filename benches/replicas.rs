@@ -151,6 +151,23 @@ impl Daemon {
             .map_or(0.0, |kb| kb / 1024.0)
     }
 
+    /// CPU seconds used so far (user and system, from /proc: the
+    /// exported `process_cpu_seconds_total` counts whole seconds).
+    fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // The fields after the command name's closing parenthesis; utime
+        // and stime are the 14th and 15th of the line.
+        let rest = stat.rsplit_once(')').map_or("", |r| r.1);
+        let ticks: f64 = rest
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .filter_map(|t| t.parse::<f64>().ok())
+            .sum();
+        // SAFETY: sysconf(3) reads a constant.
+        ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
+    }
+
     /// Stops it as an operator would (SIGTERM: it checkpoints and exits).
     fn stop(mut self) {
         // SAFETY: kill(2) on our own child's pid.
@@ -453,7 +470,7 @@ fn update_costs(bodies: &[String], predictors: &[Daemon], learner: &Daemon) {
     };
     let per = |kind: &str| h(kind, "sum") / h(kind, "count").max(1.0) * 1000.0;
     let swaps: f64 = bodies.iter().map(|b| series(b, "classifyd_model_swaps_total")).sum();
-    let cpu: f64 = bodies.iter().map(|b| series(b, "process_cpu_seconds_total")).sum();
+    let cpu: f64 = predictors.iter().map(Daemon::cpu_seconds).sum();
     println!(
         "predictors: {} deltas put in place, {:.3} ms each; {} full versions restored, {:.1} ms each; \
          process CPU {:.2} s over {} versions ({:.1} ms per version, predictions included)",
