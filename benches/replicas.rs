@@ -77,6 +77,11 @@ struct Daemon {
     addr: String,
 }
 
+/// The daemons' log filter: `BENCH_LOG`, else warnings only.
+fn bench_log() -> String {
+    std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into())
+}
+
 fn spawn(bootstrap: &str, t: &Topics, group: &str, role: &str, dir: Option<&Path>) -> Daemon {
     let addr = free_addr();
     let mut c = Command::new(BIN);
@@ -93,10 +98,7 @@ fn spawn(bootstrap: &str, t: &Topics, group: &str, role: &str, dir: Option<&Path
     ])
     .args(t.flags())
     .args(["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"])
-    .env(
-        "CLASSIFYD_LOG",
-        std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()),
-    )
+    .env("CLASSIFYD_LOG", bench_log())
     .stdout(Stdio::null());
     if let Some(d) = dir {
         c.arg("--checkpoint-dir").arg(d);
@@ -271,10 +273,7 @@ fn stream_through(
         .arg("--input")
         .arg(data)
         .args(["--rate", &rate.to_string()])
-        .env(
-            "CLASSIFYD_LOG",
-            std::env::var("BENCH_LOG").unwrap_or_else(|_| "warn".into()),
-        )
+        .env("CLASSIFYD_LOG", bench_log())
         .status()
         .unwrap();
     assert!(st.success());

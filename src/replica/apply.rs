@@ -31,21 +31,18 @@ pub fn apply_delta(m: &mut Model, d: &mut pb::ModelState) -> Result<(), ReplicaE
                 w.put_compact_rows(&r.rows, &r.values);
             }
             if let Some(e) = &l.entries {
-                let started = std::time::Instant::now();
                 if let Some(t) = e.prune_at_or_below {
+                    // A pass over the whole arena: the one part of a delta
+                    // whose cost follows the model (docs/scaling.md).
+                    let started = std::time::Instant::now();
                     w.mirror_pruning(t, &e.rows, &e.keys);
+                    tracing::debug!(
+                        ms = started.elapsed().as_millis() as u64,
+                        "a learner's pruning replayed"
+                    );
                 }
-                let pruned = started.elapsed();
                 w.set_entries(&e.keys, &e.values);
-                let set = started.elapsed();
                 w.tidy();
-                tracing::debug!(
-                    entries = e.keys.len(),
-                    prune_ms = pruned.as_millis() as u64,
-                    set_ms = (set - pruned).as_millis() as u64,
-                    tidy_ms = (started.elapsed() - set).as_millis() as u64,
-                    "sparse delta put in place"
-                );
             }
             w.set_scalars(l.scale, l.bsum, l.steps);
         }

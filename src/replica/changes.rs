@@ -22,19 +22,25 @@ pub struct Shape {
     layout: Option<(bool, bool, bool, bool)>,
     fused: bool,
     scale: f64,
-    /// Weights held (see [`crate::model::Weights::held`]; 1 for naive
-    /// Bayes): what a full version's size follows.
-    pub held: usize,
+}
+
+/// Weights `m` holds ([`crate::model::Weights::held`]; 1 for naive
+/// Bayes): what a full version's size follows.
+pub fn weights_held(m: &Model) -> usize {
+    match &m.state {
+        State::Linear(w) => w.held(),
+        State::NaiveBayes(_) => 1,
+    }
 }
 
 impl Shape {
     pub fn of(m: &Model) -> Self {
-        let (layout, scale, held) = match &m.state {
+        let (layout, scale) = match &m.state {
             State::Linear(w) => {
                 let (a, g, mirrored) = w.layout();
-                (Some((a, g, mirrored, w.is_sparse())), w.scale(), w.held())
+                (Some((a, g, mirrored, w.is_sparse())), w.scale())
             }
-            State::NaiveBayes(_) => (None, 1.0, 1),
+            State::NaiveBayes(_) => (None, 1.0),
         };
         Shape {
             task: m.task(),
@@ -42,7 +48,6 @@ impl Shape {
             layout,
             fused: m.fusion.is_some(),
             scale,
-            held,
         }
     }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use prost::Message as _;
 
-use super::changes::{Shape, delta_of_changes};
+use super::changes::{Shape, delta_of_changes, weights_held};
 use super::image::scoring_pieces;
 use super::spool::{SPILL_AT, Tape};
 use crate::checkpoint::pb;
@@ -200,7 +200,8 @@ impl Publisher {
             // may outgrow the last full version, not this one).
             let len = delta.encoded_len();
             let (bytes, held) = self.snapshot_size;
-            if len as f64 * 2.0 <= bytes as f64 * (shape.held as f64 / held.max(1) as f64).max(1.0) {
+            let grown = (weights_held(m) as f64 / held.max(1) as f64).max(1.0);
+            if len as f64 * 2.0 <= bytes as f64 * grown {
                 self.send_delta(&header, delta, len, send);
                 self.last = Some((header.version, shape));
                 return Kind::Delta;
@@ -215,7 +216,7 @@ impl Publisher {
             self.last = None;
             return Kind::Snapshot;
         }
-        self.snapshot_size.1 = shape.held;
+        self.snapshot_size.1 = weights_held(m);
         self.last = Some((header.version, shape));
         self.last_snapshot = Some(Instant::now());
         Kind::Snapshot
