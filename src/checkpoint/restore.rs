@@ -80,6 +80,7 @@ pub(super) fn restore_with(
             .collect(),
         counters_pb.cache_expired,
         counters_pb.cache_evicted,
+        cfg.cache_bytes,
     );
     let mut counters = Counters {
         learned: counters_pb.learned,

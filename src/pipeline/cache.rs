@@ -8,22 +8,40 @@
 //! moves to the back, so the cache holds one entry per id whatever the
 //! stream repeats, and its size is bounded by the caps alone.
 //!
-//! Texts are held LZ4-compressed ([`Packed`]) when that makes them
-//! smaller, and the byte cap counts the bytes held: a text is read back
-//! only when its late label comes.
+//! Texts come in as they are. Only when the bytes held reach the byte cap
+//! are the oldest texts LZ4-compressed ([`Packed`]), down to seven eighths
+//! of the cap, before any entry is dropped: a cache under its cap costs no
+//! CPU (compressing every text cost `eval` a fifth of its time, issue 41),
+//! and a full one holds as many messages as compressing all would. The
+//! byte cap counts the bytes held; a text is read back only when its late
+//! label comes.
 
 use hashlink::LinkedHashMap;
 
 use super::PipelineConfig;
 
-/// A cached text: as it came, until the cache takes it
+/// A cached text: as it came, until the cache is full
 /// ([`Packed::packed`]: LZ4-compressed when that saves an eighth or more
-/// of it; short texts and already compressed ones stay as they came).
-#[derive(Clone, Debug, PartialEq)]
+/// of it; short texts and incompressible ones are marked as tried).
+#[derive(Clone, Debug)]
 pub enum Packed {
+    /// As it came, not yet tried.
     Plain(String),
+    /// As it came, tried: compressing would not save.
+    Stored(String),
     /// The block format, its decoded length first.
     Lz4(Box<[u8]>),
+}
+
+/// Two texts are equal when they read back the same, however held.
+impl PartialEq for Packed {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Packed::Plain(a) | Packed::Stored(a), Packed::Plain(b) | Packed::Stored(b)) => a == b,
+            (Packed::Lz4(a), Packed::Lz4(b)) => a == b,
+            _ => self.text() == other.text(),
+        }
+    }
 }
 
 impl Packed {
@@ -38,9 +56,10 @@ impl Packed {
                 if packed.len() <= text.len() - text.len() / 8 {
                     Packed::Lz4(packed.into_boxed_slice())
                 } else {
-                    Packed::Plain(text)
+                    Packed::Stored(text)
                 }
             }
+            Packed::Plain(text) => Packed::Stored(text),
             other => other,
         }
     }
@@ -48,7 +67,7 @@ impl Packed {
     /// Bytes held (what the byte cap counts).
     pub fn len(&self) -> usize {
         match self {
-            Packed::Plain(t) => t.len(),
+            Packed::Plain(t) | Packed::Stored(t) => t.len(),
             Packed::Lz4(b) => b.len(),
         }
     }
@@ -63,7 +82,7 @@ impl Packed {
     /// texts).
     pub fn text(&self) -> Option<String> {
         match self {
-            Packed::Plain(t) => Some(t.clone()),
+            Packed::Plain(t) | Packed::Stored(t) => Some(t.clone()),
             Packed::Lz4(b) => {
                 let bytes = lz4_flex::block::decompress_size_prepended(b).ok()?;
                 String::from_utf8(bytes).ok()
@@ -119,25 +138,47 @@ impl PartialEq for FeedbackCache {
 
 impl FeedbackCache {
     /// Caches `entry` under `id` as the newest entry (replacing one with
-    /// the same id), then drops the oldest past the caps.
-    /// Its text is compressed here, once the cache is known to keep it.
+    /// the same id); past the byte cap, compresses the oldest texts; then
+    /// drops the oldest entries past the caps.
     pub(super) fn insert(&mut self, id: String, mut entry: CacheEntry, cfg: &PipelineConfig) {
         if cfg.cache_entries == 0 {
             return;
         }
-        entry.text = entry.text.packed();
         if entry.text.len() > cfg.cache_bytes {
-            return;
+            entry.text = entry.text.packed();
+            if entry.text.len() > cfg.cache_bytes {
+                return;
+            }
         }
         self.bytes += entry.text.len();
         if let Some(old) = self.map.insert(id, entry) {
             self.bytes -= old.text.len();
+        }
+        if self.bytes > cfg.cache_bytes {
+            self.compress_oldest(cfg.cache_bytes - cfg.cache_bytes / 8);
         }
         while self.map.len() > cfg.cache_entries || self.bytes > cfg.cache_bytes {
             if !self.pop_oldest() {
                 break;
             }
             self.evicted += 1;
+        }
+    }
+
+    /// Compresses the oldest texts not yet tried until the bytes held are
+    /// at most `target` (or every text has been tried). The tried ones at
+    /// the front are walked past again at the next call: a check each,
+    /// once per eighth of the cap filled.
+    fn compress_oldest(&mut self, target: usize) {
+        for (_, e) in self.map.iter_mut() {
+            if self.bytes <= target {
+                return;
+            }
+            if let Packed::Plain(_) = e.text {
+                let before = e.text.len();
+                e.text = std::mem::replace(&mut e.text, Packed::Stored(String::new())).packed();
+                self.bytes -= before - e.text.len();
+            }
         }
     }
 
@@ -191,19 +232,22 @@ impl FeedbackCache {
         self.map.iter().map(|(id, e)| (id.as_str(), e)).collect()
     }
 
-    /// Rebuilds a cache from entries, oldest first.
-    pub fn from_entries(entries: Vec<(String, CacheEntry)>, expired: u64, evicted: u64) -> Self {
+    /// Rebuilds a cache from entries, oldest first, its texts compressed
+    /// as a cache that had taken them would hold them under `cap` bytes.
+    pub fn from_entries(entries: Vec<(String, CacheEntry)>, expired: u64, evicted: u64, cap: usize) -> Self {
         let mut c = FeedbackCache {
             expired,
             evicted,
             ..Default::default()
         };
-        for (id, mut e) in entries {
-            e.text = e.text.packed();
+        for (id, e) in entries {
             c.bytes += e.text.len();
             if let Some(old) = c.map.insert(id, e) {
                 c.bytes -= old.text.len();
             }
+        }
+        if c.bytes > cap {
+            c.compress_oldest(cap - cap / 8);
         }
         c
     }
@@ -269,6 +313,7 @@ mod tests {
                 .collect(),
             c.expired,
             c.evicted,
+            cfg.cache_bytes,
         );
         assert_eq!(back, c);
     }
@@ -292,12 +337,33 @@ mod tests {
             assert!(p.len() <= text.len());
             assert_eq!(p.text().as_deref(), Some(text.as_str()));
         }
-        let cfg = PipelineConfig::default();
-        let mut c = FeedbackCache::default();
         let long = "spam spam spam lovely spam ".repeat(100);
-        c.insert("a".into(), entry(&long, 0), &cfg);
-        // The cap counts what is held: a fraction of the text here.
-        assert!(c.bytes() < long.len() / 4, "{} of {}", c.bytes(), long.len());
-        assert_eq!(c.get("a").and_then(|e| e.text.text()), Some(long));
+        let cfg = PipelineConfig {
+            cache_bytes: 3 * long.len(),
+            ..PipelineConfig::default()
+        };
+        let mut c = FeedbackCache::default();
+        // Under the cap, texts are held as they came.
+        for id in ["a", "b"] {
+            c.insert(id.into(), entry(&long, 0), &cfg);
+        }
+        assert_eq!(c.bytes(), 2 * long.len());
+        assert!(matches!(c.get("a").unwrap().text, Packed::Plain(_)));
+        // Past it, the oldest are compressed rather than dropped, and the
+        // cap counts what is held: a fraction of the text here.
+        for id in ["c", "d", "e", "f"] {
+            c.insert(id.into(), entry(&long, 0), &cfg);
+        }
+        assert_eq!((c.len(), c.evicted), (6, 0));
+        assert!(c.bytes() <= cfg.cache_bytes - cfg.cache_bytes / 8, "{}", c.bytes());
+        assert!(matches!(c.get("a").unwrap().text, Packed::Lz4(_)));
+        assert_eq!(c.get("a").and_then(|e| e.text.text()), Some(long.clone()));
+        // A restored cache is held the same way under the same cap.
+        let entries = c.entries().into_iter().map(|(id, e)| {
+            let text = Packed::Plain(e.text.text().unwrap());
+            (id.to_string(), CacheEntry { text, ..e.clone() })
+        });
+        let back = FeedbackCache::from_entries(entries.collect(), 0, 0, cfg.cache_bytes);
+        assert_eq!((back.len(), back.bytes()), (6, c.bytes()));
     }
 }

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The speed guard: this checkout's `eval` against another commit's, runs
+# alternated in one session (these machines are noisy: only ratios taken
+# in the same run mean anything). Run it against the last landed commit
+# before every stop that touches src/, and put its table in the note; a
+# ratio under 0.95 is explained or fixed.
+#
+#   scripts/bench_ab.sh REV [RUNS]        RUNS: alternated pairs (default 5)
+#
+# REV is built in a worktree (target dir shared with this checkout, so only
+# classifyd itself compiles; each build's binary is kept under target/ab/ by
+# commit, so a second run against the same REV builds nothing). Streams:
+# SMS, SpamAssassin text, raw SpamAssassin (scripts/email_stream.py) and 20
+# Newsgroups, each with the defaults and with Vowpal Wabbit's features. For
+# each, the median wall seconds of both builds and their ratio (REV's over
+# this build's: over 1 means this build is faster), and whether both
+# builds' reports agree (every field but the timings).
+#
+# Environment: DATA (../shared/data), STREAMS (names to run, space
+# separated: sms sa sa_raw news), AB_BIN (a binary to use as this build's,
+# skipping the build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rev=${1:?usage: scripts/bench_ab.sh REV [RUNS]}
+runs=${2:-5}
+data=${DATA:-../shared/data}
+streams=${STREAMS:-sms sa sa_raw news}
+root=$PWD
+mkdir -p target/ab
+sha=$(git rev-parse --verify "$rev^{commit}")
+base=target/ab/classifyd-${sha:0:12}
+
+if [[ ! -x $base ]]; then
+  tree=$(mktemp -d "${TMPDIR:-/tmp}/classifyd-ab-XXXXXX")
+  git worktree add -q --detach "$tree" "$sha"
+  (cd "$tree" && CARGO_TARGET_DIR=$root/target cargo build --release -q --bin classifyd)
+  cp target/release/classifyd "$base"
+  git worktree remove --force "$tree"
+fi
+if [[ -n ${AB_BIN:-} ]]; then
+  ours=$AB_BIN
+else
+  # Built after REV so that target/release/classifyd is this checkout's again.
+  cargo build --release -q --bin classifyd
+  ours=target/ab/classifyd-current
+  cp target/release/classifyd "$ours"
+fi
+
+raw=target/ab/sa_raw.jsonl
+[[ -s $raw ]] || python3 scripts/email_stream.py --raw "$data/spamassassin/raw" >"$raw"
+file_of() {
+  case $1 in
+    sms) echo "$data/sms_spam_collection/stream.jsonl" ;;
+    sa) echo "$data/spamassassin/stream.jsonl" ;;
+    sa_raw) echo "$raw" ;;
+    news) echo "$data/20newsgroups/stream.jsonl" ;;
+    *) echo "unknown stream $1" >&2; exit 2 ;;
+  esac
+}
+vw_flags=(--ngrams 2 --char-ngrams 0 --bits 20 --model logistic --split-views false --fusion false)
+
+report=$(mktemp -d)
+trap 'rm -rf "$report"' EXIT
+# One eval; prints its wall seconds. The report goes to a file and is read
+# after the run (a reader on the pipe would take a core from it).
+one() {
+  local bin=$1 out=$2
+  shift 2
+  "$bin" eval --json "$@" >"$out" 2>/dev/null
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["seconds"])' "$out"
+}
+# The report without its timings, to compare the two builds' results.
+results() {
+  python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+def strip(v):
+    if isinstance(v, dict):
+        return {k: strip(x) for k, x in v.items() if "second" not in k and k not in ("build", "peak_rss_bytes")}
+    return v
+print(json.dumps(strip(r), sort_keys=True))' "$1"
+}
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+printf 'A/B against %s (%s), %s alternated pairs, medians of wall seconds\n\n' "$rev" "${sha:0:12}" "$runs"
+printf '| stream | flags | %s s | this build s | ratio | reports |\n|---|---|---:|---:|---:|---|\n' "${sha:0:7}"
+for s in $streams; do
+  f=$(file_of "$s")
+  for flags in defaults vw; do
+    args=(--input "$f")
+    [[ $flags == vw ]] && args+=("${vw_flags[@]}")
+    a=(); b=()
+    for _ in $(seq "$runs"); do
+      a+=("$(one "$base" "$report/a.json" "${args[@]}")")
+      b+=("$(one "$ours" "$report/b.json" "${args[@]}")")
+    done
+    same=identical
+    [[ $(results "$report/a.json") == "$(results "$report/b.json")" ]] || same=DIFFER
+    ma=$(printf '%s\n' "${a[@]}" | median)
+    mb=$(printf '%s\n' "${b[@]}" | median)
+    python3 -c "print(f'| $s | $flags | {$ma:.3f} | {$mb:.3f} | {$ma/$mb:.2f} | $same |')"
+  done
+done
