@@ -64,6 +64,10 @@ pub fn capture_with(p: &Pipeline, positions: &BTreeMap<String, u64>, weights: We
                 })
                 .collect(),
             reporters_evicted: p.reporters.evicted,
+            reported_fingerprints: p.reported.entries().map(|(fp, _)| fp).collect(),
+            reported_classes: p.reported.entries().map(|(_, v)| v.class).collect(),
+            reported_leads: p.reported.entries().map(|(_, v)| v.lead).collect(),
+            reported_evicted: p.reported.evicted,
         }),
         // Marks ride in the positions map under `mark:KEY` (see
         // `MARK_PREFIX`) and in a field of their own on disk.

@@ -12,7 +12,7 @@ use crate::model::fusion::Fusion;
 use crate::model::weights::WeightsParts;
 use crate::model::{Hyper, HyperChoice, Labels, Model, NaiveBayes, NameSketch, State, Task, Weights};
 use crate::pipeline::{
-    CacheEntry, Counters, FeedbackCache, Held, Packed, Pipeline, PipelineConfig, Reporter, Reporters,
+    CacheEntry, Counters, FeedbackCache, Held, Packed, Pipeline, PipelineConfig, Reported, Reporter, Reporters, Vote,
 };
 
 // ---- restore: protobuf -> pipeline ----
@@ -113,7 +113,20 @@ pub(super) fn restore_with(
         pipeline.review_mut().restore(r.recent, r.band, r.tokens, r.seen);
     }
     pipeline.contradictions = ps.contradictions;
-    let reporters = ps.reporters.into_iter().map(|r| {
+    pipeline.reporters = reporters_from_pb(ps.reporters, pipeline.cfg.trust.max_reporters, ps.reporters_evicted);
+    pipeline.reported = reported_from_pb(
+        ps.reported_fingerprints,
+        ps.reported_classes,
+        ps.reported_leads,
+        ps.reported_evicted,
+    )?;
+    let marks = c.position_marks.into_iter().map(|(k, v)| (mark_key(&k), v));
+    Ok((pipeline, c.positions.into_iter().chain(marks).collect()))
+}
+
+/// The reporters' records, at most `cap` kept.
+fn reporters_from_pb(records: Vec<pb::ReporterRecord>, cap: usize, evicted: u64) -> Reporters {
+    let reporters = records.into_iter().map(|r| {
         let record = Reporter {
             labels: r.labels,
             held: r.held,
@@ -123,9 +136,23 @@ pub(super) fn restore_with(
         };
         (r.name, record)
     });
-    pipeline.reporters = Reporters::from_parts(pipeline.cfg.trust.max_reporters, ps.reporters_evicted, reporters);
-    let marks = c.position_marks.into_iter().map(|(k, v)| (mark_key(&k), v));
-    Ok((pipeline, c.positions.into_iter().chain(marks).collect()))
+    Reporters::from_parts(cap, evicted, reporters)
+}
+
+/// The reported messages' votes from their three lists (checkpoints of
+/// before the memory have none).
+fn reported_from_pb(
+    fingerprints: Vec<u64>,
+    classes: Vec<u32>,
+    leads: Vec<u32>,
+    evicted: u64,
+) -> Result<Reported, RestoreError> {
+    let n = fingerprints.len();
+    if classes.len() != n || leads.len() != n {
+        return Err("reported messages: as many fingerprints, classes and leads expected".into());
+    }
+    let votes = classes.into_iter().zip(leads).map(|(class, lead)| Vote { class, lead });
+    Ok(Reported::from_entries(fingerprints.into_iter().zip(votes), evicted))
 }
 
 fn features_from_pb(f: &pb::FeatureConfig) -> Result<FeatureConfig, RestoreError> {

@@ -23,6 +23,11 @@ pub struct FeedbackArgs {
     /// people answering --review-topic). Repeatable, or comma-separated.
     #[arg(long, env = "CLASSIFYD_TRUSTED_REPORTER", value_delimiter = ',')]
     pub trusted_reporter: Vec<String>,
+    /// Most reported messages remembered: a label from a reporter in good
+    /// standing that the model got wrong is remembered by the message's
+    /// fingerprint, and its exact copies take that label (0: none).
+    #[arg(long, env = "CLASSIFYD_REPORTED_MESSAGES", default_value_t = crate::pipeline::DEFAULT_REPORTED, hide = true)]
+    pub reported_messages: usize,
 }
 
 impl FeedbackArgs {
@@ -31,6 +36,7 @@ impl FeedbackArgs {
             margin: self.contradiction_margin.max(0.0),
             max_reporters: self.max_reporters,
             trusted: self.trusted_reporter.clone(),
+            reported: self.reported_messages,
         }
     }
 }

@@ -375,6 +375,11 @@ impl Progressive {
                 macro_f1: self.window.macro_f1(),
                 roc_auc: self.window_roc_auc(),
             },
+            ranking: if self.is_binary() {
+                ranking::ranking(&self.roc)
+            } else {
+                None
+            },
         }
     }
 }
@@ -422,6 +427,9 @@ pub struct Report {
     pub per_class: Vec<(String, ClassReport)>,
     pub confusion: Option<Confusion>,
     pub window: WindowReport,
+    /// Binary tasks: the operating points and the costliest mistakes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ranking: Option<ranking::Ranking>,
 }
 
 impl Report {
@@ -440,6 +448,13 @@ impl Report {
                 s,
                 "  ROC AUC {auc:.5}   1-ROCA {:.3} %   (positive class {p:?})",
                 (1.0 - auc) * 100.0
+            );
+        }
+        if let Some(r) = &self.ranking {
+            let _ = writeln!(
+                s,
+                "  positives missed at 0.1 % / 0.01 % false positives: {:.3} % / {:.3} %   lam {:.3} %",
+                r.missed_at_0_1_percent_fp, r.missed_at_0_01_percent_fp, r.lam_percent
             );
         }
         let _ = writeln!(
@@ -528,6 +543,7 @@ pub(crate) fn splitmix64(mut z: u64) -> u64 {
 }
 
 pub mod drift;
+pub mod ranking;
 
 #[cfg(test)]
 mod tests;

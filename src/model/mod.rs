@@ -488,6 +488,22 @@ impl Model {
         }
     }
 
+    /// Each class's margin, what an operator thresholds and what ranks a
+    /// stream: on a single-label task, its raw score over the best other
+    /// class's (for a binary logistic model, its log-odds; positive only
+    /// for the predicted class), and 0 while one class alone is known (no
+    /// evidence either way); on a multi-label task, its raw score (a label
+    /// is predicted over `--threshold`).
+    pub fn margins(&self, scored: &Scored, out: &mut Vec<f32>) {
+        out.clear();
+        let raw = &scored.raw;
+        match self.task.unwrap_or(Task::SingleLabel) {
+            Task::MultiLabel => out.extend_from_slice(raw),
+            Task::SingleLabel if raw.len() < 2 => out.extend(raw.iter().map(|_| 0.0)),
+            Task::SingleLabel => out.extend((0..raw.len()).map(|c| Self::positive_score(scored, c))),
+        }
+    }
+
     /// The score of `positive` against the rest, for ROC curves of binary
     /// tasks: its raw margin over the best other class (monotone in its
     /// probability, without the ties of probabilities that round to 1).

@@ -94,6 +94,11 @@ impl Pipeline {
     /// label names and the positive-class score for binary ROC.
     pub(super) fn predict_features(&self, f: &Features, scored: &mut Scored) -> (Vec<String>, Option<f32>) {
         self.model.predict(&f.x, scored);
+        self.named(scored)
+    }
+
+    /// The label names of `scored` and its positive-class score.
+    pub(super) fn named(&self, scored: &Scored) -> (Vec<String>, Option<f32>) {
         let labels = scored
             .labels
             .iter()
@@ -109,10 +114,10 @@ impl Pipeline {
         }
         let pos = self.progressive.positive();
         match pos.and_then(|p| self.model.labels().get(p)) {
-            Some(id) => Some(Model::positive_score(scored, id)),
-            // The model does not know the positive class yet: it has no
-            // evidence either way, so the neutral margin.
-            None => Some(0.0),
+            Some(id) if scored.raw.len() >= 2 => Some(Model::positive_score(scored, id)),
+            // The model knows one class at most: it has no evidence either
+            // way, so the neutral margin.
+            _ => Some(0.0),
         }
     }
 

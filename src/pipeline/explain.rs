@@ -26,15 +26,23 @@ impl Pipeline {
     /// holds the finished features and the scores).
     pub(super) fn prediction(&mut self, id: String, text: &str, w: &mut Work) -> (Prediction, Option<f32>) {
         self.finish(text, false, false, &mut w.features);
-        let (labels, score) = self.predict_features(&w.features, &mut w.scored);
+        let (labels, score) = self.predict_recalled(text, &w.features, &mut w.scored);
         let names = self.model.labels();
-        let scores = w
-            .scored
-            .scores
-            .iter()
-            .enumerate()
-            .map(|(c, &s)| (names.name(c).to_string(), s))
-            .collect();
+        let named = |values: &[f32]| -> Vec<(String, f32)> {
+            values
+                .iter()
+                .enumerate()
+                .map(|(c, &s)| (names.name(c).to_string(), s))
+                .collect()
+        };
+        let mut margins = Vec::new();
+        self.model.margins(&w.scored, &mut margins);
+        let mut scores = named(&w.scored.scores);
+        if margins.len() == 1 && self.model.task() != Some(Task::MultiLabel) {
+            // One class known: no evidence either way, not a certainty.
+            scores[0].1 = 0.5;
+        }
+        let margins = named(&margins);
         let explanation = match (self.cfg.explain, w.scored.labels.first()) {
             (0, _) | (_, None) => None,
             (n, Some(&class)) => Some(self.explanation(text, &w.features.x, class, n)),
@@ -43,6 +51,7 @@ impl Pipeline {
             id,
             labels,
             scores,
+            margins,
             multilabel: self.model.task() == Some(Task::MultiLabel),
             model_version: self.model.version(),
             explanation,

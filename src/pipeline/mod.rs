@@ -15,6 +15,7 @@ mod labels;
 mod noise;
 mod outcome;
 mod prepare;
+mod reported;
 mod request;
 mod review;
 mod role;
@@ -30,6 +31,7 @@ use labels::Labeled;
 pub use noise::LabelNoise;
 pub use outcome::{Outcome, Prediction};
 pub use prepare::{Prepared, Preparer};
+pub use reported::{DEFAULT_REPORTED, Reported, Vote};
 pub use review::{Query, Review, ReviewConfig, Verdict};
 pub use role::Role;
 pub use settings::PipelineConfig;
@@ -127,6 +129,9 @@ pub struct Pipeline {
     pub(crate) contradictions: f32,
     /// Who sent labels, and how far they are believed (checkpointed).
     pub(crate) reporters: Reporters,
+    /// Messages whose label contradicted the model, by fingerprint
+    /// (checkpointed; see [`reported`]).
+    pub(crate) reported: Reported,
     /// When a reporter was last logged as unreliable, and how many were
     /// not logged since (see [`Pipeline::label_weight`]).
     warned: Option<(std::time::Instant, u64)>,
@@ -156,6 +161,7 @@ impl Pipeline {
             work: Work::default(),
             contradictions: 0.0,
             reporters,
+            reported: Reported::default(),
             warned: None,
         }
     }
@@ -211,6 +217,9 @@ impl Pipeline {
     }
     pub fn reporters(&self) -> &Reporters {
         &self.reporters
+    }
+    pub fn reported(&self) -> &Reported {
+        &self.reported
     }
     /// The recent share of labels that contradicted a confident prediction.
     pub fn contradiction_share(&self) -> f32 {

@@ -42,6 +42,8 @@ pub struct Prediction {
     pub id: String,
     pub labels: Vec<String>,
     pub scores: Vec<(String, f32)>,
+    /// Per class, the model's raw margin, unrounded ([`crate::model::Model::margins`]).
+    pub margins: Vec<(String, f32)>,
     pub multilabel: bool,
     pub model_version: u64,
     /// The features that pushed it to its label most (`--explain`).
@@ -82,6 +84,20 @@ impl Prediction {
                 m.end()
             }
         }
+        /// Unrounded: f32's shortest form, which reads back exactly.
+        struct Margins<'a>(&'a [(String, f32)]);
+        impl serde::Serialize for Margins<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(self.0.len()))?;
+                for (k, v) in self.0 {
+                    // JSON has no infinities: a margin is finite unless the
+                    // model's weights overflowed.
+                    let v = if v.is_finite() { *v } else { v.signum() * f32::MAX };
+                    m.serialize_entry(k, &v)?;
+                }
+                m.end()
+            }
+        }
         struct Explained<'a>(&'a [Contribution]);
         impl serde::Serialize for Explained<'_> {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -112,6 +128,7 @@ impl Prediction {
             #[serde(skip_serializing_if = "Option::is_none")]
             labels: Option<&'a [String]>,
             scores: Scores<'a>,
+            margins: Margins<'a>,
             model_version: u64,
             #[serde(skip_serializing_if = "Option::is_none")]
             explanation: Option<Explained<'a>>,
@@ -124,6 +141,7 @@ impl Prediction {
             label: (!self.multilabel).then(|| self.labels.first().map(String::as_str)),
             labels: self.multilabel.then_some(&self.labels[..]),
             scores: Scores(&self.scores),
+            margins: Margins(&self.margins),
             model_version: self.model_version,
             explanation: self.explanation.as_deref().map(Explained),
             uncertain: self.uncertain,

@@ -104,6 +104,15 @@ fn labeled_unlabeled_feedback_and_bad() {
     assert_eq!(v["label"], "spam");
     assert_eq!(v["model_version"], 10);
     assert!(v["scores"]["spam"].as_f64().unwrap() > 0.5);
+    // Margins: unrounded log-odds, one class's the other's negation, and
+    // the probability their sigmoid.
+    let (spam, ham) = (
+        v["margins"]["spam"].as_f64().unwrap(),
+        v["margins"]["ham"].as_f64().unwrap(),
+    );
+    assert!(spam > 0.0 && (spam + ham).abs() < 1e-6, "{spam} {ham}");
+    let p_spam = 1.0 / (1.0 + (-spam).exp());
+    assert!((p_spam - v["scores"]["spam"].as_f64().unwrap()).abs() < 1e-5);
     // The late label joins; a second one is a correction; an unknown id is counted.
     let v0 = p.model().version();
     assert_eq!(
@@ -410,4 +419,21 @@ fn requests_prepared_apart_answer_like_whole_ones() {
                 .is_err()
         );
     }
+}
+
+/// Before a second class is learned, a prediction is neutral: its one
+/// class at probability 0.5 and margin 0, not a certainty.
+#[test]
+fn one_class_known_is_no_evidence() {
+    let mut p = pipeline(PipelineConfig::default());
+    p.handle(br#"{"text": "win cash prize now", "label": "spam"}"#, &id0, 0);
+    let Outcome::Predicted(pred) = p.handle(br#"{"id": "m-1", "text": "win cash prize now"}"#, &id0, 0) else {
+        panic!("expected a prediction")
+    };
+    assert_eq!(pred.labels, ["spam"]);
+    assert_eq!(pred.scores, [("spam".to_string(), 0.5)]);
+    assert_eq!(pred.margins, [("spam".to_string(), 0.0)]);
+    // The ROC's score is neutral too.
+    p.handle(br#"{"text": "see you at lunch", "label": "ham"}"#, &id0, 0);
+    assert_eq!(p.progressive().roc[1].0, 0.0);
 }

@@ -27,6 +27,8 @@ pub struct TrustConfig {
     pub max_reporters: usize,
     /// Reporters whose labels are learned in full.
     pub trusted: Vec<String>,
+    /// Most reported messages remembered ([`super::reported`]; 0: none).
+    pub reported: usize,
 }
 
 impl Default for TrustConfig {
@@ -35,6 +37,7 @@ impl Default for TrustConfig {
             margin: DEFAULT_CONTRADICTION_MARGIN,
             max_reporters: DEFAULT_MAX_REPORTERS,
             trusted: Vec::new(),
+            reported: super::reported::DEFAULT_REPORTED,
         }
     }
 }
