@@ -14,7 +14,8 @@
 # Newsgroups, each with the defaults and with Vowpal Wabbit's features. For
 # each, the median wall seconds of both builds and their ratio (REV's over
 # this build's: over 1 means this build is faster), and whether both
-# builds' reports agree (every field but the timings).
+# builds' reports agree (every field but the timings, on the fields both
+# builds report).
 #
 # Environment: DATA (../shared/data), STREAMS (names to run, space
 # separated: sms sa sa_raw news), AB_BIN (a binary to use as this build's,
@@ -69,16 +70,28 @@ one() {
   "$bin" eval --json "$@" >"$out" 2>/dev/null
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["seconds"])' "$out"
 }
-# The report without its timings, to compare the two builds' results.
-results() {
+# Whether two reports agree on every field but the timings: "identical",
+# "identical (+ new fields)" when one build reports fields the other has
+# not (compared on the fields both have), else "DIFFER: <first field>".
+agree() {
   python3 -c '
 import json, sys
-r = json.load(open(sys.argv[1]))
-def strip(v):
-    if isinstance(v, dict):
-        return {k: strip(x) for k, x in v.items() if "second" not in k and k not in ("build", "peak_rss_bytes")}
-    return v
-print(json.dumps(strip(r), sort_keys=True))' "$1"
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+extra = []
+def diff(x, y, path):
+    if isinstance(x, dict) and isinstance(y, dict):
+        if set(x) != set(y):
+            extra.append(path)
+        for k in sorted(set(x) & set(y)):
+            if "second" in k or k in ("build", "peak_rss_bytes"):
+                continue
+            d = diff(x[k], y[k], path + "." + k)
+            if d:
+                return d
+        return None
+    return None if x == y else path or "."
+d = diff(a, b, "")
+print("DIFFER: " + d if d else "identical" + (" (+ new fields)" if extra else ""))' "$1" "$2"
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
@@ -94,8 +107,7 @@ for s in $streams; do
       a+=("$(one "$base" "$report/a.json" "${args[@]}")")
       b+=("$(one "$ours" "$report/b.json" "${args[@]}")")
     done
-    same=identical
-    [[ $(results "$report/a.json") == "$(results "$report/b.json")" ]] || same=DIFFER
+    same=$(agree "$report/a.json" "$report/b.json")
     ma=$(printf '%s\n' "${a[@]}" | median)
     mb=$(printf '%s\n' "${b[@]}" | median)
     python3 -c "print(f'| $s | $flags | {$ma:.3f} | {$mb:.3f} | {$ma/$mb:.2f} | $same |')"

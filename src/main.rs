@@ -179,6 +179,19 @@ fn kafka_settings(
     if a.review.review.is_some() {
         anyhow::bail!("--review FILE is for JSON lines; with --brokers, --review-topic names the topic");
     }
+    // JSON-lines flags would be ignored without a word on Kafka.
+    let jsonl_only = [
+        ("--input", a.input != "-"),
+        ("--output", a.output != "-"),
+        ("--dead-letter", a.dead_letter.is_some()),
+        ("--input-name", a.input_name.is_some()),
+    ];
+    if let Some((flag, _)) = jsonl_only.iter().find(|(_, set)| *set) {
+        anyhow::bail!(
+            "{flag} is for JSON lines; with --brokers the messages come from --input-topic, predictions go to \
+             --output-topic and bad input to --dead-letter-topic"
+        );
+    }
     if a.checkpoint_dir.is_none() && a.role != Role::Predictor {
         anyhow::bail!("--checkpoint-dir is required with --brokers (it holds the model and the offsets)");
     }

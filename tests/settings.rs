@@ -149,3 +149,31 @@ fn kafka_properties_come_from_flags_variables_and_the_config_file() {
     let out = classifyd(&["eval", "--input", "x", "--config", config.to_str().unwrap()], &[]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("\"kafka\" must be a table"));
 }
+
+/// A JSON-lines flag with --brokers is refused with what applies
+/// instead, before anything connects; the same run without it starts.
+#[test]
+fn a_json_lines_flag_is_refused_on_kafka() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    let base = [
+        "run",
+        "--brokers",
+        "127.0.0.1:9",
+        "--checkpoint-dir",
+        ck.to_str().unwrap(),
+    ];
+    for (flag, value) in [
+        ("--output", "out.jsonl"),
+        ("--input", "in.jsonl"),
+        ("--dead-letter", "dead.jsonl"),
+    ] {
+        let mut args = base.to_vec();
+        args.extend([flag, value]);
+        let out = classifyd(&args, &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flag} was taken");
+        assert!(err.contains(&format!("{flag} is for JSON lines")), "{err}");
+    }
+    assert_eq!(run_kafka(&ck, &[], &[]), Ok(()));
+}
