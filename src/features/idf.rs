@@ -108,8 +108,4 @@ impl DocFreq {
         self.docs += 1;
         self.ln_docs = (1.0 + self.docs as f32).ln();
     }
-
-    pub fn docs(&self) -> u64 {
-        self.docs
-    }
 }

@@ -360,11 +360,6 @@ impl Featurizer {
         }
     }
 
-    /// The bucket of the bias feature.
-    pub fn bias(&self) -> u32 {
-        self.bias
-    }
-
     /// The document's buckets into `self.buckets` (cleared first), and
     /// with `named` each one's feature name.
     fn extract(&mut self, text: &str, named: bool) {

@@ -184,10 +184,6 @@ impl Reporters {
         self.table.is_empty()
     }
 
-    pub fn cap(&self) -> usize {
-        self.cap
-    }
-
     /// How many kept reporters are under [`UNRELIABLE_BELOW`].
     pub fn unreliable(&self) -> usize {
         self.table.values().filter(|r| r.trust() < UNRELIABLE_BELOW).count()
