@@ -15,7 +15,7 @@ use crate::pipeline::{CacheEntry, Counters, FeedbackCache, Pipeline};
 
 /// Where a captured checkpoint's weights are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Weights {
+pub enum WeightsPlacement {
     /// In the checkpoint, whole.
     Inline,
     /// Left out (their stride and layout are in): the late-label cache
@@ -26,19 +26,19 @@ pub enum Weights {
 
 /// The protobuf form of the pipeline's state and the sources' positions.
 pub fn capture(p: &Pipeline, positions: &BTreeMap<String, u64>) -> pb::Checkpoint {
-    capture_with(p, positions, Weights::Inline)
+    capture_with(p, positions, WeightsPlacement::Inline)
 }
 
 /// [`capture`], with the weights where `weights` says.
-pub fn capture_with(p: &Pipeline, positions: &BTreeMap<String, u64>, weights: Weights) -> pb::Checkpoint {
+pub fn capture_with(p: &Pipeline, positions: &BTreeMap<String, u64>, weights: WeightsPlacement) -> pb::Checkpoint {
     pb::Checkpoint {
         pipeline: Some(pb::PipelineState {
             progressive: Some(progressive_to_pb(&p.progressive)),
             test: Some(progressive_to_pb(&p.test)),
             published: Some(progressive_to_pb(&p.published)),
             cache: match weights {
-                Weights::Inline => p.cache.entries().into_iter().map(cache_entry_to_pb).collect(),
-                Weights::Apart => Vec::new(),
+                WeightsPlacement::Inline => p.cache.entries().into_iter().map(cache_entry_to_pb).collect(),
+                WeightsPlacement::Apart => Vec::new(),
             },
             counters: Some(counters_to_pb(&p.counters, &p.cache)),
             review: Some({
@@ -100,7 +100,7 @@ fn cache_entry_to_pb((id, e): (&str, &CacheEntry)) -> pb::CacheEntry {
     }
 }
 
-/// The late-label cache left out of a [`Weights::Apart`] capture, a few
+/// The late-label cache left out of a [`WeightsPlacement::Apart`] capture, a few
 /// thousand entries per piece, in the cache's order (pieces merge by
 /// appending, as [`fragments`] do).
 pub fn cache_fragments<E>(p: &Pipeline, each: &mut dyn FnMut(&pb::Checkpoint) -> Result<(), E>) -> Result<(), E> {
@@ -121,12 +121,12 @@ pub fn cache_fragments<E>(p: &Pipeline, each: &mut dyn FnMut(&pb::Checkpoint) ->
 /// The model alone, as a checkpoint without pipeline state or positions
 /// (format version and time set): what `restore_model` reads back.
 pub fn capture_model(m: &Model) -> pb::Checkpoint {
-    capture_model_with(m, Weights::Inline)
+    capture_model_with(m, WeightsPlacement::Inline)
 }
 
 /// [`capture_model`], with the weights where `weights` says (apart: to
 /// follow as [`fragments`], a model image written as a stream).
-pub fn capture_model_with(m: &Model, weights: Weights) -> pb::Checkpoint {
+pub fn capture_model_with(m: &Model, weights: WeightsPlacement) -> pb::Checkpoint {
     pb::Checkpoint {
         format_version: FORMAT_VERSION,
         created_unix_ms: SystemTime::now()
@@ -207,13 +207,13 @@ fn nb_to_pb(nb: &NaiveBayes) -> pb::NaiveBayesState {
     }
 }
 
-fn model_to_pb(m: &Model, weights: Weights) -> pb::ModelState {
+fn model_to_pb(m: &Model, weights: WeightsPlacement) -> pb::ModelState {
     let state = match &m.state {
         State::Linear(w) => {
             let stride = w.compact_stride() as u32;
             let (parts, count) = match weights {
-                Weights::Inline => (w.to_parts(), 0),
-                Weights::Apart => w.meta(),
+                WeightsPlacement::Inline => (w.to_parts(), 0),
+                WeightsPlacement::Apart => w.meta(),
             };
             pb::model_state::State::Linear(pb::LinearState {
                 rows: parts.entries.is_none().then(|| rows_to_pb(&parts.buf, stride as usize)),
@@ -282,7 +282,7 @@ pub fn model_digest(m: &Model) -> u64 {
     use prost::Message as _;
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     let mut buf = Vec::new();
-    let light = model_to_pb(m, Weights::Apart);
+    let light = model_to_pb(m, WeightsPlacement::Apart);
     light.encode(&mut buf).unwrap_or_default();
     h.update(&buf);
     let _ = fragments::<()>(m, &mut |piece| {
@@ -297,7 +297,7 @@ pub fn model_digest(m: &Model) -> u64 {
 /// Rows or entries per fragment: a few MB each.
 const FRAGMENT_ROWS: usize = 16 << 10;
 
-/// The weights left out of a [`Weights::Apart`] capture, as checkpoints
+/// The weights left out of a [`WeightsPlacement::Apart`] capture, as checkpoints
 /// that hold a piece of them each (dense rows or sparse entries, with
 /// their stride): decoded after the capture as one protobuf message, they
 /// merge into it (repeated fields append), and a reader may also apply

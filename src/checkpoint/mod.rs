@@ -36,7 +36,9 @@ mod capture;
 mod restore;
 mod stream;
 
-pub use capture::{Weights, capture, capture_model, capture_model_with, capture_with, fragments, model_digest};
+pub use capture::{
+    WeightsPlacement, capture, capture_model, capture_model_with, capture_with, fragments, model_digest,
+};
 pub use restore::{RestoreError, restore, restore_model};
 pub use stream::{load as load_file, read_model};
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::{mark_key, pb};
-use crate::eval::{ClassCounts, Outcome, Progressive, Tally};
+use crate::eval::{ClassCounts, Counted, Progressive, Tally};
 use crate::features::{DocFreq, FeatureConfig, ValueMode};
 use crate::message::BadReason;
 use crate::model::fusion::Fusion;
@@ -406,7 +406,7 @@ fn progressive_from_pb(p: pb::Progressive) -> Result<Progressive, RestoreError> 
         if o.gold.iter().chain(&o.predicted).any(|&c| c as usize >= n) {
             return Err("window entry names an unknown label".into());
         }
-        out.recent.push_back(Outcome {
+        out.recent.push_back(Counted {
             gold: o.gold,
             predicted: o.predicted,
             score: o.score,

@@ -2,7 +2,7 @@
 //! model never holds a second copy of its weights (docs/checkpoints.md).
 //!
 //! Written: the pipeline's state without the weights and the late-label
-//! cache ([`capture::Weights::Apart`]), then the cache and the weights in
+//! cache ([`capture::WeightsPlacement::Apart`]), then the cache and the weights in
 //! pieces ([`capture::cache_fragments`], [`capture::fragments`]), each encoded and written in turn while the
 //! CRC and the length are summed; the header goes in last. The bytes are
 //! one protobuf message (the pieces merge into the first part), so a
@@ -24,7 +24,7 @@ use std::path::Path;
 
 use prost::Message as _;
 
-use super::capture::{self, Weights};
+use super::capture::{self, WeightsPlacement};
 use super::restore::{restore, restore_model, restore_with};
 use super::{CheckpointError, FORMAT_VERSION, HEADER, MAGIC, OLDEST_FORMAT_VERSION, io_err, pb};
 use crate::model::{Model, State};
@@ -48,7 +48,7 @@ pub(super) fn write(file: File, p: &Pipeline, positions: &BTreeMap<String, u64>,
         len += buf.len() as u64;
         out.write_all(&buf)
     };
-    let mut light = capture::capture_with(p, positions, Weights::Apart);
+    let mut light = capture::capture_with(p, positions, WeightsPlacement::Apart);
     light.sequence = sequence;
     put(&light)?;
     drop(light);

@@ -55,7 +55,7 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 /// One counted example, as kept in the window.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Outcome {
+pub struct Counted {
     pub gold: Vec<u32>,
     pub predicted: Vec<u32>,
     /// The positive class's score (binary single-label tasks).
@@ -99,7 +99,7 @@ impl Tally {
         }
     }
 
-    fn count(&mut self, o: &Outcome, single: bool, sign: i64) {
+    fn count(&mut self, o: &Counted, single: bool, sign: i64) {
         let n = self.per_class.len();
         let bump = |x: &mut u64| *x = (*x as i64 + sign) as u64;
         // The common case, one gold label and at most one predicted, without
@@ -126,7 +126,7 @@ impl Tally {
         self.count_general(o, single, sign);
     }
 
-    fn count_general(&mut self, o: &Outcome, single: bool, sign: i64) {
+    fn count_general(&mut self, o: &Counted, single: bool, sign: i64) {
         let n = self.per_class.len();
         let bump = |x: &mut u64| *x = (*x as i64 + sign) as u64;
         bump(&mut self.examples);
@@ -201,7 +201,7 @@ pub struct Progressive {
     pub(crate) positive_name: Option<String>,
     pub(crate) total: Tally,
     pub(crate) window: Tally,
-    pub(crate) recent: VecDeque<Outcome>,
+    pub(crate) recent: VecDeque<Counted>,
     pub(crate) window_size: usize,
     /// (score, is positive) pairs for the cumulative ROC AUC.
     pub(crate) roc: Vec<(f32, bool)>,
@@ -273,7 +273,7 @@ impl Progressive {
         if let Some(s) = score {
             self.push_roc(s, is_pos);
         }
-        let o = Outcome { gold, predicted, score };
+        let o = Counted { gold, predicted, score };
         let single = self.single;
         self.total.count(&o, single, 1);
         self.window.count(&o, single, 1);

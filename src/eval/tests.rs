@@ -80,7 +80,7 @@ proptest::proptest! {
         fast.grow(4);
         general.grow(4);
         for (g, p, add) in steps {
-            let o = Outcome { gold: vec![g], predicted: p.into_iter().collect(), score: None };
+            let o = Counted { gold: vec![g], predicted: p.into_iter().collect(), score: None };
             let sign = if add { 1 } else { -1 };
             fast.count(&o, true, sign);
             general.count_general(&o, true, sign);

@@ -112,7 +112,7 @@ impl Default for FeatureConfig {
 
 /// Why a feature configuration cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq)]
-pub enum ConfigError {
+pub enum FeatureError {
     #[error("--bits must be between 4 and 30, got {0}")]
     Bits(u8),
     #[error("--ngrams must be between 0 and 5, got {0}")]
@@ -125,20 +125,20 @@ pub enum ConfigError {
 
 impl FeatureConfig {
     /// Checks the ranges once, so the featurizer can rely on them.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), FeatureError> {
         if !(4..=30).contains(&self.bits) {
-            return Err(ConfigError::Bits(self.bits));
+            return Err(FeatureError::Bits(self.bits));
         }
         if self.word_ngrams > 5 {
-            return Err(ConfigError::WordNgrams(self.word_ngrams));
+            return Err(FeatureError::WordNgrams(self.word_ngrams));
         }
         if let Some((lo, hi)) = self.char_ngrams
             && !(1 <= lo && lo <= hi && hi <= 10)
         {
-            return Err(ConfigError::CharNgrams(lo, hi));
+            return Err(FeatureError::CharNgrams(lo, hi));
         }
         if self.word_ngrams == 0 && self.char_ngrams.is_none() {
-            return Err(ConfigError::NoFeatures);
+            return Err(FeatureError::NoFeatures);
         }
         Ok(())
     }

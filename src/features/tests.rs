@@ -230,7 +230,7 @@ fn config_validation() {
             ..Default::default()
         }
         .validate(),
-        Err(ConfigError::Bits(31))
+        Err(FeatureError::Bits(31))
     );
     assert_eq!(
         FeatureConfig {
@@ -239,7 +239,7 @@ fn config_validation() {
             ..Default::default()
         }
         .validate(),
-        Err(ConfigError::NoFeatures)
+        Err(FeatureError::NoFeatures)
     );
     assert_eq!(parse_char_ngrams("0"), Ok(None));
     assert_eq!(parse_char_ngrams("3-5"), Ok(Some((3, 5))));

@@ -34,7 +34,7 @@ pub fn scoring_image(m: &Model) -> pb::Checkpoint {
 /// made at `created_unix_ms` (the publication's time: the same model
 /// gives the same bytes however often it is encoded).
 pub fn scoring_pieces(m: &Model, created_unix_ms: u64, each: &mut dyn FnMut(&pb::Checkpoint)) {
-    let mut light = checkpoint::capture_model_with(m, checkpoint::Weights::Apart);
+    let mut light = checkpoint::capture_model_with(m, checkpoint::WeightsPlacement::Apart);
     light.created_unix_ms = created_unix_ms;
     let mut slots = None;
     if let Some(pb::ModelState {

@@ -14,19 +14,19 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
 
 use super::KafkaSettings;
-use super::state::{State, position_key};
+use super::state::{KafkaState, position_key};
 use crate::pipeline::Role;
 use crate::transport::DaemonError;
 
 /// The consumer's context: sets start offsets on assignment and checkpoints
 /// before partitions are revoked.
 pub struct Ctx {
-    pub(super) state: Arc<Mutex<State>>,
+    pub(super) state: Arc<Mutex<KafkaState>>,
     /// Partitions currently assigned (for `/readyz`).
     pub(super) assigned: Arc<AtomicU64>,
 }
 
-pub(super) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+pub(super) fn lock(state: &Mutex<KafkaState>) -> MutexGuard<'_, KafkaState> {
     // A panic while holding the lock would already have ended the daemon.
     state.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -145,7 +145,7 @@ pub(super) fn producer_config(s: &KafkaSettings) -> ClientConfig {
         .set("linger.ms", "5")
         // librdkafka's queue holds up to 1 GiB by default: a learner whose
         // model versions outrun the broker would fill it. Past 32 MiB the
-        // daemon waits for deliveries (State::send), which slows its
+        // daemon waits for deliveries (KafkaState::send), which slows its
         // consumption rather than its memory's growth.
         .set("queue.buffering.max.kbytes", "32768");
     with_properties(pc, s)

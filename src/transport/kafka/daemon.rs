@@ -27,7 +27,7 @@ use rdkafka::producer::{Producer, ThreadedProducer};
 use super::context::{Ctx, consumer_config, kafka_error, lock, producer_config};
 use super::errors::{ErrorSpell, SpellNote};
 use super::model_topic::{self, ModelFeed};
-use super::state::{DeliveryCounter, State};
+use super::state::{DeliveryCounter, KafkaState};
 use super::{KafkaSettings, KafkaSummary, topics};
 use crate::checkpoint::CheckpointDir;
 use crate::clock::now_ms;
@@ -63,7 +63,7 @@ pub(super) struct Daemon<'a> {
     telemetry: Option<&'a Telemetry>,
     consumer: BaseConsumer<Ctx>,
     /// Shared with the consumer's callbacks (see the module's doc).
-    state: Arc<Mutex<State>>,
+    state: Arc<Mutex<KafkaState>>,
     /// Partitions assigned now (for `/readyz`).
     assigned: Arc<AtomicU64>,
     feed: Option<ModelFeed>,
@@ -102,7 +102,7 @@ impl<'a> Daemon<'a> {
             s.checkpoint_every_updates,
             opened.pipeline.model().version(),
         );
-        let state = Arc::new(Mutex::new(State::new(
+        let state = Arc::new(Mutex::new(KafkaState::new(
             s,
             opened.pipeline,
             opened.positions,
@@ -129,7 +129,7 @@ impl<'a> Daemon<'a> {
         tracing::info!(brokers = %s.brokers, ?topics, role = %s.pipeline.role, "consuming");
         // Exported from the start, at 0, so a rate over it is defined before the first error.
         metrics::counter!("classifyd_consumer_errors_total").increment(0);
-        let http = crate::http::serve(s.http.as_ref(), &state, |st: &mut State| &mut st.pipeline)?;
+        let http = crate::http::serve(s.http.as_ref(), &state, |st: &mut KafkaState| &mut st.pipeline)?;
         Ok(Some(Daemon {
             s,
             shutdown,
@@ -175,7 +175,7 @@ impl<'a> Daemon<'a> {
     /// One input or feedback record: through the pipeline, its outputs
     /// queued, its offset recorded; a checkpoint when enough updates are due.
     fn on_message(
-        state: &Mutex<State>,
+        state: &Mutex<KafkaState>,
         consumer: &BaseConsumer<Ctx>,
         msg: &BorrowedMessage<'_>,
     ) -> Result<(), DaemonError> {

@@ -1,8 +1,8 @@
 //! The Kafka daemon's state: the pipeline, the positions it covers, the
-//! producer, and what the loop does with one message ([`State::handle`])
-//! and at a checkpoint ([`State::checkpoint`]: flush, save, commit). Owns
+//! producer, and what the loop does with one message ([`KafkaState::handle`])
+//! and at a checkpoint ([`KafkaState::checkpoint`]: flush, save, commit). Owns
 //! the delivery guarantees; the consumer's callbacks are in [`super::context`].
-//! A learner's state also publishes its model ([`State::publish_model`]);
+//! A learner's state also publishes its model ([`KafkaState::publish_model`]);
 //! a predictor's has no checkpoint directory (its positions are committed
 //! to the group only).
 
@@ -66,7 +66,7 @@ impl ProducerContext for DeliveryCounter {
 /// The daemon's state, shared by the message loop and the rebalance callback
 /// (which runs inside the consumer's poll, on the loop's thread; the lock is
 /// never held across a poll).
-pub(super) struct State {
+pub(super) struct KafkaState {
     pub(super) pipeline: Pipeline,
     /// Next offset per "topic/partition" that the model includes (a
     /// predictor: whose predictions are done).
@@ -109,7 +109,7 @@ fn write_position_key(out: &mut String, topic: &str, partition: i32) {
     let _ = write!(out, "{topic}/{partition}");
 }
 
-impl State {
+impl KafkaState {
     pub(super) fn new(
         s: &KafkaSettings,
         pipeline: Pipeline,
@@ -119,7 +119,7 @@ impl State {
         cadence: Cadence,
         publisher: Option<(Publisher, String)>,
     ) -> Self {
-        State {
+        KafkaState {
             pipeline,
             positions,
             dir,
