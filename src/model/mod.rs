@@ -464,6 +464,12 @@ impl Model {
             return;
         }
         match self.task.unwrap_or(Task::SingleLabel) {
+            // One class known: no evidence either way, not a certainty
+            // (learning reads the raw scores, never these).
+            Task::SingleLabel if k == 1 => {
+                out.labels.push(0);
+                out.scores[0] = if out.probabilities { 0.5 } else { 0.0 };
+            }
             Task::SingleLabel => {
                 out.labels.push(argmax(&out.raw));
                 if out.probabilities {
@@ -489,24 +495,23 @@ impl Model {
     }
 
     /// Each class's margin, what an operator thresholds and what ranks a
-    /// stream: on a single-label task, its raw score over the best other
-    /// class's (for a binary logistic model, its log-odds; positive only
-    /// for the predicted class), and 0 while one class alone is known (no
-    /// evidence either way); on a multi-label task, its raw score (a label
-    /// is predicted over `--threshold`).
+    /// stream: on a single-label task, [`Model::positive_score`] (for a
+    /// binary logistic model, the log-odds; positive only for the
+    /// predicted class); on a multi-label task, its raw score (a label is
+    /// predicted over `--threshold`).
     pub fn margins(&self, scored: &Scored, out: &mut Vec<f32>) {
         out.clear();
         let raw = &scored.raw;
         match self.task.unwrap_or(Task::SingleLabel) {
             Task::MultiLabel => out.extend_from_slice(raw),
-            Task::SingleLabel if raw.len() < 2 => out.extend(raw.iter().map(|_| 0.0)),
             Task::SingleLabel => out.extend((0..raw.len()).map(|c| Self::positive_score(scored, c))),
         }
     }
 
     /// The score of `positive` against the rest, for ROC curves of binary
     /// tasks: its raw margin over the best other class (monotone in its
-    /// probability, without the ties of probabilities that round to 1).
+    /// probability, without the ties of probabilities that round to 1); 0,
+    /// the neutral margin, while it is the only class known.
     pub fn positive_score(scored: &Scored, positive: usize) -> f32 {
         let Some(&p) = scored.raw.get(positive) else {
             return f32::NEG_INFINITY;
@@ -518,7 +523,7 @@ impl Model {
             .filter(|&(c, _)| c != positive)
             .map(|(_, &s)| s)
             .fold(f32::NEG_INFINITY, f32::max);
-        if other.is_finite() { p - other } else { p }
+        if other.is_finite() { p - other } else { 0.0 }
     }
 }
 

@@ -114,10 +114,10 @@ impl Pipeline {
         }
         let pos = self.progressive.positive();
         match pos.and_then(|p| self.model.labels().get(p)) {
-            Some(id) if scored.raw.len() >= 2 => Some(Model::positive_score(scored, id)),
-            // The model knows one class at most: it has no evidence either
-            // way, so the neutral margin.
-            _ => Some(0.0),
+            Some(id) => Some(Model::positive_score(scored, id)),
+            // The model does not know the positive class yet: it has no
+            // evidence either way, so the neutral margin.
+            None => Some(0.0),
         }
     }
 
@@ -161,7 +161,7 @@ impl Pipeline {
         };
         let confident = margin > r;
         let name = reporter.unwrap_or(trust::ANONYMOUS);
-        let trusted = self.cfg.trust.trusted.iter().any(|t| t == name);
+        let trusted = self.cfg.trust.trusts(name);
         let (trust, crossed) = match trusted {
             true => (1.0, false),
             false => self.reporters.observe(name, confident, self.contradictions),

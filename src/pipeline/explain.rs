@@ -37,12 +37,7 @@ impl Pipeline {
         };
         let mut margins = Vec::new();
         self.model.margins(&w.scored, &mut margins);
-        let mut scores = named(&w.scored.scores);
-        if margins.len() == 1 && self.model.task() != Some(Task::MultiLabel) {
-            // One class known: no evidence either way, not a certainty.
-            scores[0].1 = 0.5;
-        }
-        let margins = named(&margins);
+        let (scores, margins) = (named(&w.scored.scores), named(&margins));
         let explanation = match (self.cfg.explain, w.scored.labels.first()) {
             (0, _) | (_, None) => None,
             (n, Some(&class)) => Some(self.explanation(text, &w.features.x, class, n)),

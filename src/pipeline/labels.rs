@@ -27,9 +27,11 @@ impl Pipeline {
         }
         let raw = self.finish(&text, true, keep, &mut w.features);
         let (predicted, score) = self.predict_features(&w.features, &mut w.scored);
+        // The gold fits the model's task (checked above).
+        let fp = self.report_fingerprint(&text, Some(Self::task_of(&gold)));
         // What is counted is what would have been published: a reported
         // copy's label. What is learned from is the model's own scores.
-        let (predicted, score) = self.recalled_named(&text, &w.scored).unwrap_or((predicted, score));
+        let (predicted, score) = self.recalled_named(fp, &w.scored).unwrap_or((predicted, score));
         let ids = match self.gold_ids(&gold) {
             Ok(ids) => ids,
             Err(bad) => return Outcome::Bad(bad),
@@ -45,7 +47,7 @@ impl Pipeline {
         let (ids, gold_vec) = self.as_seen(ids, gold.into_vec());
         let weight = self.label_weight(&w.scored, &ids, reporter.as_deref());
         self.count_weighed(weight, reporter.as_deref());
-        self.note_report(&text, &ids, weight, reporter.as_deref());
+        self.note_report(fp, &ids, weight, reporter.as_deref());
         let mut entry = CacheEntry {
             text: Packed::Plain(text),
             predicted: Some(predicted),
@@ -117,8 +119,8 @@ impl Pipeline {
         }
         self.featurize(&text, &mut w.features);
         self.finish(&text, true, false, &mut w.features);
-        self.model.predict(&w.features.x, &mut w.scored);
         let mut weight = if self.cfg.trust.margin > 0.0 {
+            self.model.predict(&w.features.x, &mut w.scored);
             self.label_weight(&w.scored, &ids, reporter.as_deref())
         } else {
             Some(1.0)
@@ -128,7 +130,8 @@ impl Pipeline {
             self.counters.labels_corroborated += 1;
         }
         self.count_weighed(weight, reporter.as_deref());
-        self.note_report(&text, &ids, weight, reporter.as_deref());
+        let fp = self.report_fingerprint(&text, self.model.task());
+        self.note_report(fp, &ids, weight, reporter.as_deref());
         if let Some(weight) = weight {
             self.learn_features(&w.features, &ids, None, weight);
         }

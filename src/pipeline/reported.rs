@@ -151,43 +151,47 @@ impl Pipeline {
         self.named(scored)
     }
 
-    /// What to publish and count for `text` instead of the model's own
-    /// `scored`, when a copy of it was reported (`scored` itself is left
-    /// for learning).
-    pub(super) fn recalled_named(&self, text: &str, scored: &Scored) -> Option<(Vec<String>, Option<f32>)> {
-        let class = self.recall(text)?;
+    /// The fingerprint of `text`, when the memory is on and `task` (the
+    /// model's, or a labeled message's before the model knows one) is
+    /// single-label: taken once a message, then recalled
+    /// ([`Pipeline::recalled_named`]) and voted ([`Pipeline::note_report`]).
+    pub(super) fn report_fingerprint(&self, text: &str, task: Option<Task>) -> Option<u64> {
+        let on = self.cfg.trust.reported > 0 && task == Some(Task::SingleLabel);
+        on.then(|| fingerprint(text))
+    }
+
+    /// What to publish and count for the message of fingerprint `fp`
+    /// instead of the model's own `scored`, when a copy of it was reported
+    /// (`scored` itself is left for learning).
+    pub(super) fn recalled_named(&self, fp: Option<u64>, scored: &Scored) -> Option<(Vec<String>, Option<f32>)> {
+        let class = self.reported.recall(fp?)?;
         let mut moved = scored.clone();
         recalled(&mut moved, class);
         Some(self.named(&moved))
     }
 
     fn recall(&self, text: &str) -> Option<usize> {
-        if self.reported.is_empty() || self.model.task() != Some(Task::SingleLabel) {
+        if self.reported.is_empty() {
             return None;
         }
-        self.reported.recall(fingerprint(text))
+        self.reported.recall(self.report_fingerprint(text, self.model.task())?)
     }
 
-    /// Counts the label `gold` of `text`, learned with `weight` from
-    /// `reporter`, in the message's vote: single-label tasks, reporters in
-    /// good standing (trusted, or trust at least [`UNRELIABLE_BELOW`]),
-    /// labels not held.
-    pub(super) fn note_report(&mut self, text: &str, gold: &[usize], weight: Option<f32>, reporter: Option<&str>) {
-        let cap = self.cfg.trust.reported;
-        let &[class] = gold else {
+    /// Counts the label `gold` of the message of fingerprint `fp`, learned
+    /// with `weight` from `reporter`, in the message's vote: single-label
+    /// tasks, reporters in good standing (trusted, or trust at least
+    /// [`UNRELIABLE_BELOW`]), labels not held.
+    pub(super) fn note_report(&mut self, fp: Option<u64>, gold: &[usize], weight: Option<f32>, reporter: Option<&str>) {
+        let (Some(fp), &[class], Some(_)) = (fp, gold, weight) else {
             return;
         };
-        if cap == 0 || weight.is_none() || self.model.task() != Some(Task::SingleLabel) {
-            return;
-        }
         let name = reporter.unwrap_or(ANONYMOUS);
-        let trusted = self.cfg.trust.trusted.iter().any(|t| t == name);
         let standing = |r: &super::Reporter| {
             let judged = r.recent >= SHARE_AFTER_LABELS && r.share() > MAX_SHARE;
             r.trust() >= UNRELIABLE_BELOW && !judged
         };
-        if trusted || self.reporters.get(name).is_none_or(standing) {
-            self.reported.vote(fingerprint(text), class, cap);
+        if self.cfg.trust.trusts(name) || self.reporters.get(name).is_none_or(standing) {
+            self.reported.vote(fp, class, self.cfg.trust.reported);
         }
     }
 }

@@ -31,6 +31,13 @@ pub struct TrustConfig {
     pub reported: usize,
 }
 
+impl TrustConfig {
+    /// Whether `name`'s labels are learned in full, unweighed.
+    pub fn trusts(&self, name: &str) -> bool {
+        self.trusted.iter().any(|t| t == name)
+    }
+}
+
 impl Default for TrustConfig {
     fn default() -> Self {
         TrustConfig {
