@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cost of --explain (README "Explanations"): `classifyd predict` over
+# The cost of --explain (docs/model.md, Explanations): `classifyd predict` over
 # the SMS stream ten times over (55,740 messages) with a model learned from
 # it, with --explain 0 and 5, alternated RUNS times; prints each run's
 # messages/s and the medians. With BASE=path/to/older/classifyd it also
