@@ -1,6 +1,8 @@
 //! Predictions on request, `POST /v1/classify`, on the JSON-lines daemon,
 //! with a real HTTP client: the same answer as the output for the same
-//! message, batches, and bad requests answered without harm.
+//! message (once the copies requests are answered from serve its
+//! version), batches, a request's message joined to its late label, and
+//! bad requests answered without harm.
 
 mod common;
 
@@ -87,6 +89,11 @@ fn a_standalone_daemon_answers_like_its_output() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    // Requests are answered from a copy of the model, at most a
+    // publication (250 ms) behind the one that learns.
+    wait_for("the copies to serve the last version", Duration::from_secs(10), || {
+        classify(&agent, &addr, "", &requests[0]).1["model_version"] == published[0]["model_version"]
+    });
     for (request, want) in requests.iter().zip(&published) {
         let (status, got) = classify(&agent, &addr, "", request);
         assert_eq!(status, 200);

@@ -1,8 +1,11 @@
 //! Predictions on request: `POST /v1/classify` (`--http-addr`), on every
 //! role and transport. The one async part of the daemon: a tokio runtime
-//! on a thread of its own serves HTTP/1.1 (hyper), and reaches the live
-//! model only through a [`Classify`] handle, whose call runs on tokio's
-//! blocking pool, never on the daemon's loop thread nor on the runtime's.
+//! on a thread of its own serves HTTP/1.1 (hyper), and reaches the model
+//! only through a [`Classify`] handle, whose call runs on tokio's blocking
+//! pool, never on the daemon's loop thread nor on the runtime's. The
+//! handle is two copies of the model, a publication behind the one that
+//! learns ([`images`], published by [`feed`]): a request never waits for
+//! learning.
 //!
 //! Bounded everywhere (docs/http.md): connections (`--http-max-connections`;
 //! past it a new one is closed at once and counted), requests classified
@@ -13,8 +16,7 @@
 //! 4xx with the reason; nothing a client sends ends the server.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::server::conn::http1;
@@ -24,16 +26,21 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, oneshot};
 
 use crate::message::Bad;
-use crate::pipeline::{Pipeline, Prediction, Prepared, Preparer};
+use crate::pipeline::Prediction;
 
 mod classify;
+mod feed;
+mod images;
+
+pub use feed::Feed;
+pub use images::Images;
 
 /// Default `--http-max-body-bytes`: a batch of a few hundred messages.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
 /// Default `--http-max-connections`.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
-/// Default `--http-max-concurrent`: the model answers one message at a
-/// time, so more only queue on its lock.
+/// Default `--http-max-concurrent`: a copy of the model answers one
+/// message at a time, so more only queue on its lock.
 pub const DEFAULT_MAX_CONCURRENT: usize = 4;
 /// Default `--http-timeout-ms`.
 pub const DEFAULT_TIMEOUT_MS: u64 = 5_000;
@@ -73,84 +80,19 @@ pub enum HttpError {
 }
 
 /// What the endpoint asks of a daemon: one message (the input's JSON)
-/// predicted with the live model, as the output topic would carry it.
+/// predicted with a published copy of the model, as the output topic
+/// would carry it.
 pub trait Classify: Send + Sync + 'static {
     fn classify(&self, raw: &[u8], explain: Option<usize>) -> Result<Prediction, Bad>;
 }
 
-/// The usual handle: the daemon's state behind the lock its loop takes per
-/// message, and where the pipeline sits in it. A request is parsed and
-/// hashed outside the lock, with a preparer of its own; then it waits for
-/// the message in hand (or a checkpoint being written), and holds the lock
-/// for its prediction only.
-pub struct Shared<T> {
-    inner: Arc<Mutex<T>>,
-    pipeline: fn(&mut T) -> &mut Pipeline,
-    /// What a request's preparer is made from.
-    template: Preparer,
-    /// Preparers and their buffers, one per request in flight (at most
-    /// `--http-max-concurrent`), kept for the next requests.
-    preparers: Mutex<Vec<(Preparer, Prepared)>>,
-    /// Numbers the requests without an id.
-    next: AtomicU64,
-    /// Unique to this process, so that default ids of a restarted one do
-    /// not meet the cached messages of the last.
-    started_ms: u64,
-}
-
-impl<T: Send + 'static> Shared<T> {
-    pub fn new(inner: Arc<Mutex<T>>, pipeline: fn(&mut T) -> &mut Pipeline) -> Self {
-        let template = {
-            let mut state = inner.lock().unwrap_or_else(|p| p.into_inner());
-            pipeline(&mut state).preparer()
-        };
-        Shared {
-            inner,
-            pipeline,
-            template,
-            preparers: Mutex::new(Vec::new()),
-            next: AtomicU64::new(1),
-            started_ms: crate::clock::now_ms(),
-        }
-    }
-}
-
-impl<T: Send + 'static> Classify for Shared<T> {
-    fn classify(&self, raw: &[u8], explain: Option<usize>) -> Result<Prediction, Bad> {
-        let default_id = || {
-            let n = self.next.fetch_add(1, Ordering::Relaxed);
-            format!("http-{}-{n}", self.started_ms)
-        };
-        // Poisoned only by a panic, which would already have ended the daemon.
-        let pooled = self.preparers.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let (mut preparer, mut p) = pooled.unwrap_or_else(|| (self.template.fresh(), Prepared::default()));
-        p.clear();
-        preparer.prepare(raw, false, &mut p);
-        let answer = {
-            let mut state = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-            let now = crate::clock::now_ms();
-            (self.pipeline)(&mut state).classify_prepared(raw, (&preparer, &mut p), &default_id, now, explain)
-        };
-        self.preparers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((preparer, p));
-        answer
-    }
-}
-
-/// Starts the endpoint when `settings` asks for one, serving the pipeline
-/// inside `state` (both transports call this).
-pub fn serve<T: Send + 'static>(
-    settings: Option<&HttpSettings>,
-    state: &Arc<Mutex<T>>,
-    pipeline: fn(&mut T) -> &mut Pipeline,
-) -> Result<Option<HttpServer>, HttpError> {
-    let Some(settings) = settings else {
+/// Starts the endpoint when `settings` asks for one, answering from the
+/// copies `images` (both transports call this, once the copies serve).
+pub fn serve(settings: Option<&HttpSettings>, images: Option<Arc<Images>>) -> Result<Option<HttpServer>, HttpError> {
+    let (Some(settings), Some(images)) = (settings, images) else {
         return Ok(None);
     };
-    let handle = Shared::new(Arc::clone(state), pipeline);
-    HttpServer::start(settings.clone(), Arc::new(handle)).map(Some)
+    HttpServer::start(settings.clone(), images).map(Some)
 }
 
 /// What every connection's requests share.

@@ -242,6 +242,21 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "counter",
         "Connections to --http-addr closed unserved, by reason (too_many_connections, accept_error)",
     ),
+    (
+        "classifyd_http_model_version",
+        "gauge",
+        "The model version requests are answered from (--http-addr): at most one publication behind the learner's",
+    ),
+    (
+        "classifyd_http_model_publications_total",
+        "counter",
+        "Model versions copied for the requests to be answered from (--http-addr)",
+    ),
+    (
+        "classifyd_http_unkept_total",
+        "counter",
+        "Requests' predictions not kept for a late label: the queue to the learning loop was full",
+    ),
     ("classifyd_checkpoints_total", "counter", "Checkpoints written"),
     (
         "classifyd_checkpoint_failures_total",

@@ -165,6 +165,10 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
     for reason in ["too_many_connections", "accept_error"] {
         counter!("classifyd_http_connections_refused_total", "reason" => reason).absolute(0);
     }
+    for name in ["classifyd_http_model_publications_total", "classifyd_http_unkept_total"] {
+        counter!(name).absolute(0);
+    }
+    gauge!("classifyd_http_model_version").set(0.0);
     for kind in ["snapshot", "delta"] {
         counter!("classifyd_model_published_bytes_total", "kind" => kind).absolute(0);
         counter!("classifyd_model_publications_total", "kind" => kind).absolute(0);
@@ -423,6 +427,18 @@ pub fn http_answered(code: u16, took: Duration) {
 /// A connection to the HTTP endpoint was closed unserved.
 pub fn http_refused(reason: &'static str) {
     counter!("classifyd_http_connections_refused_total", "reason" => reason).increment(1);
+}
+
+/// A request's prediction was not kept for its late label (the queue to
+/// the learning loop was full).
+pub fn http_unkept() {
+    counter!("classifyd_http_unkept_total").increment(1);
+}
+
+/// The copies that answer requests now serve `version`.
+pub fn http_model(version: u64) {
+    counter!("classifyd_http_model_publications_total").increment(1);
+    gauge!("classifyd_http_model_version").set(version as f64);
 }
 
 /// A predictor put a model update of `kind` (full, delta) in service in `took`.

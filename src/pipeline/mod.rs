@@ -32,6 +32,8 @@ pub use noise::LabelNoise;
 pub use outcome::{Outcome, Prediction};
 pub use prepare::{Prepared, Preparer};
 pub use reported::{DEFAULT_REPORTED, Reported, Vote};
+pub use request::Answered;
+use request::Requests;
 pub use review::{Query, Review, ReviewConfig, Verdict};
 pub use role::Role;
 pub use settings::PipelineConfig;
@@ -135,6 +137,11 @@ pub struct Pipeline {
     /// When a reporter was last logged as unreliable, and how many were
     /// not logged since (see [`Pipeline::label_weight`]).
     warned: Option<(std::time::Instant, u64)>,
+    /// Where the predictions of requests answered apart go (see
+    /// [`request`]).
+    requests: Requests,
+    /// Votes counted in `reported` so far.
+    reported_votes: u64,
 }
 
 impl Pipeline {
@@ -163,6 +170,8 @@ impl Pipeline {
             reporters,
             reported: Reported::default(),
             warned: None,
+            requests: Requests::Kept,
+            reported_votes: 0,
         }
     }
 
@@ -303,6 +312,7 @@ impl Pipeline {
             self.counters.skipped += 1;
             return Outcome::Skipped;
         };
+        self.absorb_requests();
         self.cache.expire(now_ms, self.cfg.cache_ttl_ms);
         let mut w = std::mem::take(&mut self.work);
         let outcome = match message {
@@ -452,17 +462,24 @@ impl Pipeline {
 
     /// Keeps a predicted message for its late label (not on a predictor:
     /// its late labels go to the learner, nothing to join here).
+    /// A copy that answers requests hands it back, for the pipeline that
+    /// learns ([`Pipeline::hand_requests_back`]).
     fn keep_predicted(&mut self, prediction: &Prediction, text: String, score: Option<f32>, now_ms: u64) {
-        if self.cfg.role != Role::Predictor {
-            let entry = CacheEntry {
-                text: Packed::Plain(text),
-                predicted: Some(prediction.labels.clone()),
-                score,
-                gold: None,
-                held: None,
-                at_ms: now_ms,
-            };
-            self.cache.insert(prediction.id.clone(), entry, &self.cfg);
+        if self.cfg.role == Role::Predictor {
+            return;
+        }
+        let entry = CacheEntry {
+            text: Packed::Plain(text),
+            predicted: Some(prediction.labels.clone()),
+            score,
+            gold: None,
+            held: None,
+            at_ms: now_ms,
+        };
+        let id = prediction.id.clone();
+        match &mut self.requests {
+            Requests::Handed(held) => *held = Some(Answered { id, entry }),
+            _ => self.cache.insert(id, entry, &self.cfg),
         }
     }
 

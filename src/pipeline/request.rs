@@ -7,12 +7,105 @@
 //! Parsing and hashing need no model: a caller with several requests at
 //! once prepares each with a [`Preparer`] of its own, outside the lock it
 //! holds the pipeline with, and calls [`Pipeline::classify_prepared`].
+//!
+//! The daemon answers requests from copies of its model apart from the one
+//! it learns (`http::images`): a copy's pipeline hands each request's
+//! message back, and the caller sends it over a bounded queue to the
+//! pipeline that learns, which
+//! keeps it in its cache when it next handles a message or ticks
+//! ([`Pipeline::absorb_requests`]); and a copy follows the learning
+//! pipeline in what a prediction needs besides the model
+//! ([`Pipeline::follow`]).
 
-use super::{Pipeline, Prediction, Prepared, Preparer, review};
+use std::sync::mpsc::{Receiver, SyncSender};
+
+use super::{CacheEntry, Pipeline, Prediction, Prepared, Preparer, review};
 use crate::message::{Bad, BadReason, Message};
-use crate::model::Task;
+use crate::model::{Model, Task};
+
+/// Requests' predictions waiting for the learning pipeline: at 1,000
+/// requests a second, eight seconds of a loop that holds still (a prune,
+/// a checkpoint's write).
+pub const ANSWERED_QUEUE: usize = 8192;
+
+/// A request's prediction, kept for its late label.
+#[derive(Debug)]
+pub struct Answered {
+    pub(crate) id: String,
+    pub(crate) entry: CacheEntry,
+}
+
+/// Where a pipeline's requests' predictions go.
+#[derive(Debug)]
+pub(super) enum Requests {
+    /// Into its own cache (it answers its own requests).
+    Kept,
+    /// Held for the caller to hand to the pipeline that learns (a copy
+    /// answering requests: [`Pipeline::take_answered`]).
+    Handed(Option<Answered>),
+    /// From the copies, into its own cache (the pipeline that learns).
+    Absorb(Receiver<Answered>),
+}
 
 impl Pipeline {
+    /// Makes this pipeline the one that learns for copies answering
+    /// requests: the sender is theirs ([`Pipeline::forward_requests`]).
+    pub fn absorb_requests_from_copies(&mut self) -> SyncSender<Answered> {
+        let (to, from) = std::sync::mpsc::sync_channel(ANSWERED_QUEUE);
+        self.requests = Requests::Absorb(from);
+        to
+    }
+
+    /// Makes this pipeline a copy answering requests: it holds each
+    /// request's message for the caller to take ([`Pipeline::take_answered`])
+    /// and hand to the pipeline that learns.
+    pub fn hand_requests_back(&mut self) {
+        self.requests = Requests::Handed(None);
+    }
+
+    /// The message of the request just answered, for the pipeline that
+    /// learns to keep (a copy's: see [`Pipeline::hand_requests_back`]).
+    pub fn take_answered(&mut self) -> Option<Answered> {
+        match &mut self.requests {
+            Requests::Handed(held) => held.take(),
+            _ => None,
+        }
+    }
+
+    /// Keeps the copies' predictions that came since the last call.
+    pub fn absorb_requests(&mut self) {
+        let Requests::Absorb(from) = &self.requests else {
+            return;
+        };
+        while let Ok(Answered { id, entry }) = from.try_recv() {
+            self.cache.insert(id, entry, &self.cfg);
+        }
+    }
+
+    /// Votes counted in the reported messages so far (a copy takes the
+    /// memory again when this moved).
+    pub fn reported_votes(&self) -> u64 {
+        self.reported_votes
+    }
+
+    /// Makes this copy answer as `from` does besides the model: the
+    /// review's band, and, with `reported`, the reported messages.
+    pub fn follow(&mut self, from: &Pipeline, reported: bool) {
+        if reported {
+            self.reported.clone_from(&from.reported);
+        }
+        self.review.set_band(from.review.band());
+    }
+
+    /// Puts `model` in service in place of the model it returns (a copy
+    /// answering requests, which the caller drops outside its lock).
+    pub fn swap_model(&mut self, model: Model) -> Model {
+        if model.features() != self.model.features() {
+            self.prep = Preparer::new(*model.features(), self.cfg.reading());
+        }
+        std::mem::replace(&mut self.model, model)
+    }
+
     /// Predicts the message `raw` (JSON of the input contract: "text",
     /// "email" or "email_base64"). `default_id` names it when it has no
     /// "id"; `explain` asks for that many features in the answer (the

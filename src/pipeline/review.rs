@@ -134,6 +134,12 @@ impl Review {
         self.band
     }
 
+    /// Takes another review's band (a copy answering requests, the
+    /// learner's).
+    pub(crate) fn set_band(&mut self, band: f64) {
+        self.band = band;
+    }
+
     /// Judges one prediction of `confidence` at wall time `now_ms`: marks
     /// it, moves the band, and asks for it if the query wants it and the
     /// budget allows (spending the budget).

@@ -12,11 +12,11 @@
 //!
 //! The daemon is a type ([`JsonlDaemon`]): started, handed each event of
 //! the input's reader thread, ticked for its time-based work, shut down;
-//! like the Kafka one, a plain thread around the shared pipeline.
+//! like the Kafka one, a plain thread that owns the pipeline (HTTP
+//! requests are answered from copies of its model: `crate::http`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::lines::{LEGACY_POSITION, LineEvent, LineSource, Resume, record_position};
@@ -25,7 +25,7 @@ use super::{Cadence, DaemonError, load_or_new};
 use crate::checkpoint::CheckpointDir;
 use crate::clock::now_ms;
 use crate::features::FeatureConfig;
-use crate::http::{HttpServer, HttpSettings};
+use crate::http::{Feed, HttpServer, HttpSettings};
 use crate::metrics::Telemetry;
 use crate::model::HyperChoice;
 use crate::pipeline::{Outcome, Pipeline, PipelineConfig};
@@ -96,11 +96,11 @@ pub fn run_jsonl(
 struct JsonlDaemon<'a> {
     s: &'a JsonlSettings,
     telemetry: Option<&'a Telemetry>,
-    /// Behind a lock only for the HTTP endpoint's requests (uncontended
-    /// without them).
-    shared: Arc<Mutex<Pipeline>>,
-    /// The HTTP endpoint, stopped before the last checkpoint.
+    pipeline: Pipeline,
+    /// The HTTP endpoint, stopped before the last checkpoint, and the
+    /// copies of the model it answers from.
     http: Option<HttpServer>,
+    feed: Option<Feed>,
     positions: BTreeMap<String, u64>,
     dir: Option<CheckpointDir>,
     source: LineSource,
@@ -119,13 +119,15 @@ struct JsonlDaemon<'a> {
 }
 
 impl<'a> JsonlDaemon<'a> {
-    /// Opens the checkpoint directory (resuming from it), the input and the outputs.
+    /// Opens the checkpoint directory (resuming from it), the input, the
+    /// outputs and the HTTP endpoint.
     fn start(s: &'a JsonlSettings, telemetry: Option<&'a Telemetry>) -> Result<Self, DaemonError> {
         let dir = match &s.checkpoint_dir {
             Some(d) => Some(CheckpointDir::open(d, s.keep_checkpoints)?),
             None => None,
         };
-        let (pipeline, positions, resumed_from) = load_or_new(dir.as_ref(), &s.features, &s.hyper, s.pipeline.clone())?;
+        let (mut pipeline, positions, resumed_from) =
+            load_or_new(dir.as_ref(), &s.features, &s.hyper, s.pipeline.clone())?;
         let source = LineSource::open(
             &s.input,
             positions.clone(),
@@ -143,13 +145,14 @@ impl<'a> JsonlDaemon<'a> {
             crate::metrics::publish(&pipeline);
             t.set_ready(true);
         }
-        let shared = Arc::new(Mutex::new(pipeline));
-        let http = crate::http::serve(s.http.as_ref(), &shared, |p: &mut Pipeline| p)?;
+        let feed = s.http.as_ref().map(|_| Feed::start(&mut pipeline));
+        let http = crate::http::serve(s.http.as_ref(), feed.as_ref().map(Feed::images))?;
         Ok(JsonlDaemon {
             s,
             telemetry,
-            shared,
+            pipeline,
             http,
+            feed,
             positions,
             dir,
             source,
@@ -166,14 +169,19 @@ impl<'a> JsonlDaemon<'a> {
         })
     }
 
-    /// The time-based work before each read: metrics, checkpoints by time
-    /// and by updates.
+    /// The time-based work before each read: the requests' predictions
+    /// kept, the model published to the copies that answer them, metrics,
+    /// checkpoints by time and by updates.
     fn on_tick(&mut self) -> Result<(), DaemonError> {
+        self.pipeline.absorb_requests();
+        if let Some(feed) = &mut self.feed {
+            feed.publish(&self.pipeline, false);
+        }
         if self.telemetry.is_some() && self.last_publish.elapsed() >= crate::metrics::PUBLISH_INTERVAL {
-            crate::metrics::publish(&lock(&self.shared));
+            crate::metrics::publish(&self.pipeline);
             self.last_publish = Instant::now();
         }
-        let version = lock(&self.shared).model().version();
+        let version = self.pipeline.model().version();
         if self.cadence.due_by_time() || self.cadence.due_by_updates(version) {
             self.checkpoint()?;
             self.cadence.done(version);
@@ -206,7 +214,9 @@ impl<'a> JsonlDaemon<'a> {
     /// A line over the size cap: read past, never held, refused with its
     /// first bytes and its length.
     fn on_oversized(&mut self, number: u64, prefix: Vec<u8>, length: u64) -> Result<(), DaemonError> {
-        let bad = lock(&self.shared).refuse(crate::message::too_large(length, self.s.pipeline.max_message_bytes));
+        let bad = self
+            .pipeline
+            .refuse(crate::message::too_large(length, self.s.pipeline.max_message_bytes));
         let position = format!("{}:{}", self.source.name, number + 1);
         self.dead.write_prefix(&position, &bad, &prefix, length)?;
         self.done(number, prefix);
@@ -217,7 +227,7 @@ impl<'a> JsonlDaemon<'a> {
     fn on_line(&mut self, number: u64, bytes: Vec<u8>) -> Result<(), DaemonError> {
         let default_id = || (number + 1).to_string();
         let started = Instant::now();
-        let outcome = lock(&self.shared).handle(&bytes, &default_id, now_ms());
+        let outcome = self.pipeline.handle(&bytes, &default_id, now_ms());
         crate::metrics::handled(&outcome, started.elapsed());
         match outcome {
             Outcome::Predicted(p) => self.predictions.write(&p)?,
@@ -268,7 +278,7 @@ impl<'a> JsonlDaemon<'a> {
                 );
             }
             let saved = dir
-                .save_pipeline(&lock(&self.shared), &self.positions)
+                .save_pipeline(&self.pipeline, &self.positions)
                 .inspect_err(|_| crate::metrics::checkpoint_failed())?;
             crate::metrics::checkpoint_saved(&saved);
             tracing::debug!(path = %saved.path.display(), bytes = saved.bytes, ms = saved.duration.as_millis() as u64, "checkpoint written");
@@ -281,10 +291,12 @@ impl<'a> JsonlDaemon<'a> {
     /// resumed from, which still says it all), and the summary.
     fn shutdown(mut self) -> Result<RunSummary, DaemonError> {
         drop(self.http.take());
+        drop(self.feed.take());
+        self.pipeline.absorb_requests();
         if self.summary.lines > 0 || self.summary.resumed_from.is_none() {
             self.checkpoint()?;
         }
-        let pipeline = lock(&self.shared);
+        let pipeline = &self.pipeline;
         let r = pipeline.progressive().report();
         tracing::info!(
             lines = self.summary.lines,
@@ -296,9 +308,4 @@ impl<'a> JsonlDaemon<'a> {
         );
         Ok(self.summary)
     }
-}
-
-fn lock(pipeline: &Mutex<Pipeline>) -> MutexGuard<'_, Pipeline> {
-    // A panic while holding the lock would already have ended the daemon.
-    pipeline.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -31,7 +31,7 @@ use super::state::{DeliveryCounter, KafkaState};
 use super::{KafkaSettings, KafkaSummary, topics};
 use crate::checkpoint::CheckpointDir;
 use crate::clock::now_ms;
-use crate::http::HttpServer;
+use crate::http::{Feed, HttpServer};
 use crate::metrics::Telemetry;
 use crate::pipeline::{Pipeline, Role};
 use crate::replica::{Publisher, TopicIndex};
@@ -129,7 +129,14 @@ impl<'a> Daemon<'a> {
         tracing::info!(brokers = %s.brokers, ?topics, role = %s.pipeline.role, "consuming");
         // Exported from the start, at 0, so a rate over it is defined before the first error.
         metrics::counter!("classifyd_consumer_errors_total").increment(0);
-        let http = crate::http::serve(s.http.as_ref(), &state, |st: &mut KafkaState| &mut st.pipeline)?;
+        let images = s.http.as_ref().map(|_| {
+            let mut st = lock(&state);
+            let feed = Feed::start(&mut st.pipeline);
+            let images = feed.images();
+            st.feed = Some(feed);
+            images
+        });
+        let http = crate::http::serve(s.http.as_ref(), images)?;
         Ok(Some(Daemon {
             s,
             shutdown,
@@ -246,6 +253,7 @@ impl<'a> Daemon<'a> {
     pub(super) fn shutdown(mut self) -> Result<KafkaSummary, DaemonError> {
         drop(self.http.take());
         let mut st = lock(&self.state);
+        drop(st.feed.take());
         // The learner's last version goes out with the last checkpoint's flush.
         st.publish_model(true);
         let deadline = Instant::now() + self.s.flush_timeout;

@@ -21,6 +21,7 @@ use super::KafkaSettings;
 use super::context::Ctx;
 use crate::checkpoint::CheckpointDir;
 use crate::clock::now_ms;
+use crate::http::Feed;
 use crate::pipeline::{EmailRecord, Outcome, Pipeline};
 use crate::replica::Publisher;
 use crate::transport::sinks::DEAD_LETTER_PREFIX;
@@ -88,6 +89,9 @@ pub(super) struct KafkaState {
     pub(super) messages: u64,
     /// A learner's publisher and the model topic.
     pub(super) publisher: Option<(Publisher, String)>,
+    /// The copies of the model that HTTP requests are answered from
+    /// (`--http-addr`).
+    pub(super) feed: Option<Feed>,
     /// Model-topic records queued (see [`DeliveryCounter::model_settled`]).
     pub(super) model_sent: u64,
     /// Reused output buffer.
@@ -134,6 +138,7 @@ impl KafkaState {
             checkpoints: 0,
             messages: 0,
             publisher,
+            feed: None,
             model_sent: 0,
             buf: Vec::new(),
             key: String::new(),
@@ -283,7 +288,13 @@ impl KafkaState {
     /// version is due (or, with `force`, whenever it is not the one last
     /// published). The records are queued on the producer, which the next
     /// checkpoint flushes.
+    /// The copies that answer HTTP requests take the model too (for a
+    /// predictor, the versions it put in service).
     pub(super) fn publish_model(&mut self, force: bool) {
+        self.pipeline.absorb_requests();
+        if let Some(feed) = &mut self.feed {
+            feed.publish(&self.pipeline, force);
+        }
         let Some((publisher, topic)) = self.publisher.as_mut() else {
             return;
         };

@@ -1,0 +1,143 @@
+//! The publication of the daemon's model to the copies that answer
+//! requests ([`super::images`]): on the loop's thread, between messages,
+//! when the model changed (a version learned, a predictor's update put in,
+//! a report counted, the review's band moved) and the interval has passed.
+//!
+//! A publication is a copy of the model (a memcpy of its buffers, on the
+//! loop's thread: 10 to 30 ms for the spam streams' models); the interval
+//! follows it, [`COST_SHARE`] of the loop's time at most, and never under
+//! [`MIN_INTERVAL`]. So requests are answered from a model at most one
+//! interval and one copy behind the one that learns.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::images::Images;
+use crate::pipeline::Pipeline;
+
+/// The shortest interval between two publications.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(250);
+
+/// At most this share of the loop's time goes to publications: the
+/// interval is the last copy's time divided by it.
+pub const COST_SHARE: u32 = 20;
+
+/// What the model was at the last publication: version, votes counted in
+/// the reported messages, the review band's bits.
+type Mark = (u64, u64, u64);
+
+/// The loop's end of the copies.
+pub struct Feed {
+    images: Arc<Images>,
+    published: Mark,
+    at: Instant,
+    interval: Duration,
+}
+
+impl Feed {
+    /// Makes the copies of `pipeline`'s model (which, but on a predictor,
+    /// keeps what they answer for its late labels).
+    pub fn start(pipeline: &mut Pipeline) -> Self {
+        let images = Arc::new(Images::new(pipeline));
+        Feed {
+            images,
+            published: mark(pipeline),
+            at: Instant::now(),
+            interval: MIN_INTERVAL,
+        }
+    }
+
+    /// The copies, for the endpoint.
+    pub fn images(&self) -> Arc<Images> {
+        Arc::clone(&self.images)
+    }
+
+    /// Publishes `pipeline`'s model when it changed and the interval has
+    /// passed (with `force`, whenever it changed).
+    pub fn publish(&mut self, pipeline: &Pipeline, force: bool) {
+        if !force && self.at.elapsed() < self.interval {
+            return;
+        }
+        let now = mark(pipeline);
+        if now == self.published {
+            return;
+        }
+        let started = Instant::now();
+        self.images.publish(pipeline, now.1 != self.published.1);
+        let took = started.elapsed();
+        self.interval = (took * COST_SHARE).max(MIN_INTERVAL);
+        self.at = Instant::now();
+        self.published = now;
+        tracing::debug!(
+            version = now.0,
+            ms = took.as_millis() as u64,
+            next_ms = self.interval.as_millis() as u64,
+            "model copied for requests"
+        );
+    }
+}
+
+fn mark(p: &Pipeline) -> Mark {
+    (p.model().version(), p.reported_votes(), p.review().band().to_bits())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::FeatureConfig;
+    use crate::http::Classify;
+    use crate::model::{Hyper, Learner, Model};
+    use crate::pipeline::{Outcome, PipelineConfig};
+
+    fn learner() -> Pipeline {
+        let features = FeatureConfig {
+            bits: 16,
+            ..FeatureConfig::default()
+        };
+        Pipeline::new(
+            Model::new(Hyper::defaults(Learner::Logistic), features),
+            PipelineConfig::default(),
+        )
+    }
+
+    fn id() -> String {
+        "line".into()
+    }
+
+    /// The copies answer as the learning pipeline's model once it is
+    /// published, and not before (a request never sees a version the
+    /// loop is still learning); what they answered is kept for its late
+    /// label by the learning pipeline, and a report counted there is
+    /// recalled by the copies.
+    #[test]
+    fn copies_answer_like_the_published_model_and_hand_back_what_they_answered() {
+        let mut p = learner();
+        let mut feed = Feed::start(&mut p);
+        let images = feed.images();
+        let ask = br#"{"id": "asked", "text": "a cash prize for the team lunch"}"#;
+        let lines = [
+            r#"{"text": "win a cash prize now", "label": "spam"}"#,
+            r#"{"text": "lunch at noon with the team", "label": "ham"}"#,
+            r#"{"text": "cheap pills cash offer", "label": "spam"}"#,
+        ];
+        for (n, l) in lines.iter().enumerate() {
+            let before = images.classify(ask, None).expect("a text");
+            p.handle(l.as_bytes(), &id, n as u64);
+            assert_eq!(images.classify(ask, None).expect("a text"), before, "not yet published");
+            feed.publish(&p, true);
+            let mut reference = Pipeline::new(p.model().clone(), p.config().clone());
+            let want = reference.classify_request(ask, &id, 9, None).expect("a text");
+            assert_eq!(images.classify(ask, None).expect("a text"), want, "after line {n}");
+        }
+        // Asked of the copies, labeled later: joined by the learner.
+        let label = br#"{"id": "asked", "label": "ham"}"#;
+        assert!(matches!(p.handle(label, &id, 10), Outcome::FeedbackMatched { .. }));
+        assert_eq!(p.counters().feedback_matched, 1);
+        let label = br#"{"id": "never-asked", "label": "ham"}"#;
+        assert!(matches!(p.handle(label, &id, 11), Outcome::FeedbackUnmatched));
+        // The reports the learner counted, the copies recall once published.
+        assert!(!p.reported().is_empty());
+        feed.publish(&p, true);
+        images.with_active(|copy| assert_eq!(copy.reported(), p.reported()));
+    }
+}

@@ -1,0 +1,138 @@
+//! The models requests are answered from: two copies of the daemon's
+//! model, each in a pipeline of its own, read left-right.
+//!
+//! Requests read the active copy. A publication ([`super::feed`]) puts the
+//! daemon's model, as it stands, into the other copy, which then becomes
+//! the active one; the copy it leaves is the next publication's to
+//! overwrite. The daemon's loop holds neither lock but for the instant of
+//! that swap, and no request holds the learner's: a request never waits
+//! for learning, a prune of the arena, a checkpoint or a producer's flush,
+//! only for the requests before it (`--http-max-concurrent` turns). The
+//! price is memory: two copies of the model beside the daemon's own
+//! (docs/http.md).
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::{Mutex, MutexGuard};
+
+use super::Classify;
+use crate::message::{Bad, BadReason};
+use crate::pipeline::{Answered, Pipeline, Prediction, Prepared, Preparer, Role};
+
+/// The two copies, which of them requests read, and what a request's
+/// preparation needs.
+pub struct Images {
+    copies: [Mutex<Option<Pipeline>>; 2],
+    /// The copy requests read (0 or 1).
+    active: AtomicUsize,
+    /// Where a copy's predictions go to be kept for their late labels
+    /// (none on a predictor, which keeps none).
+    forward: Option<SyncSender<Answered>>,
+    /// What a request's preparer is made from.
+    template: Preparer,
+    /// Preparers and their buffers, one per request in flight (at most
+    /// `--http-max-concurrent`), kept for the next requests.
+    preparers: Mutex<Vec<(Preparer, Prepared)>>,
+    /// Numbers the requests without an id.
+    next: AtomicU64,
+    /// Unique to this process, so that default ids of a restarted one do
+    /// not meet the cached messages of the last.
+    started_ms: u64,
+}
+
+impl Images {
+    /// The copies of `from` (the daemon's pipeline, which keeps what the
+    /// copies answer for its late labels unless it is a predictor's).
+    pub fn new(from: &mut Pipeline) -> Self {
+        let forward = (from.config().role != Role::Predictor).then(|| from.absorb_requests_from_copies());
+        let images = Images {
+            copies: [Mutex::new(None), Mutex::new(None)],
+            active: AtomicUsize::new(0),
+            forward,
+            template: from.preparer(),
+            preparers: Mutex::new(Vec::new()),
+            next: AtomicU64::new(1),
+            started_ms: crate::clock::now_ms(),
+        };
+        images.publish(from, true);
+        images.publish(from, true);
+        images
+    }
+
+    /// Puts `from`'s model (with, when `reported` says it changed, its
+    /// reported messages) into the copy requests do not read, which they
+    /// read from then on. The copy is made before the lock is taken, and
+    /// the model it replaces dropped after.
+    pub fn publish(&self, from: &Pipeline, reported: bool) {
+        let next = 1 - self.active.load(Ordering::Acquire);
+        let model = from.model().clone();
+        let replaced = {
+            let mut copy = lock(&self.copies[next]);
+            match copy.as_mut() {
+                Some(p) => {
+                    p.follow(from, reported);
+                    Some(p.swap_model(model))
+                }
+                None => {
+                    let mut p = Pipeline::new(model, from.config().clone());
+                    p.hand_requests_back();
+                    p.follow(from, true);
+                    *copy = Some(p);
+                    None
+                }
+            }
+        };
+        self.active.store(next, Ordering::Release);
+        drop(replaced);
+        crate::metrics::http_model(from.model().version());
+    }
+}
+
+#[cfg(test)]
+impl Images {
+    /// Runs `f` on the copy requests read.
+    pub(crate) fn with_active(&self, f: impl FnOnce(&Pipeline)) {
+        let copy = lock(&self.copies[self.active.load(Ordering::Acquire)]);
+        f(copy.as_ref().expect("copies are made at the start"));
+    }
+}
+
+impl Classify for Images {
+    fn classify(&self, raw: &[u8], explain: Option<usize>) -> Result<Prediction, Bad> {
+        let default_id = || {
+            let n = self.next.fetch_add(1, Ordering::Relaxed);
+            format!("http-{}-{n}", self.started_ms)
+        };
+        let pooled = lock(&self.preparers).pop();
+        let (mut preparer, mut p) = pooled.unwrap_or_else(|| (self.template.fresh(), Prepared::default()));
+        p.clear();
+        preparer.prepare(raw, false, &mut p);
+        let (answer, answered) = {
+            let mut copy = lock(&self.copies[self.active.load(Ordering::Acquire)]);
+            let now = crate::clock::now_ms();
+            match copy.as_mut() {
+                Some(pipeline) => (
+                    pipeline.classify_prepared(raw, (&preparer, &mut p), &default_id, now, explain),
+                    pipeline.take_answered(),
+                ),
+                // Both copies are made before the endpoint starts.
+                None => (Err(Bad::new(BadReason::MissingText, "no model is served yet")), None),
+            }
+        };
+        lock(&self.preparers).push((preparer, p));
+        if let (Some(to), Some(answered)) = (&self.forward, answered) {
+            match to.try_send(answered) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => crate::metrics::http_unkept(),
+                // The loop is gone: the daemon is stopping.
+                Err(TrySendError::Disconnected(_)) => {}
+            }
+        }
+        answer
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Poisoned only by a panic, which would already have ended the daemon.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
