@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 mod common;
 
+use classifyd::checkpoint::LINES_PREFIX;
 use classifyd::checkpoint::pb;
-use classifyd::transport::{POSITION_PREFIX, position_key};
+use classifyd::transport::position_key;
 use common::{
     BIN, data, free_port, http_get, newest_checkpoint, sms_lines, spawn_metrics_daemon, wait_for, write_lines,
 };
@@ -29,7 +30,7 @@ fn classifyd() -> Command {
 
 /// The position of the one input a checkpoint has read (0 before any).
 fn position(c: &pb::Checkpoint) -> u64 {
-    let mut inputs = c.positions.iter().filter(|(k, _)| k.starts_with(POSITION_PREFIX));
+    let mut inputs = c.positions.iter().filter(|(k, _)| k.starts_with(LINES_PREFIX));
     let first = inputs.next().map_or(0, |(_, &v)| v);
     assert!(inputs.next().is_none(), "one input read: {:?}", c.positions);
     first
@@ -239,7 +240,8 @@ fn a_checkpoint_with_the_old_single_position_resumes_and_is_rekeyed() {
     // Rewrite the checkpoint as the older build wrote it.
     let mut ckdir = classifyd::checkpoint::CheckpointDir::open(&dir, 3).unwrap();
     let mut old = newest_checkpoint(&dir).unwrap();
-    old.positions = [(classifyd::transport::LEGACY_POSITION.to_string(), 300)].into();
+    // The one key of checkpoints from before inputs were told apart.
+    old.positions = [("jsonl".to_string(), 300)].into();
     old.position_marks.clear();
     ckdir.save(&mut old).unwrap();
     drop(ckdir); // its writer's lock

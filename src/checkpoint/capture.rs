@@ -1,10 +1,9 @@
 //! Capture: the pipeline's state and the sources' positions into the
 //! protobuf form of a checkpoint. Reads the pipeline; changes nothing.
 
-use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{FORMAT_VERSION, MARK_PREFIX, pb};
+use super::{FORMAT_VERSION, Positions, pb};
 use crate::eval::{Progressive, Tally};
 use crate::features::FeatureConfig;
 use crate::message::BadReason;
@@ -25,12 +24,13 @@ pub enum WeightsPlacement {
 }
 
 /// The protobuf form of the pipeline's state and the sources' positions.
-pub fn capture(p: &Pipeline, positions: &BTreeMap<String, u64>) -> pb::Checkpoint {
+pub fn capture(p: &Pipeline, positions: &Positions) -> pb::Checkpoint {
     capture_with(p, positions, WeightsPlacement::Inline)
 }
 
 /// [`capture`], with the weights where `weights` says.
-pub fn capture_with(p: &Pipeline, positions: &BTreeMap<String, u64>, weights: WeightsPlacement) -> pb::Checkpoint {
+pub fn capture_with(p: &Pipeline, positions: &Positions, weights: WeightsPlacement) -> pb::Checkpoint {
+    let (positions, position_marks) = positions.to_maps();
     pb::Checkpoint {
         pipeline: Some(pb::PipelineState {
             progressive: Some(progressive_to_pb(&p.progressive)),
@@ -69,17 +69,8 @@ pub fn capture_with(p: &Pipeline, positions: &BTreeMap<String, u64>, weights: We
             reported_leads: p.reported.entries().map(|(_, v)| v.lead).collect(),
             reported_evicted: p.reported.evicted,
         }),
-        // Marks ride in the positions map under `mark:KEY` (see
-        // `MARK_PREFIX`) and in a field of their own on disk.
-        positions: positions
-            .iter()
-            .filter(|(k, _)| !k.starts_with(MARK_PREFIX))
-            .map(|(k, v)| (k.clone(), *v))
-            .collect(),
-        position_marks: positions
-            .iter()
-            .filter_map(|(k, v)| Some((k.strip_prefix(MARK_PREFIX)?.to_string(), *v)))
-            .collect(),
+        positions,
+        position_marks,
         ..capture_model_with(&p.model, weights)
     }
 }

@@ -13,32 +13,19 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use std::collections::BTreeMap;
-
 use prost::Message as _;
 
 use crate::pipeline::{Pipeline, PipelineConfig};
 
-/// Beside each JSON-lines position `K` in the positions map, `mark:K`
-/// holds the xxh3-64 of the last line that position covers (the line
-/// before it). An input that begins like another (the same first line, so
-/// the same key) but is not it shows a different line there, and is
-/// refused rather than resumed past lines the model never saw. Checkpoints
-/// keep the marks in a field of their own (`position_marks`).
-pub const MARK_PREFIX: &str = "mark:";
-
-/// Where the mark beside position `key` is kept in the positions map.
-pub fn mark_key(key: &str) -> String {
-    format!("{MARK_PREFIX}{key}")
-}
-
 mod capture;
+mod positions;
 mod restore;
 mod stream;
 
 pub use capture::{
     WeightsPlacement, capture, capture_model, capture_model_with, capture_with, fragments, model_digest,
 };
+pub use positions::{LINES_PREFIX, LinePosition, Positions, UnknownPosition};
 pub use restore::{RestoreError, restore, restore_model};
 pub use stream::{load as load_file, read_model};
 
@@ -201,7 +188,7 @@ impl CheckpointDir {
 
     /// Writes the pipeline's checkpoint, with `positions`, as a stream:
     /// the weights go out in pieces, never copied whole.
-    pub fn save_pipeline(&mut self, p: &Pipeline, positions: &BTreeMap<String, u64>) -> Result<Saved, CheckpointError> {
+    pub fn save_pipeline(&mut self, p: &Pipeline, positions: &Positions) -> Result<Saved, CheckpointError> {
         let sequence = self.next_sequence;
         self.commit(|f| stream::write(f, p, positions, sequence))
     }
@@ -275,7 +262,7 @@ impl CheckpointDir {
 }
 
 /// A restored checkpoint: its pipeline, its positions, its file.
-pub type Loaded = (Pipeline, BTreeMap<String, u64>, PathBuf);
+pub type Loaded = (Pipeline, Positions, PathBuf);
 
 /// Checkpoint files in `dir`, newest first.
 fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>, CheckpointError> {

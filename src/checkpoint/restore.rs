@@ -2,9 +2,7 @@
 //! sources' positions, checking every length and id against what it claims
 //! (a hand-edited or damaged checkpoint is refused with the field at fault).
 
-use std::collections::BTreeMap;
-
-use super::{mark_key, pb};
+use super::{Positions, pb};
 use crate::eval::{ClassCounts, Counted, Progressive, Tally};
 use crate::features::{DocFreq, FeatureConfig, ValueMode};
 use crate::message::BadReason;
@@ -36,7 +34,7 @@ impl From<&str> for RestoreError {
     }
 }
 
-pub fn restore(mut c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, BTreeMap<String, u64>), RestoreError> {
+pub fn restore(mut c: pb::Checkpoint, cfg: PipelineConfig) -> Result<(Pipeline, Positions), RestoreError> {
     let model = restore_model(&mut c)?;
     restore_with(c, model, cfg)
 }
@@ -47,7 +45,7 @@ pub(super) fn restore_with(
     c: pb::Checkpoint,
     model: Model,
     cfg: PipelineConfig,
-) -> Result<(Pipeline, BTreeMap<String, u64>), RestoreError> {
+) -> Result<(Pipeline, Positions), RestoreError> {
     let ps = c.pipeline.ok_or("no pipeline state")?;
     let prog = |p: Option<pb::Progressive>| {
         p.map(progressive_from_pb)
@@ -120,8 +118,8 @@ pub(super) fn restore_with(
         ps.reported_leads,
         ps.reported_evicted,
     )?;
-    let marks = c.position_marks.into_iter().map(|(k, v)| (mark_key(&k), v));
-    Ok((pipeline, c.positions.into_iter().chain(marks).collect()))
+    let positions = Positions::from_maps(c.positions, c.position_marks).map_err(|e| RestoreError(e.to_string()))?;
+    Ok((pipeline, positions))
 }
 
 /// The reporters' records, at most `cap` kept.

@@ -17,7 +17,6 @@
 //! restored as before. A full version on the model topic is a model image
 //! written the same way ([`read_model`] reads it from its chunks).
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -26,7 +25,7 @@ use prost::Message as _;
 
 use super::capture::{self, WeightsPlacement};
 use super::restore::{restore, restore_model, restore_with};
-use super::{CheckpointError, FORMAT_VERSION, HEADER, MAGIC, OLDEST_FORMAT_VERSION, io_err, pb};
+use super::{CheckpointError, FORMAT_VERSION, HEADER, MAGIC, OLDEST_FORMAT_VERSION, Positions, io_err, pb};
 use crate::model::{Model, State};
 use crate::pipeline::{Pipeline, PipelineConfig};
 
@@ -35,7 +34,7 @@ const MODEL_FIELD: u64 = 5;
 
 /// Writes `p`'s checkpoint (with `positions` and `sequence`) to `file`;
 /// returns its size in bytes. The file is synced.
-pub(super) fn write(file: File, p: &Pipeline, positions: &BTreeMap<String, u64>, sequence: u64) -> io::Result<u64> {
+pub(super) fn write(file: File, p: &Pipeline, positions: &Positions, sequence: u64) -> io::Result<u64> {
     let mut out = BufWriter::with_capacity(1 << 20, file);
     out.write_all(&[0u8; HEADER])?;
     let mut crc = crc32fast::Hasher::new();
@@ -164,7 +163,7 @@ impl<R: Read> Payload<R> {
 
 /// Reads and verifies the checkpoint at `path` and rebuilds its pipeline
 /// and positions, the weights put in place piece by piece.
-pub fn load(path: &Path, cfg: PipelineConfig) -> Result<(Pipeline, BTreeMap<String, u64>), CheckpointError> {
+pub fn load(path: &Path, cfg: PipelineConfig) -> Result<(Pipeline, Positions), CheckpointError> {
     let corrupt = |detail: String| CheckpointError::Corrupt {
         path: path.to_path_buf(),
         detail,

@@ -1,7 +1,5 @@
 //! Tests of the parent module.
 
-use std::collections::BTreeMap;
-
 use super::*;
 use crate::features::{FeatureConfig, SparseVec};
 use crate::model::{Hyper, Learner, Model, Scored};
@@ -56,11 +54,9 @@ fn round_trip_predicts_identically() {
         Learner::NaiveBayes,
     ] {
         let p = trained(learner);
-        let positions = BTreeMap::from([
-            ("jsonl:00ab".to_string(), 5),
-            (mark_key("jsonl:00ab"), u64::MAX - 3),
-            ("topic/0".to_string(), 9),
-        ]);
+        let mut positions = Positions::default();
+        positions.set_line("jsonl:00ab", 5, Some(u64::MAX - 3));
+        positions.set_offset("topic", 0, 9);
         let mut d = CheckpointDir::open(dir.path().join(learner.as_str()), 2).unwrap();
         d.save_pipeline(&p, &positions).unwrap();
         let (q, pos, path) = d.load_latest(&PipelineConfig::default()).unwrap().unwrap();
@@ -94,7 +90,7 @@ fn round_trip_predicts_identically() {
 #[test]
 fn mirrored_weights_are_checked_on_restore() {
     let p = trained(Learner::Logistic);
-    let ckpt = capture(&p, &BTreeMap::new());
+    let ckpt = capture(&p, &Positions::default());
     let linear = |c: &pb::Checkpoint| match c.model.as_ref().and_then(|m| m.state.as_ref()) {
         Some(pb::model_state::State::Linear(l)) => l.clone(),
         other => panic!("linear weights expected, got {other:?}"),
@@ -123,17 +119,18 @@ fn mirrored_weights_are_checked_on_restore() {
     );
 }
 
+/// Positions as a checkpoint from before inputs were told apart held them.
+fn legacy(next_line: u64) -> Positions {
+    Positions::from_maps([("jsonl".to_string(), next_line)], []).expect("the legacy key")
+}
+
 #[test]
 fn damaged_checkpoint_is_refused_and_the_previous_one_used() {
     let dir = tempfile::tempdir().unwrap();
     let mut d = CheckpointDir::open(dir.path(), 3).unwrap();
     let p = trained(Learner::Logistic);
-    let first = d
-        .save(&mut capture(&p, &BTreeMap::from([("jsonl".into(), 1)])))
-        .unwrap();
-    let second = d
-        .save(&mut capture(&p, &BTreeMap::from([("jsonl".into(), 2)])))
-        .unwrap();
+    let first = d.save(&mut capture(&p, &legacy(1))).unwrap();
+    let second = d.save(&mut capture(&p, &legacy(2))).unwrap();
     // Flip one byte in the middle of the newest.
     let mut bytes = fs::read(&second.path).unwrap();
     let mid = bytes.len() / 2;
@@ -145,7 +142,7 @@ fn damaged_checkpoint_is_refused_and_the_previous_one_used() {
     let cfg = PipelineConfig::default();
     let (_, positions, path) = d.load_latest(&cfg).unwrap().unwrap();
     assert_eq!(path, first.path);
-    assert_eq!(positions["jsonl"], 1);
+    assert_eq!(positions.legacy_line(), Some(1));
     // A truncated file and a wrong version are refused too.
     fs::write(&second.path, &bytes[..10]).unwrap();
     assert!(matches!(read_file(&second.path), Err(CheckpointError::Corrupt { .. })));
@@ -166,7 +163,7 @@ fn keeps_only_the_newest_few() {
     let mut d = CheckpointDir::open(dir.path(), 2).unwrap();
     let p = trained(Learner::NaiveBayes);
     for _ in 0..5 {
-        d.save(&mut capture(&p, &BTreeMap::new())).unwrap();
+        d.save(&mut capture(&p, &Positions::default())).unwrap();
     }
     let names: Vec<_> = list(dir.path()).unwrap().into_iter().map(|(s, _)| s).collect();
     assert_eq!(names, [5, 4]);
@@ -203,12 +200,12 @@ fn a_failed_save_leaves_no_temporary_file() {
     let tmp = tempfile::tempdir().unwrap();
     let p = trained(Learner::Logistic);
     let mut d = CheckpointDir::open(tmp.path(), 3).unwrap();
-    d.save(&mut capture(&p, &BTreeMap::new())).unwrap();
+    d.save(&mut capture(&p, &Positions::default())).unwrap();
     // The next save's final name is taken by a non-empty directory: rename fails.
     let blocker = tmp.path().join("checkpoint-000000000002.ckpt");
     std::fs::create_dir(&blocker).unwrap();
     std::fs::write(blocker.join("x"), b"x").unwrap();
-    let err = d.save(&mut capture(&p, &BTreeMap::new())).unwrap_err();
+    let err = d.save(&mut capture(&p, &Positions::default())).unwrap_err();
     assert!(err.to_string().contains(".checkpoint-000000000002.tmp"), "{err}");
     let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
         .unwrap()
@@ -226,7 +223,7 @@ fn a_failed_save_leaves_no_temporary_file() {
 #[test]
 fn a_label_twice_is_refused() {
     let p = trained(Learner::Logistic);
-    let mut ckpt = capture(&p, &BTreeMap::new());
+    let mut ckpt = capture(&p, &Positions::default());
     let labels = &mut ckpt.model.as_mut().unwrap().labels;
     assert_eq!(labels.len(), 2);
     labels[1] = labels[0].clone();
@@ -259,7 +256,7 @@ fn sparse_rows_round_trip_and_format_versions() {
     }
     let dir = tempfile::tempdir().unwrap();
     let mut d = CheckpointDir::open(dir.path(), 3).unwrap();
-    let mut c = capture(&p, &BTreeMap::new());
+    let mut c = capture(&p, &Positions::default());
     let Some(pb::model_state::State::Linear(l)) = c.model.as_ref().and_then(|m| m.state.clone()) else {
         panic!("linear")
     };
@@ -267,7 +264,7 @@ fn sparse_rows_round_trip_and_format_versions() {
     d.save(&mut c).unwrap();
     let (whole, _, _) = d.load_latest(&PipelineConfig::default()).unwrap().unwrap();
     // Streamed: the entries in pieces, put back in order.
-    d.save_pipeline(&p, &BTreeMap::new()).unwrap();
+    d.save_pipeline(&p, &Positions::default()).unwrap();
     let (q, _, path) = d.load_latest(&PipelineConfig::default()).unwrap().unwrap();
     let mut merged = read_file(&path).unwrap().model;
     let Some(pb::model_state::State::Linear(l)) = merged.as_mut().and_then(|m| m.state.as_mut()) else {
@@ -291,7 +288,7 @@ fn sparse_rows_round_trip_and_format_versions() {
     // Version 1: the same bytes under the old version (a binary model's
     // dense rows mean the same in both).
     let two = trained(Learner::Logistic);
-    let mut c = capture(&two, &BTreeMap::new());
+    let mut c = capture(&two, &Positions::default());
     c.format_version = 1;
     let payload = c.encode_to_vec();
     let mut bytes = MAGIC.to_vec();
@@ -307,4 +304,40 @@ fn sparse_rows_round_trip_and_format_versions() {
         err.contains(&format!("format version {}", FORMAT_VERSION + 1)) && err.contains("versions 1 to 2"),
         "{err}"
     );
+}
+
+/// Checkpoints written by 1d55a89, before positions were typed
+/// (tests/data/checkpoints: a JSON-lines run over the first 40 lines of
+/// tests/data/sms_demo.jsonl, and a Kafka run over 30 messages on four
+/// partitions), restore with each position read as what it is, and go back
+/// to disk in the same maps.
+#[test]
+fn checkpoints_of_1d55a89_restore_with_their_positions() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let cfg = PipelineConfig::default();
+    let jsonl = dir.join("checkpoints/1d55a89-jsonl.ckpt");
+    let (p, pos) = stream::load(&jsonl, cfg.clone()).unwrap();
+    assert_eq!(p.model().version(), 36);
+    let lines = fs::read_to_string(dir.join("sms_demo.jsonl")).unwrap();
+    let line_40 = lines.lines().nth(39).unwrap();
+    let key = "jsonl:f991abe2d9f8152e";
+    assert_eq!(
+        pos.line(key),
+        Some(LinePosition {
+            next: 40,
+            mark: Some(xxhash_rust::xxh3::xxh3_64(line_40.as_bytes())),
+        })
+    );
+    assert_eq!((pos.legacy_line(), pos.offset("fx-in", 0)), (None, None));
+    let kafka = dir.join("checkpoints/1d55a89-kafka.ckpt");
+    let (p, pos) = stream::load(&kafka, cfg).unwrap();
+    assert_eq!(p.model().version(), 27);
+    let offsets: Vec<_> = (0..5).map(|partition| pos.offset("fx-in", partition)).collect();
+    assert_eq!(offsets, [Some(8), Some(8), Some(7), Some(7), None]);
+    assert_eq!(pos.line(key), None);
+    for path in [jsonl, kafka] {
+        let c = read_file(&path).unwrap();
+        let (_, pos) = stream::load(&path, PipelineConfig::default()).unwrap();
+        assert_eq!(pos.to_maps(), (c.positions, c.position_marks), "{}", path.display());
+    }
 }

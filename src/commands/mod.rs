@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::checkpoint::{self, CheckpointDir, CheckpointError};
+use crate::checkpoint::{self, CheckpointDir, CheckpointError, Positions};
 use crate::config::{InspectArgs, PredictArgs};
 use crate::eval::Report;
 use crate::features::FeatureConfig;
@@ -55,10 +55,7 @@ fn io_at(path: impl Into<String>) -> impl FnOnce(io::Error) -> CommandError {
 
 /// The newest good checkpoint in `dir`: its pipeline, its input positions
 /// and its path.
-fn load_checkpoint(
-    dir: &std::path::Path,
-    explain: usize,
-) -> Result<(Pipeline, BTreeMap<String, u64>, PathBuf), CommandError> {
+fn load_checkpoint(dir: &std::path::Path, explain: usize) -> Result<(Pipeline, Positions, PathBuf), CommandError> {
     let d = CheckpointDir::open_read(dir)?;
     // Read, never learned from: the model as it was saved.
     let cfg = PipelineConfig {
@@ -240,9 +237,10 @@ pub struct FusionSummary {
 }
 
 pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
-    let (pipeline, mut positions, checkpoint) = load_checkpoint(&args.checkpoint_dir, 0)?;
-    // The marks beside the JSON-lines positions are for the reader's check, not for people.
-    positions.retain(|k, _| !k.starts_with(crate::checkpoint::MARK_PREFIX));
+    let (pipeline, positions, checkpoint) = load_checkpoint(&args.checkpoint_dir, 0)?;
+    // As the checkpoint keys them; the marks beside the JSON-lines
+    // positions are for the reader's check, not for people.
+    let positions = positions.to_maps().0.into_iter().collect();
     let m = pipeline.model();
     let model_digest = format!("{:016x}", checkpoint::model_digest(m));
     let k = m.labels().len();

@@ -136,6 +136,33 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
     // process_cpu_seconds_total, process_resident_memory_bytes, open fds, threads, start time.
     let process = metrics_process::Collector::default();
     process.describe();
+    export_from_start();
+    let server = tiny_http::Server::http(sock).map_err(|e| MetricsError::Bind(addr.into(), e.to_string()))?;
+    let addr = server.server_addr().to_ip().unwrap_or(sock);
+    let ready = Arc::new(AtomicBool::new(false));
+    let t = Telemetry {
+        ready: Arc::clone(&ready),
+        handle: handle.clone(),
+        addr,
+    };
+    // Histogram samples queue in the recorder until upkeep folds them into
+    // their buckets; with upkeep only at scrapes, a daemon nobody scrapes
+    // grew without bound (~1 MB/s at ~50k msg/s; flat with this thread).
+    let upkeep = handle.clone();
+    spawn("metrics-upkeep", move || {
+        loop {
+            std::thread::sleep(UPKEEP_INTERVAL);
+            upkeep.run_upkeep();
+        }
+    })?;
+    spawn("metrics-http", move || serve(server, handle, ready, process))?;
+    tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+    Ok(t)
+}
+
+/// Exports the series that alerts and dashboards read from the start, at
+/// 0 (or registered, for histograms), before the first event that moves them.
+fn export_from_start() {
     // Present from the start, so alerts on their rate have a series to read.
     counter!("classifyd_checkpoint_failures_total").absolute(0);
     for name in [
@@ -173,27 +200,6 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
         counter!("classifyd_model_published_bytes_total", "kind" => kind).absolute(0);
         counter!("classifyd_model_publications_total", "kind" => kind).absolute(0);
     }
-    let server = tiny_http::Server::http(sock).map_err(|e| MetricsError::Bind(addr.into(), e.to_string()))?;
-    let addr = server.server_addr().to_ip().unwrap_or(sock);
-    let ready = Arc::new(AtomicBool::new(false));
-    let t = Telemetry {
-        ready: Arc::clone(&ready),
-        handle: handle.clone(),
-        addr,
-    };
-    // Histogram samples queue in the recorder until upkeep folds them into
-    // their buckets; with upkeep only at scrapes, a daemon nobody scrapes
-    // grew without bound (~1 MB/s at ~50k msg/s; flat with this thread).
-    let upkeep = handle.clone();
-    spawn("metrics-upkeep", move || {
-        loop {
-            std::thread::sleep(UPKEEP_INTERVAL);
-            upkeep.run_upkeep();
-        }
-    })?;
-    spawn("metrics-http", move || serve(server, handle, ready, process))?;
-    tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
-    Ok(t)
 }
 
 /// Starts a named thread that lives as long as the process.

@@ -15,14 +15,13 @@
 //! like the Kafka one, a plain thread that owns the pipeline (HTTP
 //! requests are answered from copies of its model: `crate::http`).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::lines::{LEGACY_POSITION, LineEvent, LineSource, Resume, record_position};
+use super::lines::{LineEvent, LineSource, Resume, record_position};
 use super::sinks::{DeadLetterSink, PredictionSink, open_output};
 use super::{Cadence, DaemonError, load_or_new};
-use crate::checkpoint::CheckpointDir;
+use crate::checkpoint::{CheckpointDir, Positions};
 use crate::clock::now_ms;
 use crate::features::FeatureConfig;
 use crate::http::{Feed, HttpServer, HttpSettings};
@@ -101,7 +100,7 @@ struct JsonlDaemon<'a> {
     /// copies of the model it answers from.
     http: Option<HttpServer>,
     feed: Option<Feed>,
-    positions: BTreeMap<String, u64>,
+    positions: Positions,
     dir: Option<CheckpointDir>,
     source: LineSource,
     predictions: PredictionSink,
@@ -110,7 +109,7 @@ struct JsonlDaemon<'a> {
     /// This input's position key, known once its first line is read; until
     /// then the checkpoints keep the positions they were given.
     input_key: Option<String>,
-    /// The last line handled, whose mark (see `checkpoint::MARK_PREFIX`) a
+    /// The last line handled, whose mark (see `checkpoint::LinePosition`) a
     /// checkpoint records with the position: kept, not hashed, per line;
     /// none until a line is.
     last_line: Option<Vec<u8>>,
@@ -201,7 +200,7 @@ impl<'a> JsonlDaemon<'a> {
                 "the checkpoint predates per-input positions: assuming this is the input it was reading \
                  and resuming at its line; from now on its position is kept under the input's own key"
             );
-            self.positions.remove(LEGACY_POSITION);
+            self.positions.forget_legacy_line();
         } else if resume.skip > 0 {
             tracing::info!(input = %name, key = %resume.key, line = resume.skip, "resuming the input after the lines the checkpoint holds");
         } else if self.summary.resumed_from.is_some() {

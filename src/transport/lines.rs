@@ -2,11 +2,10 @@
 //! daemon's loop never blocks on input and can always react to a shutdown.
 //! Positions are line numbers: the checkpoint holds the next line to read of
 //! each input it has read, keyed by the input's first line (see
-//! [`position_key`]). Owns the position keys and marks of JSON-lines inputs;
-//! it does not parse lines (the pipeline does) nor write outputs
-//! ([`super::sinks`]).
+//! [`position_key`]), and the mark of the line before it. Owns the keys and
+//! marks of JSON-lines inputs (the checkpoint, their form on disk); it does
+//! not parse lines (the pipeline does) nor write outputs ([`super::sinks`]).
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
@@ -14,13 +13,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 use super::bounded::{Got, read_bounded};
-use crate::checkpoint::mark_key;
-
-/// The prefix of a JSON-lines input's position key in checkpoints.
-pub const POSITION_PREFIX: &str = "jsonl:";
-/// The one position key of checkpoints written before inputs were told
-/// apart: it held the next line of whatever input the daemon was given.
-pub const LEGACY_POSITION: &str = "jsonl";
+use crate::checkpoint::{LINES_PREFIX, Positions};
 
 /// The xxh3-64 of a line (without its line end), as marks hold it.
 pub fn line_mark(line: &[u8]) -> u64 {
@@ -30,11 +23,8 @@ pub fn line_mark(line: &[u8]) -> u64 {
 /// Records that input `key` is done up to `next_line`, and the mark of the
 /// line before it when this run handled one (`last_line`; else the mark
 /// already there still describes that line).
-pub fn record_position(positions: &mut BTreeMap<String, u64>, key: &str, next_line: u64, last_line: Option<&[u8]>) {
-    positions.insert(key.to_string(), next_line);
-    if let Some(line) = last_line {
-        positions.insert(mark_key(key), line_mark(line));
-    }
+pub fn record_position(positions: &mut Positions, key: &str, next_line: u64, last_line: Option<&[u8]>) {
+    positions.set_line(key, next_line, last_line.map(line_mark));
 }
 
 /// The checkpoint key of the input whose first line is `first_line`
@@ -47,12 +37,12 @@ pub fn record_position(positions: &mut BTreeMap<String, u64>, key: &str, next_li
 /// id) starts at its first line instead of skipping as many lines as the
 /// previous file had.
 pub fn position_key(first_line: &[u8]) -> String {
-    format!("{POSITION_PREFIX}{:016x}", xxhash_rust::xxh3::xxh3_64(first_line))
+    format!("{LINES_PREFIX}{:016x}", xxhash_rust::xxh3::xxh3_64(first_line))
 }
 
 /// The key of an input named by `--input-name` rather than by its first line.
 pub fn named_key(name: &str) -> String {
-    format!("{POSITION_PREFIX}name:{name}")
+    format!("{LINES_PREFIX}name:{name}")
 }
 
 /// Where an input starts, found from its first line (or the name it was
@@ -63,7 +53,8 @@ pub struct Resume {
     pub key: String,
     /// Lines the checkpoint already holds (skipped).
     pub skip: u64,
-    /// The position came from an older checkpoint's [`LEGACY_POSITION`].
+    /// The position came from an older checkpoint's single position
+    /// ([`Positions::legacy_line`]).
     pub legacy: bool,
     /// The mark of line `skip - 1` that the checkpoint holds, if any
     /// (checkpoints from before marks hold none).
@@ -75,17 +66,12 @@ impl Resume {
     /// position if the checkpoint has one, else the legacy key's (a
     /// checkpoint from before inputs were told apart is assumed to be of
     /// this input, as it was then), else its first line.
-    pub fn find(positions: &BTreeMap<String, u64>, first_line: &[u8], name: Option<&str>) -> Self {
+    pub fn find(positions: &Positions, first_line: &[u8], name: Option<&str>) -> Self {
         let key = name.map_or_else(|| position_key(first_line), named_key);
-        let (skip, legacy) = match (positions.get(&key), positions.get(LEGACY_POSITION)) {
-            (Some(&n), _) => (n, false),
-            (None, Some(&n)) => (n, true),
-            (None, None) => (0, false),
-        };
-        let mark = if legacy {
-            None
-        } else {
-            positions.get(&mark_key(&key)).copied()
+        let (skip, legacy, mark) = match (positions.line(&key), positions.legacy_line()) {
+            (Some(p), _) => (p.next, false, p.mark),
+            (None, Some(n)) => (n, true, None),
+            (None, None) => (0, false, None),
         };
         Resume {
             key,
@@ -140,12 +126,7 @@ impl LineSource {
     /// `input_name`, if given, keys the input's position instead of its
     /// first line (`--input-name`).
     /// A line over `max_line` bytes is never held whole: see [`LineEvent::Oversized`].
-    pub fn open(
-        input: &str,
-        positions: BTreeMap<String, u64>,
-        input_name: Option<String>,
-        max_line: usize,
-    ) -> io::Result<Self> {
+    pub fn open(input: &str, positions: Positions, input_name: Option<String>, max_line: usize) -> io::Result<Self> {
         let (reader, name): (Box<dyn Read + Send>, String) = if input == "-" {
             (Box::new(io::stdin()), "stdin".to_string())
         } else {
@@ -174,7 +155,7 @@ impl LineSource {
     /// as for [`LineSource::open`].
     pub fn from_reader(
         reader: Box<dyn Read + Send>,
-        positions: BTreeMap<String, u64>,
+        positions: Positions,
         name: String,
         input_name: Option<String>,
         max_line: usize,
@@ -223,7 +204,7 @@ impl LineSource {
 /// What the reader thread needs besides its input.
 struct Reading {
     /// The checkpoint's positions (and marks), to find where the input resumes.
-    positions: BTreeMap<String, u64>,
+    positions: Positions,
     /// The input as the user gave it, for errors.
     label: String,
     /// `--input-name`: keys the input instead of its first line.
@@ -384,9 +365,23 @@ mod tests {
         (lines.into_iter().map(|(n, _)| n).collect(), error)
     }
 
-    /// A source over `text` with a checkpoint's `positions`, named `name` (`--input-name`).
+    /// The key of checkpoints from before inputs were told apart.
+    const LEGACY_POSITION: &str = "jsonl";
+
+    /// How these tests name the mark beside position `key`.
+    fn mark_key(key: &str) -> String {
+        format!("mark:{key}")
+    }
+
+    /// A source over `text` with a checkpoint's `positions` (marks under
+    /// [`mark_key`]), named `name` (`--input-name`).
     fn named_source(text: &str, positions: &[(&str, u64)], name: Option<&str>) -> LineSource {
-        let positions = positions.iter().map(|&(k, v)| (k.to_string(), v)).collect();
+        let (marks, positions): (Vec<_>, Vec<_>) = positions
+            .iter()
+            .map(|&(k, v)| (k.to_string(), v))
+            .partition(|(k, _)| k.starts_with("mark:"));
+        let marks = marks.into_iter().map(|(k, v)| (k["mark:".len()..].to_string(), v));
+        let positions = Positions::from_maps(positions, marks).expect("known keys");
         let reader = Box::new(io::Cursor::new(text.to_string()));
         LineSource::from_reader(reader, positions, "t".into(), name.map(String::from), 1 << 20)
     }
@@ -428,7 +423,7 @@ mod tests {
             position_key(b"{\"id\": \"b1\", \"text\": \"x\"}"),
         );
         assert_ne!(ka, kb);
-        assert!(ka.starts_with(POSITION_PREFIX) && ka.len() == POSITION_PREFIX.len() + 16);
+        assert!(ka.starts_with(LINES_PREFIX) && ka.len() == LINES_PREFIX.len() + 16);
         // A checkpoint that has read 3 lines of A: B is new to it and starts at its first line.
         let (start, got) = lines_of(&mut source_of(b, &[(&ka, 3)]));
         assert_eq!(
@@ -511,7 +506,7 @@ mod tests {
     #[test]
     fn a_lone_line_is_passed_on_without_waiting_for_more() {
         let (reader, mut writer) = io::pipe().unwrap();
-        let mut source = LineSource::from_reader(Box::new(reader), BTreeMap::new(), "pipe".into(), None, 1 << 20);
+        let mut source = LineSource::from_reader(Box::new(reader), Positions::default(), "pipe".into(), None, 1 << 20);
         writer.write_all(b"{\"text\": \"first\"}\n").unwrap();
         // The writer stays open: a reader holding lines back to fill a chunk
         // would time out here.
@@ -534,7 +529,7 @@ mod tests {
     fn the_source_passes_oversized_lines_on() {
         let input = format!("{{\"text\": \"{}\"}}\n{{\"text\": \"ok\"}}\n", "y".repeat(5000));
         let reader = Box::new(std::io::Cursor::new(input.into_bytes()));
-        let mut source = LineSource::from_reader(reader, BTreeMap::new(), "t".into(), None, 1000);
+        let mut source = LineSource::from_reader(reader, Positions::default(), "t".into(), None, 1000);
         let mut events = Vec::new();
         loop {
             match source.next(Duration::from_secs(10)) {

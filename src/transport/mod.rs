@@ -16,13 +16,12 @@ pub mod kafka;
 pub mod lines;
 pub mod sinks;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-pub use lines::{LEGACY_POSITION, POSITION_PREFIX, named_key, position_key};
+pub use lines::{named_key, position_key};
 
-use crate::checkpoint::{CheckpointDir, CheckpointError};
+use crate::checkpoint::{CheckpointDir, CheckpointError, Positions};
 use crate::features::FeatureConfig;
 use crate::model::{HyperChoice, Model};
 use crate::pipeline::{Pipeline, PipelineConfig};
@@ -59,7 +58,7 @@ pub enum DaemonError {
 
 /// A pipeline with the positions its checkpoint recorded and the
 /// checkpoint it came from (if any).
-pub type Loaded = (Pipeline, BTreeMap<String, u64>, Option<PathBuf>);
+pub type Loaded = (Pipeline, Positions, Option<PathBuf>);
 
 /// Builds the pipeline: from the newest good checkpoint in `dir` if there
 /// is one (its feature and model settings win over the flags, since the
@@ -84,7 +83,7 @@ pub fn load_or_new(
     }
     Ok((
         Pipeline::new(Model::new(hyper.clone(), *features), cfg),
-        BTreeMap::new(),
+        Positions::default(),
         None,
     ))
 }

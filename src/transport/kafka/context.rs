@@ -14,7 +14,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
 
 use super::KafkaSettings;
-use super::state::{KafkaState, position_key};
+use super::state::KafkaState;
 use crate::pipeline::Role;
 use crate::transport::DaemonError;
 
@@ -58,7 +58,7 @@ impl ConsumerContext for Ctx {
                     .map(|e| (e.topic().to_string(), e.partition()))
                     .collect();
                 for (topic, partition) in &parts {
-                    let from_checkpoint = state.positions.get(&position_key(topic, *partition)).map(|&p| p as i64);
+                    let from_checkpoint = state.positions.offset(topic, *partition).map(|p| p as i64);
                     let from_group = committed
                         .as_ref()
                         .and_then(|c| c.find_partition(topic, *partition))

@@ -13,7 +13,6 @@
 //! (it is there because a consumer context must be `Sync`), and never held
 //! across a poll.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,7 +28,7 @@ use super::errors::{ErrorSpell, SpellNote};
 use super::model_topic::{self, ModelFeed};
 use super::state::{DeliveryCounter, KafkaState};
 use super::{KafkaSettings, KafkaSummary, topics};
-use crate::checkpoint::CheckpointDir;
+use crate::checkpoint::{CheckpointDir, Positions};
 use crate::clock::now_ms;
 use crate::http::{Feed, HttpServer};
 use crate::metrics::Telemetry;
@@ -47,7 +46,7 @@ const FEED_EVERY: Duration = Duration::from_millis(10);
 /// The model a process starts with, and what comes with it by role.
 struct Opened {
     pipeline: Pipeline,
-    positions: BTreeMap<String, u64>,
+    positions: Positions,
     resumed_from: Option<PathBuf>,
     dir: Option<CheckpointDir>,
     /// A learner's publisher and the model topic.
@@ -291,7 +290,7 @@ fn open_model(s: &KafkaSettings, shutdown: &Shutdown) -> Result<Option<Opened>, 
         };
         return Ok(Some(Opened {
             pipeline: Pipeline::new(model, s.pipeline.clone()),
-            positions: BTreeMap::new(),
+            positions: Positions::default(),
             resumed_from: None,
             dir: None,
             publisher: None,

@@ -6,7 +6,6 @@
 //! a predictor's has no checkpoint directory (its positions are committed
 //! to the group only).
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -19,7 +18,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use super::KafkaSettings;
 use super::context::Ctx;
-use crate::checkpoint::CheckpointDir;
+use crate::checkpoint::{CheckpointDir, Positions};
 use crate::clock::now_ms;
 use crate::http::Feed;
 use crate::pipeline::{EmailRecord, Outcome, Pipeline};
@@ -71,7 +70,7 @@ pub(super) struct KafkaState {
     pub(super) pipeline: Pipeline,
     /// Next offset per "topic/partition" that the model includes (a
     /// predictor: whose predictions are done).
-    pub(super) positions: BTreeMap<String, u64>,
+    pub(super) positions: Positions,
     /// Where checkpoints go (none on a predictor).
     pub(super) dir: Option<CheckpointDir>,
     pub(super) producer: ThreadedProducer<DeliveryCounter>,
@@ -96,28 +95,13 @@ pub(super) struct KafkaState {
     pub(super) model_sent: u64,
     /// Reused output buffer.
     pub(super) buf: Vec<u8>,
-    /// Reused buffer for a position's key.
-    pub(super) key: String,
-}
-
-pub(super) fn position_key(topic: &str, partition: i32) -> String {
-    let mut key = String::new();
-    write_position_key(&mut key, topic, partition);
-    key
-}
-
-/// Writes the checkpoint's key of a partition's position into `out`.
-fn write_position_key(out: &mut String, topic: &str, partition: i32) {
-    use std::fmt::Write;
-    // Writing to a String cannot fail.
-    let _ = write!(out, "{topic}/{partition}");
 }
 
 impl KafkaState {
     pub(super) fn new(
         s: &KafkaSettings,
         pipeline: Pipeline,
-        positions: BTreeMap<String, u64>,
+        positions: Positions,
         dir: Option<CheckpointDir>,
         producer: ThreadedProducer<DeliveryCounter>,
         cadence: Cadence,
@@ -141,7 +125,6 @@ impl KafkaState {
             feed: None,
             model_sent: 0,
             buf: Vec::new(),
-            key: String::new(),
         }
     }
 
@@ -229,17 +212,9 @@ impl KafkaState {
         self.messages += 1;
     }
 
-    /// Records `next` as the next offset of `topic`/`partition`, without
-    /// allocating a key per message.
+    /// Records `next` as the next offset of `topic`/`partition`.
     fn advance(&mut self, topic: &str, partition: i32, next: u64) {
-        self.key.clear();
-        write_position_key(&mut self.key, topic, partition);
-        match self.positions.get_mut(self.key.as_str()) {
-            Some(p) => *p = next,
-            None => {
-                self.positions.insert(self.key.clone(), next);
-            }
-        }
+        self.positions.set_offset(topic, partition, next);
     }
 
     /// Queues a message; when the producer's queue is full, waits (the
@@ -269,7 +244,7 @@ impl KafkaState {
         let mut tpl = TopicPartitionList::new();
         if let Ok(assigned) = consumer.assignment() {
             for e in assigned.elements() {
-                if let Some(&pos) = self.positions.get(&position_key(e.topic(), e.partition())) {
+                if let Some(pos) = self.positions.offset(e.topic(), e.partition()) {
                     let _ = tpl.add_partition_offset(e.topic(), e.partition(), Offset::Offset(pos as i64));
                 }
             }
