@@ -83,10 +83,6 @@ impl PageHinkley {
         let sd = (self.mean * (1.0 - self.mean)).sqrt().max(0.05);
         (self.sum - self.min_sum) / sd
     }
-
-    pub fn threshold(&self) -> f64 {
-        self.threshold
-    }
 }
 
 #[cfg(test)]
@@ -155,7 +151,7 @@ mod tests {
             .chain(errors(0.1, 2_000, 4))
             .chain(errors(0.01, 20_000, 5));
         assert_eq!(learning.filter(|&e| ph.update(e)).count(), 0);
-        assert!(ph.statistic() < ph.threshold());
+        assert!(ph.statistic() < ph.threshold);
     }
 }
 

@@ -106,8 +106,6 @@ struct Ctx {
 /// The running endpoint; dropping it stops it (connections in flight are
 /// cut after at most a second).
 pub struct HttpServer {
-    /// Where it listens (the port resolved when 0 was asked for).
-    pub addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -156,7 +154,6 @@ impl HttpServer {
             .map_err(HttpError::Runtime)?;
         tracing::info!(%addr, "serving POST /v1/classify");
         Ok(HttpServer {
-            addr,
             stop: Some(stop),
             thread: Some(thread),
         })

@@ -215,12 +215,12 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     (
         "classifyd_model_published_bytes_total",
         "counter",
-        "Bytes a learner has published to the model topic, by kind (snapshot, delta)",
+        "Bytes a learner has published to the model topic, by kind (full, delta)",
     ),
     (
         "classifyd_model_publications_total",
         "counter",
-        "Model versions a learner has published, by kind (snapshot, delta)",
+        "Model versions a learner has published, by kind (full, delta)",
     ),
     (
         "classifyd_model_records_refused_total",

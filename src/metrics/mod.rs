@@ -196,7 +196,7 @@ fn export_from_start() {
         counter!(name).absolute(0);
     }
     gauge!("classifyd_http_model_version").set(0.0);
-    for kind in ["snapshot", "delta"] {
+    for kind in ["full", "delta"] {
         counter!("classifyd_model_published_bytes_total", "kind" => kind).absolute(0);
         counter!("classifyd_model_publications_total", "kind" => kind).absolute(0);
     }

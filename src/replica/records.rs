@@ -85,17 +85,18 @@ fn sparse_entries(d: &pb::ModelDelta) -> bool {
     )
 }
 
-/// What one publication was.
+/// What one publication was: a full version, or a delta (the same names a
+/// predictor's `classifyd_model_update_duration_seconds{kind}` uses).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    Snapshot,
+    Full,
     Delta,
 }
 
 impl Kind {
     pub fn as_str(self) -> &'static str {
         match self {
-            Kind::Snapshot => "snapshot",
+            Kind::Full => "full",
             Kind::Delta => "delta",
         }
     }
@@ -214,12 +215,12 @@ impl Publisher {
             // serve; the next publication is a full version again.
             tracing::error!(%error, version = header.version, "cannot publish a full version; trying again at the next");
             self.last = None;
-            return Kind::Snapshot;
+            return Kind::Full;
         }
         self.snapshot_size.1 = weights_held(m);
         self.last = Some((header.version, shape));
         self.last_snapshot = Some(Instant::now());
-        Kind::Snapshot
+        Kind::Full
     }
 
     /// A delta (of `len` bytes encoded) as one record, or in pieces when

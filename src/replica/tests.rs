@@ -272,7 +272,7 @@ fn a_new_class_needs_a_full_version() {
 #[test]
 fn a_new_class_is_a_delta_only_for_sparse_weights() {
     let sms: Vec<String> = sms()[..100].iter().map(|s| s.to_string()).collect();
-    for (lines, want) in [(sms, Kind::Snapshot), (varied_topics(400, 24), Kind::Delta)] {
+    for (lines, want) in [(sms, Kind::Full), (varied_topics(400, 24), Kind::Delta)] {
         let mut p = pipeline(Learner::Hinge, false);
         feed(&mut p, &lines);
         let settings = every_call(1 << 20);
@@ -368,7 +368,7 @@ fn rebuild(learner: Learner, idf: bool, lines: &[String], part: usize) {
     // A full version when a delta of the rows touched is over half the
     // model (early on), or after a rescale of every weight.
     assert!(deltas >= 4, "{learner:?}: {kinds:?}");
-    assert_eq!(kinds[0], Kind::Snapshot);
+    assert_eq!(kinds[0], Kind::Full);
     assert!(
         all.iter().any(|r| r.key == "delta/old" && r.value.is_none()),
         "old keys deleted"
@@ -465,7 +465,7 @@ fn the_index_holds_the_live_keys_and_the_newest_version() {
     // A restarted learner (epoch 4) publishes whole and deletes the rest.
     let mut again = Publisher::new(4, PublishSettings::default(), index.live_keys().clone());
     let (last, kind) = publish(&mut again, p.model_mut(), 2);
-    assert_eq!(kind, Kind::Snapshot);
+    assert_eq!(kind, Kind::Full);
     note(&mut index, &last);
     let chunks: BTreeSet<String> = last
         .iter()
@@ -592,6 +592,6 @@ fn a_growing_model_stays_on_deltas() {
         feed(&mut p, part);
         kinds.push(publish(&mut publisher, p.model_mut(), 1_000).1);
     }
-    assert_eq!(kinds[0], Kind::Snapshot);
+    assert_eq!(kinds[0], Kind::Full);
     assert!(kinds[1..].iter().all(|k| *k == Kind::Delta), "{kinds:?}");
 }
