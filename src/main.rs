@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use classifyd::config::{self, Command, ConfigError, ConfigFile, DemoArgs, RunArgs, TailArgs};
-use classifyd::pipeline::{PipelineConfig, Role};
+use classifyd::pipeline::PipelineConfig;
 use classifyd::replica::PublishSettings;
 use classifyd::transport::{jsonl, kafka};
 use classifyd::{commands, shutdown::Shutdown};
@@ -116,6 +116,7 @@ fn shutdown_on_signals() -> anyhow::Result<Shutdown> {
 /// `classifyd run`: the pipeline's settings from the flags, then the
 /// Kafka transport with --brokers, else JSON lines.
 fn daemon(a: RunArgs, file: &ConfigFile) -> anyhow::Result<()> {
+    a.check().map_err(anyhow::Error::msg)?;
     let (features, hyper) = a.model.settings()?;
     let pipeline = PipelineConfig {
         explain: a.explain,
@@ -134,20 +135,6 @@ fn daemon(a: RunArgs, file: &ConfigFile) -> anyhow::Result<()> {
         let settings = kafka_settings(a, file, features, hyper, pipeline)?;
         kafka::run(&settings, &shutdown, telemetry.as_ref())?;
         return Ok(());
-    }
-    if a.review.review_topic.is_some() {
-        anyhow::bail!("--review-topic needs --brokers; without them, --review FILE writes the messages to review");
-    }
-    if a.role != Role::Standalone {
-        anyhow::bail!(
-            "--role {} needs --brokers: the model travels from the learner to predictors on a Kafka topic",
-            a.role
-        );
-    }
-    if a.input_format == classifyd::config::InputFormat::Email {
-        anyhow::bail!(
-            "--input-format email is for Kafka records; a JSON line carries a raw e-mail as \"email\" or \"email_base64\""
-        );
     }
     let settings = jsonl::JsonlSettings {
         input: a.input,
@@ -168,7 +155,8 @@ fn daemon(a: RunArgs, file: &ConfigFile) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The Kafka transport's settings from `run`'s flags.
+/// The Kafka transport's settings from `run`'s flags (checked by
+/// `RunArgs::check`).
 fn kafka_settings(
     a: RunArgs,
     file: &ConfigFile,
@@ -176,25 +164,6 @@ fn kafka_settings(
     hyper: classifyd::model::HyperChoice,
     pipeline: PipelineConfig,
 ) -> anyhow::Result<kafka::KafkaSettings> {
-    if a.review.review.is_some() {
-        anyhow::bail!("--review FILE is for JSON lines; with --brokers, --review-topic names the topic");
-    }
-    // JSON-lines flags would be ignored without a word on Kafka.
-    let jsonl_only = [
-        ("--input", a.input != "-"),
-        ("--output", a.output != "-"),
-        ("--dead-letter", a.dead_letter.is_some()),
-        ("--input-name", a.input_name.is_some()),
-    ];
-    if let Some((flag, _)) = jsonl_only.iter().find(|(_, set)| *set) {
-        anyhow::bail!(
-            "{flag} is for JSON lines; with --brokers the messages come from --input-topic, predictions go to \
-             --output-topic and bad input to --dead-letter-topic"
-        );
-    }
-    if a.checkpoint_dir.is_none() && a.role != Role::Predictor {
-        anyhow::bail!("--checkpoint-dir is required with --brokers (it holds the model and the offsets)");
-    }
     Ok(kafka::KafkaSettings {
         brokers: a.kafka.required_brokers()?,
         properties: a.kafka.properties(file)?,

@@ -177,3 +177,41 @@ fn a_json_lines_flag_is_refused_on_kafka() {
     }
     assert_eq!(run_kafka(&ck, &[], &[]), Ok(()));
 }
+
+/// The other rules between `run`'s flags (`RunArgs::check`): each
+/// refused with what to use instead, before anything starts.
+#[test]
+fn flags_of_the_other_transport_or_role_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    let ck = ck.to_str().unwrap();
+    for (args, says) in [
+        (vec!["run", "--review-topic", "r"], "--review-topic needs --brokers"),
+        (vec!["run", "--role", "learner"], "--role learner needs --brokers"),
+        (
+            vec!["run", "--input-format", "email"],
+            "--input-format email is for Kafka records",
+        ),
+        (
+            vec![
+                "run",
+                "--brokers",
+                "127.0.0.1:9",
+                "--checkpoint-dir",
+                ck,
+                "--review",
+                "r.jsonl",
+            ],
+            "--review FILE is for JSON lines",
+        ),
+        (
+            vec!["run", "--brokers", "127.0.0.1:9"],
+            "--checkpoint-dir is required with --brokers",
+        ),
+    ] {
+        let out = classifyd(&args, &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was taken");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -316,6 +316,59 @@ pub struct RunArgs {
     pub http: http::HttpArgs,
 }
 
+impl RunArgs {
+    /// Every rule between `run`'s flags, in one place: a flag that does
+    /// not apply to the chosen transport or role is refused with what to
+    /// use instead, never ignored.
+    pub fn check(&self) -> Result<(), String> {
+        use crate::pipeline::Role;
+        if self.kafka.brokers.is_none() {
+            if self.review.review_topic.is_some() {
+                return Err(
+                    "--review-topic needs --brokers; without them, --review FILE writes the messages to review".into(),
+                );
+            }
+            if self.role != Role::Standalone {
+                return Err(format!(
+                    "--role {} needs --brokers: the model travels from the learner to predictors on a Kafka topic",
+                    self.role
+                ));
+            }
+            if self.input_format == InputFormat::Email {
+                return Err(
+                    "--input-format email is for Kafka records; a JSON line carries a raw e-mail as \"email\" \
+                            or \"email_base64\""
+                        .into(),
+                );
+            }
+            return Ok(());
+        }
+        if self.review.review.is_some() {
+            return Err("--review FILE is for JSON lines; with --brokers, --review-topic names the topic".into());
+        }
+        // JSON-lines flags would be ignored without a word on Kafka.
+        let jsonl_only = [
+            ("--input", self.input != "-"),
+            ("--output", self.output != "-"),
+            ("--dead-letter", self.dead_letter.is_some()),
+            ("--input-name", self.input_name.is_some()),
+        ];
+        if let Some((flag, _)) = jsonl_only.iter().find(|(_, set)| *set) {
+            return Err(format!(
+                "{flag} is for JSON lines; with --brokers the messages come from --input-topic, predictions go to \
+                 --output-topic and bad input to --dead-letter-topic"
+            ));
+        }
+        if self.checkpoint_dir.is_none() && self.role != Role::Predictor {
+            return Err(format!(
+                "--checkpoint-dir is required with --brokers and --role {} (it holds the model and the offsets)",
+                self.role
+            ));
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct EvalArgs {
     /// The JSON-lines stream to evaluate.
