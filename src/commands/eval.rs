@@ -16,7 +16,7 @@ use crate::config::EvalArgs;
 use crate::eval::Report;
 use crate::features::{FeatureConfig, SparseVec};
 use crate::model::{Hyper, Model};
-use crate::pipeline::{Outcome, Pipeline, Prepared, Preparer};
+use crate::pipeline::{EvalKnobs, Outcome, Pipeline, Prepared, Preparer};
 use crate::transport::bounded::{Got, read_bounded};
 use crate::transport::sinks::DeadLetterSink;
 
@@ -86,18 +86,21 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     let (features, choice) = args.model.settings()?;
     let mut cfg = args.pipeline.settings();
     cfg.limits = args.model.limits(&features)?;
-    cfg.defer_test = true;
-    if let Some(review) = args.labels.settings() {
+    let review = args.labels.settings();
+    let knobs = EvalKnobs {
+        defer_test: true,
+        keep_train: args.passes > 1,
+        query_labels: review.is_some(),
+        label_noise: args.labels.noise(),
+    };
+    if let Some(review) = review {
         cfg.review = review;
-        cfg.query_labels = true;
     }
-    cfg.label_noise = args.labels.noise();
-    cfg.keep_train = args.passes > 1;
     cfg.name_features = false;
     let path = args.input.display().to_string();
     let file = File::open(&args.input).map_err(io_at(&path))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut pipeline = Pipeline::new(Model::new(choice, features), cfg);
+    let mut pipeline = Pipeline::new(Model::new(choice, features), cfg).for_eval(knobs);
     let start = Instant::now();
     let cpu_start = process_cpu_seconds();
     let mut pass = FirstPass {
@@ -261,7 +264,7 @@ fn report(pipeline: &Pipeline, pass: &FirstPass, passes: usize, (seconds, cpu_se
         test: (!pass.test.is_empty()).then(|| pipeline.test_metrics().report()),
         published: (pipeline.published().total().examples > 0).then(|| pipeline.published().report()),
         drift_detections: pipeline.drift().progressive_at.clone(),
-        label_budget: pipeline.config().query_labels.then(|| {
+        label_budget: pipeline.eval_knobs().query_labels.then(|| {
             let review = pipeline.review().config();
             LabelBudget {
                 fraction: review.fraction,
@@ -271,7 +274,7 @@ fn report(pipeline: &Pipeline, pass: &FirstPass, passes: usize, (seconds, cpu_se
                 declined: pipeline.counters().labels_declined,
             }
         }),
-        feedback_noise: pipeline.config().label_noise.map(|n| FeedbackNoise {
+        feedback_noise: pipeline.eval_knobs().label_noise.map(|n| FeedbackNoise {
             rate: n.rate,
             seed: n.seed,
             flipped: pipeline.counters().labels_flipped,
@@ -473,10 +476,12 @@ mod tests {
         let (result, threaded) = eval(&args).unwrap();
 
         let (features, choice) = args.model.settings().unwrap();
-        let mut cfg = args.pipeline.settings();
-        cfg.defer_test = true;
-        cfg.keep_train = true;
-        let mut inline = Pipeline::new(Model::new(choice, features), cfg);
+        let knobs = EvalKnobs {
+            defer_test: true,
+            keep_train: true,
+            ..EvalKnobs::default()
+        };
+        let mut inline = Pipeline::new(Model::new(choice, features), args.pipeline.settings()).for_eval(knobs);
         for (n, line) in text.lines().enumerate() {
             let number = n as u64 + 1;
             inline.handle(line.as_bytes(), &|| number.to_string(), number);

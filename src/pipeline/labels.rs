@@ -40,7 +40,7 @@ impl Pipeline {
         let correct = same_set(&predicted, gold_names);
         self.progressive.record(gold_names, &predicted, score);
         self.drift.observe(Watched::Progressive, !correct);
-        if self.cfg.query_labels && !self.review_current(&w.scored, true).ask {
+        if self.eval.query_labels && !self.review_current(&w.scored, true).ask {
             self.counters.labels_declined += 1;
             return Outcome::Learned { correct, kept: None };
         }
@@ -72,7 +72,7 @@ impl Pipeline {
     /// The labels the learner sees: the gold ones, or under
     /// `eval --feedback-noise` (single-label tasks), sometimes another class.
     fn as_seen(&mut self, ids: Vec<usize>, gold: Vec<String>) -> (Vec<usize>, Vec<String>) {
-        let Some(noise) = self.cfg.label_noise else {
+        let Some(noise) = self.eval.label_noise else {
             return (ids, gold);
         };
         let [class] = ids[..] else {

@@ -36,7 +36,7 @@ pub use request::Answered;
 use request::Requests;
 pub use review::{Query, Review, ReviewConfig, Verdict};
 pub use role::Role;
-pub use settings::PipelineConfig;
+pub use settings::{EvalKnobs, PipelineConfig};
 pub use trust::{DEFAULT_CONTRADICTION_MARGIN, DEFAULT_MAX_REPORTERS, Reporter, Reporters, TrustConfig};
 
 use crate::eval::Progressive;
@@ -142,6 +142,8 @@ pub struct Pipeline {
     requests: Requests,
     /// Votes counted in `reported` so far.
     reported_votes: u64,
+    /// What `eval` asks beyond a daemon's work (all off but in `eval`).
+    eval: EvalKnobs,
 }
 
 impl Pipeline {
@@ -172,6 +174,7 @@ impl Pipeline {
             warned: None,
             requests: Requests::Kept,
             reported_votes: 0,
+            eval: EvalKnobs::default(),
         }
     }
 
@@ -192,6 +195,17 @@ impl Pipeline {
         p.cache = cache;
         p.counters = counters;
         p
+    }
+
+    /// A pipeline that does what `eval` asks of it besides a daemon's work.
+    pub fn for_eval(mut self, knobs: EvalKnobs) -> Self {
+        self.eval = knobs;
+        self
+    }
+
+    /// What `eval` asked of this pipeline (all off in a daemon).
+    pub fn eval_knobs(&self) -> &EvalKnobs {
+        &self.eval
     }
 
     pub fn model(&self) -> &Model {
@@ -346,7 +360,7 @@ impl Pipeline {
                 match (gold, split) {
                     (Some(gold), Some(Split::Test)) => self.test_example(&text, gold, &mut w),
                     (Some(gold), split) => {
-                        let keep = self.cfg.keep_train && split == Some(Split::Train);
+                        let keep = self.eval.keep_train && split == Some(Split::Train);
                         let labeled = Labeled { id, gold, reporter };
                         self.train(labeled, text, now_ms, keep, &mut w)
                     }
@@ -410,7 +424,7 @@ impl Pipeline {
             return Outcome::Bad(bad);
         }
         let raw = self.finish(text, false, true, &mut w.features).unwrap_or_default();
-        if self.cfg.defer_test {
+        if self.eval.defer_test {
             return Outcome::Test {
                 deferred: Some((raw, gold.as_slice().to_vec())),
             };

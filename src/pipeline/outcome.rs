@@ -11,8 +11,8 @@ use crate::message::Bad;
 pub enum Outcome {
     /// A labeled example, counted and learned (under `eval --label-budget`,
     /// learned only if the review asked for it: see
-    /// [`PipelineConfig::query_labels`]). `kept` holds its raw features and
-    /// gold labels when [`PipelineConfig::keep_train`] is on.
+    /// [`super::EvalKnobs::query_labels`]). `kept` holds its raw features and
+    /// gold labels when [`super::EvalKnobs::keep_train`] is on.
     Learned {
         correct: bool,
         kept: Option<(SparseVec, Vec<String>)>,
@@ -20,7 +20,7 @@ pub enum Outcome {
     /// An unlabeled message's prediction, to publish.
     Predicted(Prediction),
     /// A test-split example, scored without learning, or held back when
-    /// [`PipelineConfig::defer_test`] is on.
+    /// [`super::EvalKnobs::defer_test`] is on.
     Test { deferred: Option<(SparseVec, Vec<String>)> },
     /// A late label joined to its message and learned.
     FeedbackMatched { correct: Option<bool>, correction: bool },

@@ -19,12 +19,6 @@ pub struct PipelineConfig {
     pub cache_bytes: usize,
     /// How long a message waits for its late label, in milliseconds.
     pub cache_ttl_ms: u64,
-    /// Hold test-split examples back (returned as [`Outcome::Test`]) instead
-    /// of scoring them at once; `eval` scores them after all training.
-    pub defer_test: bool,
-    /// Return the features of learned examples marked `"split": "train"`
-    /// (for `eval`'s extra passes).
-    pub keep_train: bool,
     /// Keep the model's feature-name sketch (what `inspect` shows) up to
     /// date. `eval` turns it off: it keeps no model, and the sampled
     /// documents would be featurized twice and their names allocated.
@@ -40,11 +34,6 @@ pub struct PipelineConfig {
     /// Whether the transport sends the messages the review asks for
     /// somewhere (`--review-topic`, `--review`).
     pub review_output: bool,
-    /// `eval --label-budget`: a labeled example is learned only if the
-    /// review asks for it (all are still predicted and counted first).
-    pub query_labels: bool,
-    /// `eval --feedback-noise`: the labels learned are flipped at random.
-    pub label_noise: Option<super::LabelNoise>,
     /// How far labels are believed: the confident margin, the reporters.
     pub trust: super::TrustConfig,
     /// What of a raw e-mail the document holds (`--email-views`).
@@ -70,18 +59,34 @@ impl Default for PipelineConfig {
             cache_entries: 100_000,
             cache_bytes: 64 << 20,
             cache_ttl_ms: 24 * 3600 * 1000,
-            defer_test: false,
-            keep_train: false,
             role: Role::Standalone,
             name_features: true,
             explain: 0,
             limits: crate::model::Limits::default(),
             review: ReviewConfig::default(),
             review_output: false,
-            query_labels: false,
-            label_noise: None,
             trust: super::TrustConfig::default(),
             email_views: crate::email::Views::default(),
         }
     }
+}
+
+/// What `eval` asks of the pipeline beyond what a daemon does: set only by
+/// `eval` ([`super::Pipeline::for_eval`]), never by `run`, all off by default.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EvalKnobs {
+    /// Hold test-split examples back (returned as [`Outcome::Test`])
+    /// instead of scoring them at once; `eval` scores them after all
+    /// training.
+    ///
+    /// [`Outcome::Test`]: super::Outcome::Test
+    pub defer_test: bool,
+    /// Return the features of learned examples marked `"split": "train"`
+    /// (for `eval`'s extra passes).
+    pub keep_train: bool,
+    /// `eval --label-budget`: a labeled example is learned only if the
+    /// review asks for it (all are still predicted and counted first).
+    pub query_labels: bool,
+    /// `eval --feedback-noise`: the labels learned are flipped at random.
+    pub label_noise: Option<super::LabelNoise>,
 }
