@@ -22,9 +22,9 @@ pub const MIN_INTERVAL: Duration = Duration::from_millis(250);
 /// interval is the last copy's time divided by it.
 pub const COST_SHARE: u32 = 20;
 
-/// What the model was at the last publication: version, votes counted in
-/// the reported messages, the review band's bits.
-type Mark = (u64, u64, u64);
+/// What the model was at the last publication: version (the reported
+/// messages change only with it) and the review band's bits.
+type Mark = (u64, u64);
 
 /// The loop's end of the copies.
 pub struct Feed {
@@ -63,7 +63,7 @@ impl Feed {
             return;
         }
         let started = Instant::now();
-        self.images.publish(pipeline, now.1 != self.published.1);
+        self.images.publish(pipeline);
         let took = started.elapsed();
         self.interval = (took * COST_SHARE).max(MIN_INTERVAL);
         self.at = Instant::now();
@@ -78,7 +78,7 @@ impl Feed {
 }
 
 fn mark(p: &Pipeline) -> Mark {
-    (p.model().version(), p.reported_votes(), p.review().band().to_bits())
+    (p.model().version(), p.review().band().to_bits())
 }
 
 #[cfg(test)]

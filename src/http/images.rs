@@ -54,29 +54,29 @@ impl Images {
             next: AtomicU64::new(1),
             started_ms: crate::clock::now_ms(),
         };
-        images.publish(from, true);
-        images.publish(from, true);
+        images.publish(from);
+        images.publish(from);
         images
     }
 
-    /// Puts `from`'s model (with, when `reported` says it changed, its
-    /// reported messages) into the copy requests do not read, which they
-    /// read from then on. The copy is made before the lock is taken, and
-    /// the model it replaces dropped after.
-    pub fn publish(&self, from: &Pipeline, reported: bool) {
+    /// Puts `from`'s model (with its reported messages and review band)
+    /// into the copy requests do not read, which they read from then on.
+    /// The copy is made before the lock is taken, and the model it
+    /// replaces dropped after.
+    pub fn publish(&self, from: &Pipeline) {
         let next = 1 - self.active.load(Ordering::Acquire);
         let model = from.model().clone();
         let replaced = {
             let mut copy = lock(&self.copies[next]);
             match copy.as_mut() {
                 Some(p) => {
-                    p.follow(from, reported);
-                    Some(p.swap_model(model))
+                    p.follow(from);
+                    Some(p.replace_model(model))
                 }
                 None => {
                     let mut p = Pipeline::new(model, from.config().clone());
                     p.hand_requests_back();
-                    p.follow(from, true);
+                    p.follow(from);
                     *copy = Some(p);
                     None
                 }

@@ -140,8 +140,6 @@ pub struct Pipeline {
     /// Where the predictions of requests answered apart go (see
     /// [`request`]).
     requests: Requests,
-    /// Votes counted in `reported` so far.
-    reported_votes: u64,
     /// What `eval` asks beyond a daemon's work (all off but in `eval`).
     eval: EvalKnobs,
 }
@@ -173,7 +171,6 @@ impl Pipeline {
             reported: Reported::default(),
             warned: None,
             requests: Requests::Kept,
-            reported_votes: 0,
             eval: EvalKnobs::default(),
         }
     }
@@ -528,15 +525,16 @@ impl Pipeline {
         Outcome::Passed
     }
 
-    /// Replaces the model (a predictor's newer version), keeping the
-    /// metrics and counters. The front stage follows the new model's
-    /// features if they changed.
-    pub fn replace_model(&mut self, mut model: Model) {
+    /// Replaces the model (a predictor's newer version, a copy's), keeping
+    /// the metrics and counters, and returns the one it replaced (for a
+    /// caller to drop outside its lock). The front stage follows the new
+    /// model's features if they changed.
+    pub fn replace_model(&mut self, mut model: Model) -> Model {
         model.set_limits(self.cfg.limits);
         if model.features() != self.model.features() {
             self.prep = Preparer::new(*model.features(), self.cfg.reading());
         }
-        self.model = model;
+        std::mem::replace(&mut self.model, model)
     }
 
     /// Frees the model, leaving an empty one of the same features and

@@ -192,7 +192,6 @@ impl Pipeline {
         };
         if self.cfg.trust.trusts(name) || self.reporters.get(name).is_none_or(standing) {
             self.reported.vote(fp, class, self.cfg.trust.reported);
-            self.reported_votes += 1;
         }
     }
 }

@@ -21,7 +21,7 @@ use std::sync::mpsc::{Receiver, SyncSender};
 
 use super::{CacheEntry, Pipeline, Prediction, Prepared, Preparer, review};
 use crate::message::{Bad, BadReason, Message};
-use crate::model::{Model, Task};
+use crate::model::Task;
 
 /// Requests' predictions waiting for the learning pipeline: at 1,000
 /// requests a second, eight seconds of a loop that holds still (a prune,
@@ -82,28 +82,12 @@ impl Pipeline {
         }
     }
 
-    /// Votes counted in the reported messages so far (a copy takes the
-    /// memory again when this moved).
-    pub fn reported_votes(&self) -> u64 {
-        self.reported_votes
-    }
-
     /// Makes this copy answer as `from` does besides the model: the
-    /// review's band, and, with `reported`, the reported messages.
-    pub fn follow(&mut self, from: &Pipeline, reported: bool) {
-        if reported {
-            self.reported.clone_from(&from.reported);
-        }
+    /// reported messages (a vote is counted only with a label learned, so
+    /// they change only with the model's version) and the review's band.
+    pub fn follow(&mut self, from: &Pipeline) {
+        self.reported.clone_from(&from.reported);
         self.review.set_band(from.review.band());
-    }
-
-    /// Puts `model` in service in place of the model it returns (a copy
-    /// answering requests, which the caller drops outside its lock).
-    pub fn swap_model(&mut self, model: Model) -> Model {
-        if model.features() != self.model.features() {
-            self.prep = Preparer::new(*model.features(), self.cfg.reading());
-        }
-        std::mem::replace(&mut self.model, model)
     }
 
     /// Predicts the message `raw` (JSON of the input contract: "text",

@@ -212,6 +212,8 @@ impl<'a> Daemon<'a> {
             tracing::info!(errors, seconds, "consumer errors stopped");
         }
         let mut st = lock(&self.state);
+        // Requests answered while no message came, kept for their labels.
+        st.pipeline.absorb_requests();
         st.publish_model(false);
         if st.cadence.due_by_time() {
             st.checkpoint(&self.consumer, "interval")?;
@@ -253,6 +255,7 @@ impl<'a> Daemon<'a> {
         drop(self.http.take());
         let mut st = lock(&self.state);
         drop(st.feed.take());
+        st.pipeline.absorb_requests();
         // The learner's last version goes out with the last checkpoint's flush.
         st.publish_model(true);
         let deadline = Instant::now() + self.s.flush_timeout;

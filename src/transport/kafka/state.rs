@@ -266,7 +266,6 @@ impl KafkaState {
     /// The copies that answer HTTP requests take the model too (for a
     /// predictor, the versions it put in service).
     pub(super) fn publish_model(&mut self, force: bool) {
-        self.pipeline.absorb_requests();
         if let Some(feed) = &mut self.feed {
             feed.publish(&self.pipeline, force);
         }
