@@ -10,24 +10,26 @@
 //! the last checkpoint are delivered again (at least once), and each carries
 //! its id for deduplication.
 //!
-//! The daemon is a type ([`JsonlDaemon`]): started, handed each event of
-//! the input's reader thread, ticked for its time-based work, shut down;
-//! like the Kafka one, a plain thread that owns the pipeline (HTTP
-//! requests are answered from copies of its model: `crate::http`).
+//! The daemon is a type ([`JsonlDaemon`]): it reads the input's lines (on
+//! a reader thread: [`LineSource`]) and hands each to the daemon core
+//! ([`super::core`]), which handles it, delivers its output to the
+//! [`LinesSink`] and checkpoints; like the Kafka one, a plain thread that
+//! owns the pipeline (HTTP requests are answered from copies of its model:
+//! `crate::http`).
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::lines::{LineEvent, LineSource, Resume, record_position};
-use super::sinks::{DeadLetterSink, PredictionSink, open_output};
+use super::core::{Core, Payload, Position, Record, no_commit};
+use super::lines::{LineEvent, LineSource, Resume};
+use super::sinks::{DeadLetterSink, LinesSink, PredictionSink, open_output};
 use super::{Cadence, DaemonError, load_or_new};
-use crate::checkpoint::{CheckpointDir, Positions};
-use crate::clock::now_ms;
+use crate::checkpoint::CheckpointDir;
 use crate::features::FeatureConfig;
-use crate::http::{Feed, HttpServer, HttpSettings};
+use crate::http::{HttpServer, HttpSettings};
 use crate::metrics::Telemetry;
 use crate::model::HyperChoice;
-use crate::pipeline::{Outcome, Pipeline, PipelineConfig};
+use crate::pipeline::PipelineConfig;
 use crate::shutdown::Shutdown;
 
 /// Settings of a JSON-lines run.
@@ -83,38 +85,26 @@ pub fn run_jsonl(
                 break;
             }
             Some(LineEvent::Error(e)) => return Err(DaemonError::Io(e)),
-            Some(LineEvent::Oversized { number, prefix, length }) => daemon.on_oversized(number, prefix, length)?,
-            Some(LineEvent::Line { number, bytes }) => daemon.on_line(number, bytes)?,
+            Some(LineEvent::Oversized { number, prefix, length }) => daemon.on_oversized(number, &prefix, length)?,
+            Some(LineEvent::Line { number, bytes }) => daemon.on_line(number, &bytes)?,
         }
     }
     daemon.shutdown()
 }
 
-/// The JSON-lines daemon: the pipeline, its input and outputs, and where
-/// it stands in the input.
+/// The JSON-lines daemon: the core over the lines' sink, the input, and
+/// where it stands in it.
 struct JsonlDaemon<'a> {
     s: &'a JsonlSettings,
     telemetry: Option<&'a Telemetry>,
-    pipeline: Pipeline,
-    /// The HTTP endpoint, stopped before the last checkpoint, and the
-    /// copies of the model it answers from.
+    core: Core<LinesSink>,
+    /// The HTTP endpoint, stopped before the last checkpoint.
     http: Option<HttpServer>,
-    feed: Option<Feed>,
-    positions: Positions,
-    dir: Option<CheckpointDir>,
     source: LineSource,
-    predictions: PredictionSink,
-    dead: DeadLetterSink,
     summary: RunSummary,
     /// This input's position key, known once its first line is read; until
     /// then the checkpoints keep the positions they were given.
     input_key: Option<String>,
-    /// The last line handled, whose mark (see `checkpoint::LinePosition`) a
-    /// checkpoint records with the position: kept, not hashed, per line;
-    /// none until a line is.
-    last_line: Option<Vec<u8>>,
-    cadence: Cadence,
-    last_publish: Instant,
 }
 
 impl<'a> JsonlDaemon<'a> {
@@ -125,8 +115,7 @@ impl<'a> JsonlDaemon<'a> {
             Some(d) => Some(CheckpointDir::open(d, s.keep_checkpoints)?),
             None => None,
         };
-        let (mut pipeline, positions, resumed_from) =
-            load_or_new(dir.as_ref(), &s.features, &s.hyper, s.pipeline.clone())?;
+        let (pipeline, positions, resumed_from) = load_or_new(dir.as_ref(), &s.features, &s.hyper, s.pipeline.clone())?;
         let source = LineSource::open(
             &s.input,
             positions.clone(),
@@ -140,51 +129,30 @@ impl<'a> JsonlDaemon<'a> {
             s.checkpoint_every_updates,
             pipeline.model().version(),
         );
+        let sink = LinesSink::new(predictions, dead, &source.name);
+        let mut core = Core::new(pipeline, positions, dir, sink, cadence);
         if let Some(t) = telemetry {
-            crate::metrics::publish(&pipeline);
+            crate::metrics::publish(core.pipeline());
             t.set_ready(true);
         }
-        let feed = s.http.as_ref().map(|_| Feed::start(&mut pipeline));
-        let http = crate::http::serve(s.http.as_ref(), feed.as_ref().map(Feed::images))?;
+        let http = core.serve_http(s.http.as_ref())?;
         Ok(JsonlDaemon {
             s,
             telemetry,
-            pipeline,
+            core,
             http,
-            feed,
-            positions,
-            dir,
             source,
-            predictions,
-            dead,
             summary: RunSummary {
                 resumed_from,
                 ..Default::default()
             },
             input_key: None,
-            last_line: None,
-            cadence,
-            last_publish: Instant::now(),
         })
     }
 
-    /// The time-based work before each read: the requests' predictions
-    /// kept, the model published to the copies that answer them, metrics,
-    /// checkpoints by time and by updates.
+    /// The core's time-based work, before each read.
     fn on_tick(&mut self) -> Result<(), DaemonError> {
-        self.pipeline.absorb_requests();
-        if let Some(feed) = &mut self.feed {
-            feed.publish(&self.pipeline, false);
-        }
-        if self.telemetry.is_some() && self.last_publish.elapsed() >= crate::metrics::PUBLISH_INTERVAL {
-            crate::metrics::publish(&self.pipeline);
-            self.last_publish = Instant::now();
-        }
-        let version = self.pipeline.model().version();
-        if self.cadence.due_by_time() || self.cadence.due_by_updates(version) {
-            self.checkpoint()?;
-            self.cadence.done(version);
-        }
+        self.core.tick(self.telemetry.is_some(), no_commit)?;
         Ok(())
     }
 
@@ -200,43 +168,47 @@ impl<'a> JsonlDaemon<'a> {
                 "the checkpoint predates per-input positions: assuming this is the input it was reading \
                  and resuming at its line; from now on its position is kept under the input's own key"
             );
-            self.positions.forget_legacy_line();
+            self.core.positions_mut().forget_legacy_line();
         } else if resume.skip > 0 {
             tracing::info!(input = %name, key = %resume.key, line = resume.skip, "resuming the input after the lines the checkpoint holds");
         } else if self.summary.resumed_from.is_some() {
             tracing::info!(input = %name, key = %resume.key, "the checkpoint has not read this input: reading it from its first line");
         }
+        // From now on the input's position is under its own key (its mark
+        // kept until a line is handled).
+        self.core.positions_mut().set_line(&resume.key, resume.skip, None);
         self.summary.next_line = resume.skip;
         self.input_key = Some(resume.key);
     }
 
     /// A line over the size cap: read past, never held, refused with its
     /// first bytes and its length.
-    fn on_oversized(&mut self, number: u64, prefix: Vec<u8>, length: u64) -> Result<(), DaemonError> {
-        let bad = self
-            .pipeline
-            .refuse(crate::message::too_large(length, self.s.pipeline.max_message_bytes));
-        let position = format!("{}:{}", self.source.name, number + 1);
-        self.dead.write_prefix(&position, &bad, &prefix, length)?;
-        self.done(number, prefix);
+    fn on_oversized(&mut self, number: u64, prefix: &[u8], length: u64) -> Result<(), DaemonError> {
+        let max = self.s.pipeline.max_message_bytes;
+        let bad = self.core.pipeline_mut().refuse(crate::message::too_large(length, max));
+        let key = self.input_key.as_deref().unwrap_or_default();
+        let position = Position::Line { key, number };
+        let at = self.core.sink().position(&position);
+        self.core.sink_mut().dead.write_prefix(&at, &bad, prefix, length)?;
+        self.core.advance(position, prefix);
+        self.done(number);
         Ok(())
     }
 
-    /// One line through the pipeline; its prediction or dead letter written.
-    fn on_line(&mut self, number: u64, bytes: Vec<u8>) -> Result<(), DaemonError> {
-        let default_id = || (number + 1).to_string();
-        let started = Instant::now();
-        let outcome = self.pipeline.handle(&bytes, &default_id, now_ms());
-        crate::metrics::handled(&outcome, started.elapsed());
-        match outcome {
-            Outcome::Predicted(p) => self.predictions.write(&p)?,
-            Outcome::Bad(bad) => {
-                let position = format!("{}:{}", self.source.name, number + 1);
-                self.dead.write(&position, &bad, &bytes)?;
-            }
-            _ => {}
-        }
-        self.done(number, bytes);
+    /// One line through the core.
+    fn on_line(&mut self, number: u64, bytes: &[u8]) -> Result<(), DaemonError> {
+        let record = Record {
+            payload: Payload::Json(bytes),
+            key: None,
+            reporter: None,
+            stamp_ms: None,
+            position: Position::Line {
+                key: self.input_key.as_deref().unwrap_or_default(),
+                number,
+            },
+        };
+        self.core.handle(&record)?;
+        self.done(number);
         Ok(())
     }
 
@@ -246,7 +218,7 @@ impl<'a> JsonlDaemon<'a> {
         if self.http.is_none() {
             return Ok(());
         }
-        self.checkpoint()?;
+        self.core.checkpoint("end", no_commit)?;
         tracing::info!("the input ended; answering POST /v1/classify until stopped");
         while !shutdown.is_triggered() {
             std::thread::sleep(Duration::from_millis(100));
@@ -256,55 +228,22 @@ impl<'a> JsonlDaemon<'a> {
     }
 
     /// Line `number` is handled.
-    fn done(&mut self, number: u64, line: Vec<u8>) {
+    fn done(&mut self, number: u64) {
         self.summary.lines += 1;
         self.summary.next_line = number + 1;
-        self.last_line = Some(line);
-    }
-
-    /// Delivers every output so far, then records the position past them
-    /// and saves the checkpoint.
-    fn checkpoint(&mut self) -> Result<(), DaemonError> {
-        self.predictions.flush()?;
-        self.dead.flush()?;
-        if let Some(dir) = self.dir.as_mut() {
-            if let Some(key) = &self.input_key {
-                record_position(
-                    &mut self.positions,
-                    key,
-                    self.summary.next_line,
-                    self.last_line.as_deref(),
-                );
-            }
-            let saved = dir
-                .save_pipeline(&self.pipeline, &self.positions)
-                .inspect_err(|_| crate::metrics::checkpoint_failed())?;
-            crate::metrics::checkpoint_saved(&saved);
-            tracing::debug!(path = %saved.path.display(), bytes = saved.bytes, ms = saved.duration.as_millis() as u64, "checkpoint written");
-        }
-        self.summary.checkpoints += 1;
-        Ok(())
     }
 
     /// The last checkpoint (none when nothing new was read since the one it
     /// resumed from, which still says it all), and the summary.
     fn shutdown(mut self) -> Result<RunSummary, DaemonError> {
         drop(self.http.take());
-        drop(self.feed.take());
-        self.pipeline.absorb_requests();
         if self.summary.lines > 0 || self.summary.resumed_from.is_none() {
-            self.checkpoint()?;
+            self.core.finish(Duration::ZERO, no_commit)?;
+        } else {
+            self.core.stop_requests();
         }
-        let pipeline = &self.pipeline;
-        let r = pipeline.progressive().report();
-        tracing::info!(
-            lines = self.summary.lines,
-            learned = pipeline.counters().learned,
-            predicted = pipeline.counters().predicted,
-            bad = pipeline.counters().bad_total(),
-            accuracy = r.accuracy,
-            "run finished"
-        );
+        self.core.report();
+        self.summary.checkpoints = self.core.checkpoints();
         Ok(self.summary)
     }
 }

@@ -20,13 +20,6 @@ pub fn line_mark(line: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(line)
 }
 
-/// Records that input `key` is done up to `next_line`, and the mark of the
-/// line before it when this run handled one (`last_line`; else the mark
-/// already there still describes that line).
-pub fn record_position(positions: &mut Positions, key: &str, next_line: u64, last_line: Option<&[u8]>) {
-    positions.set_line(key, next_line, last_line.map(line_mark));
-}
-
 /// The checkpoint key of the input whose first line is `first_line`
 /// (without its line end): `jsonl:` and the line's xxh3-64 in hex.
 ///

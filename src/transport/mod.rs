@@ -1,8 +1,10 @@
 //! Transports: they move bytes and positions between the outside and the
-//! one [`Pipeline`], and nothing else. [`jsonl`] reads JSON lines from a
+//! one [`Pipeline`], and nothing else. The daemon [`core`] takes each
+//! record through the pipeline to a transport's sink and runs the
+//! checkpoint protocol, once for all; [`jsonl`] reads JSON lines from a
 //! file or stdin ([`lines`]) and writes them ([`sinks`]); [`kafka`] reads
-//! and writes Kafka topics. What both need to run lives here, once:
-//! resuming from a checkpoint ([`load_or_new`]), the checkpoint cadence
+//! and writes Kafka topics. What both need to start lives here: resuming
+//! from a checkpoint ([`load_or_new`]), the checkpoint cadence
 //! ([`Cadence`]) and the error a run stops with ([`DaemonError`]); the
 //! clock is [`crate::clock`] and shutdown [`crate::shutdown`].
 //!
@@ -10,6 +12,7 @@
 //! metrics; none of those knows a transport.
 
 pub mod bounded;
+pub mod core;
 pub mod jsonl;
 #[cfg(feature = "kafka")]
 pub mod kafka;

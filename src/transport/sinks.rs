@@ -1,6 +1,7 @@
 //! The JSON-lines outputs: predictions (a file or stdout) and dead letters
-//! (a file, or the log). Owns the on-disk form of a dead-letter record; it
-//! knows nothing of where the lines came from or of checkpoints.
+//! (a file, or the log), and the two as the transport's [`Sink`]
+//! ([`LinesSink`]). Owns the on-disk form of a dead-letter record; it
+//! knows nothing of checkpoints.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
@@ -8,8 +9,10 @@ use std::path::Path;
 
 use base64::Engine as _;
 
+use super::DaemonError;
+use super::core::{Position, Record, Sink};
 use crate::message::Bad;
-use crate::pipeline::Prediction;
+use crate::pipeline::{Outcome, Prediction};
 
 /// An I/O error that names the file and what was being done to it.
 fn named(what: &str, file: &str) -> impl Fn(io::Error) -> io::Error {
@@ -184,6 +187,52 @@ impl DeadLetterSink {
             Some(o) => o.flush().map_err(named("cannot write dead letters to", &self.name)),
             None => Ok(()),
         }
+    }
+}
+
+/// Where a JSON-lines daemon's outputs go: predictions (and messages to
+/// review) and dead letters, each a file or stdout, written through buffers
+/// that a flush empties.
+pub struct LinesSink {
+    pub predictions: PredictionSink,
+    pub dead: DeadLetterSink,
+    /// The input's name, which a dead letter's position starts with.
+    input: String,
+}
+
+impl LinesSink {
+    pub fn new(predictions: PredictionSink, dead: DeadLetterSink, input: &str) -> Self {
+        LinesSink {
+            predictions,
+            dead,
+            input: input.to_string(),
+        }
+    }
+
+    /// A dead letter's position: the input's name and the line's number
+    /// from 1.
+    pub fn position(&self, position: &Position<'_>) -> String {
+        format!("{}:{}", self.input, position.default_id())
+    }
+}
+
+impl Sink for LinesSink {
+    fn deliver(&mut self, record: &Record<'_>, outcome: Outcome) -> Result<(), DaemonError> {
+        match outcome {
+            Outcome::Predicted(p) => self.predictions.write(&p)?,
+            Outcome::Bad(bad) => {
+                let position = self.position(&record.position);
+                self.dead.write(&position, &bad, record.payload.bytes())?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, _why: &str) -> Result<bool, DaemonError> {
+        self.predictions.flush()?;
+        self.dead.flush()?;
+        Ok(true)
     }
 }
 

@@ -14,21 +14,26 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
 
 use super::KafkaSettings;
-use super::state::KafkaState;
+use super::sink::{KafkaSink, commit};
 use crate::pipeline::Role;
 use crate::transport::DaemonError;
+use crate::transport::core::Core;
 
 /// The consumer's context: sets start offsets on assignment and checkpoints
 /// before partitions are revoked.
 pub struct Ctx {
-    pub(super) state: Arc<Mutex<KafkaState>>,
+    pub(super) core: Arc<Mutex<KafkaCore>>,
     /// Partitions currently assigned (for `/readyz`).
     pub(super) assigned: Arc<AtomicU64>,
 }
 
-pub(super) fn lock(state: &Mutex<KafkaState>) -> MutexGuard<'_, KafkaState> {
+/// The daemon core over the Kafka sink, shared by the loop and the
+/// rebalance callback (see `super::daemon`).
+pub(super) type KafkaCore = Core<KafkaSink>;
+
+pub(super) fn lock(core: &Mutex<KafkaCore>) -> MutexGuard<'_, KafkaCore> {
     // A panic while holding the lock would already have ended the daemon.
-    state.lock().unwrap_or_else(|p| p.into_inner())
+    core.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl ClientContext for Ctx {
@@ -51,14 +56,14 @@ impl ConsumerContext for Ctx {
         match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
                 let committed = consumer.committed_offsets(tpl.clone(), Duration::from_secs(10)).ok();
-                let state = lock(&self.state);
+                let core = lock(&self.core);
                 let parts: Vec<(String, i32)> = tpl
                     .elements()
                     .iter()
                     .map(|e| (e.topic().to_string(), e.partition()))
                     .collect();
                 for (topic, partition) in &parts {
-                    let from_checkpoint = state.positions.offset(topic, *partition).map(|p| p as i64);
+                    let from_checkpoint = core.positions().offset(topic, *partition).map(|p| p as i64);
                     let from_group = committed
                         .as_ref()
                         .and_then(|c| c.find_partition(topic, *partition))
@@ -78,7 +83,7 @@ impl ConsumerContext for Ctx {
                     let labels = [("topic", topic.clone()), ("partition", partition.to_string())];
                     metrics::gauge!("classifyd_consumer_lag_messages", &labels).set(f64::NAN);
                 }
-                drop(state);
+                drop(core);
                 metrics::counter!("classifyd_rebalances_total", "kind" => "assign").increment(1);
                 self.assigned.store(tpl.count() as u64, Ordering::SeqCst);
                 if let Err(error) = consumer.assign(tpl) {
@@ -86,11 +91,11 @@ impl ConsumerContext for Ctx {
                 }
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
-                let mut state = lock(&self.state);
-                if let Err(error) = state.checkpoint(consumer, "revoke") {
+                let mut core = lock(&self.core);
+                if let Err(error) = core.checkpoint("revoke", |p, why| commit(consumer, p, why)) {
                     tracing::error!(%error, "checkpoint before revoke failed");
                 }
-                drop(state);
+                drop(core);
                 tracing::info!(partitions = tpl.count(), "partitions revoked");
                 metrics::counter!("classifyd_rebalances_total", "kind" => "revoke").increment(1);
                 self.assigned.store(0, Ordering::SeqCst);
@@ -145,7 +150,7 @@ pub(super) fn producer_config(s: &KafkaSettings) -> ClientConfig {
         .set("linger.ms", "5")
         // librdkafka's queue holds up to 1 GiB by default: a learner whose
         // model versions outrun the broker would fill it. Past 32 MiB the
-        // daemon waits for deliveries (KafkaState::send), which slows its
+        // daemon waits for deliveries (KafkaSink's send), which slows its
         // consumption rather than its memory's growth.
         .set("queue.buffering.max.kbytes", "32768");
     with_properties(pc, s)

@@ -20,21 +20,22 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::BorrowedMessage;
-use rdkafka::producer::{Producer, ThreadedProducer};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::producer::ThreadedProducer;
 
-use super::context::{Ctx, consumer_config, kafka_error, lock, producer_config};
+use super::context::{Ctx, KafkaCore, consumer_config, kafka_error, lock, producer_config};
 use super::errors::{ErrorSpell, SpellNote};
 use super::model_topic::{self, ModelFeed};
-use super::state::{DeliveryCounter, KafkaState};
+use super::sink::{DeliveryCounter, KafkaSink, commit};
 use super::{KafkaSettings, KafkaSummary, topics};
 use crate::checkpoint::{CheckpointDir, Positions};
 use crate::clock::now_ms;
-use crate::http::{Feed, HttpServer};
+use crate::http::HttpServer;
 use crate::metrics::Telemetry;
 use crate::pipeline::{Pipeline, Role};
 use crate::replica::{Publisher, TopicIndex};
 use crate::shutdown::Shutdown;
+use crate::transport::core::{Core, Payload, Position, Record};
 use crate::transport::{Cadence, DaemonError, load_or_new};
 
 /// How often the loop does its time-based work, and the longest a poll
@@ -62,7 +63,7 @@ pub(super) struct Daemon<'a> {
     telemetry: Option<&'a Telemetry>,
     consumer: BaseConsumer<Ctx>,
     /// Shared with the consumer's callbacks (see the module's doc).
-    state: Arc<Mutex<KafkaState>>,
+    core: Arc<Mutex<KafkaCore>>,
     /// Partitions assigned now (for `/readyz`).
     assigned: Arc<AtomicU64>,
     feed: Option<ModelFeed>,
@@ -71,7 +72,6 @@ pub(super) struct Daemon<'a> {
     errors: ErrorSpell,
     next_tick: Instant,
     next_feed: Instant,
-    last_publish: Instant,
     resumed_from: Option<PathBuf>,
 }
 
@@ -101,18 +101,17 @@ impl<'a> Daemon<'a> {
             s.checkpoint_every_updates,
             opened.pipeline.model().version(),
         );
-        let state = Arc::new(Mutex::new(KafkaState::new(
-            s,
+        let sink = KafkaSink::new(s, producer, opened.publisher);
+        let core = Arc::new(Mutex::new(Core::new(
             opened.pipeline,
             opened.positions,
             opened.dir,
-            producer,
+            sink,
             cadence,
-            opened.publisher,
         )));
         let assigned = Arc::new(AtomicU64::new(0));
         let ctx = Ctx {
-            state: Arc::clone(&state),
+            core: Arc::clone(&core),
             assigned: Arc::clone(&assigned),
         };
         let consumer: BaseConsumer<Ctx> = consumer_config(s)
@@ -128,27 +127,19 @@ impl<'a> Daemon<'a> {
         tracing::info!(brokers = %s.brokers, ?topics, role = %s.pipeline.role, "consuming");
         // Exported from the start, at 0, so a rate over it is defined before the first error.
         metrics::counter!("classifyd_consumer_errors_total").increment(0);
-        let images = s.http.as_ref().map(|_| {
-            let mut st = lock(&state);
-            let feed = Feed::start(&mut st.pipeline);
-            let images = feed.images();
-            st.feed = Some(feed);
-            images
-        });
-        let http = crate::http::serve(s.http.as_ref(), images)?;
+        let http = lock(&core).serve_http(s.http.as_ref())?;
         Ok(Some(Daemon {
             s,
             shutdown,
             telemetry,
             consumer,
-            state,
+            core,
             assigned,
             feed: opened.feed,
             http,
             errors: ErrorSpell::default(),
             next_tick: Instant::now() + TICK,
             next_feed: Instant::now(),
-            last_publish: Instant::now(),
             resumed_from: opened.resumed_from,
         }))
     }
@@ -171,7 +162,7 @@ impl<'a> Daemon<'a> {
             match self.consumer.poll(wait) {
                 None => {}
                 Some(Err(error)) => self.on_error(&error),
-                Some(Ok(msg)) => Self::on_message(&self.state, &self.consumer, &msg)?,
+                Some(Ok(msg)) => Self::on_message(self.s, &self.core, &self.consumer, &msg)?,
             }
         }
         tracing::info!("shutdown requested; finishing");
@@ -181,14 +172,15 @@ impl<'a> Daemon<'a> {
     /// One input or feedback record: through the pipeline, its outputs
     /// queued, its offset recorded; a checkpoint when enough updates are due.
     fn on_message(
-        state: &Mutex<KafkaState>,
+        s: &KafkaSettings,
+        core: &Mutex<KafkaCore>,
         consumer: &BaseConsumer<Ctx>,
         msg: &BorrowedMessage<'_>,
     ) -> Result<(), DaemonError> {
-        let mut st = lock(state);
-        st.handle(msg);
-        if st.cadence.due_by_updates(st.pipeline.model().version()) {
-            st.checkpoint(consumer, "updates")?;
+        let mut core = lock(core);
+        core.handle(&record(s, msg))?;
+        if core.due_by_updates() {
+            core.checkpoint("updates", |p, why| commit(consumer, p, why))?;
         }
         Ok(())
     }
@@ -199,7 +191,7 @@ impl<'a> Daemon<'a> {
         let Some(feed) = self.feed.as_mut() else {
             return;
         };
-        if feed.poll(Duration::ZERO) && feed.update(&mut lock(&self.state).pipeline) {
+        if feed.poll(Duration::ZERO) && feed.update(lock(&self.core).pipeline_mut()) {
             let published_ms = feed.assembler.served().map_or(0, |(_, _, at)| at);
             crate::metrics::model_staleness(feed.assembler.oldest_update_ms(), published_ms);
         }
@@ -211,26 +203,16 @@ impl<'a> Daemon<'a> {
         if let Some(SpellNote::Over { errors, seconds }) = self.errors.tick(Instant::now()) {
             tracing::info!(errors, seconds, "consumer errors stopped");
         }
-        let mut st = lock(&self.state);
-        // Requests answered while no message came, kept for their labels.
-        st.pipeline.absorb_requests();
-        st.publish_model(false);
-        if st.cadence.due_by_time() {
-            st.checkpoint(&self.consumer, "interval")?;
-        }
+        let consumer = &self.consumer;
+        let exported = lock(&self.core).tick(self.telemetry.is_some(), |p, why| commit(consumer, p, why))?;
         if let Some(t) = self.telemetry
-            && self.last_publish.elapsed() >= crate::metrics::PUBLISH_INTERVAL
+            && exported
         {
-            crate::metrics::publish(&st.pipeline);
             if let Some(feed) = &self.feed {
                 let a = &feed.assembler;
                 crate::metrics::model_served(a.served(), a.index().newest_seen());
             }
-            let c = st.producer.context();
-            metrics::counter!("classifyd_delivery_failures_total").absolute(c.failed.load(Ordering::Relaxed));
-            metrics::gauge!("classifyd_producer_queue_messages").set(st.producer.in_flight_count() as f64);
             t.set_ready(self.assigned.load(Ordering::SeqCst) > 0);
-            self.last_publish = Instant::now();
         }
         Ok(())
     }
@@ -253,32 +235,45 @@ impl<'a> Daemon<'a> {
     /// checkpoint (flush, save, commit) is retried until the deadline.
     pub(super) fn shutdown(mut self) -> Result<KafkaSummary, DaemonError> {
         drop(self.http.take());
-        let mut st = lock(&self.state);
-        drop(st.feed.take());
-        st.pipeline.absorb_requests();
+        let mut core = lock(&self.core);
+        let consumer = &self.consumer;
         // The learner's last version goes out with the last checkpoint's flush.
-        st.publish_model(true);
-        let deadline = Instant::now() + self.s.flush_timeout;
-        while !st.checkpoint(&self.consumer, "shutdown")? {
-            if Instant::now() >= deadline {
-                tracing::error!("could not deliver outputs before the shutdown deadline; last checkpoint kept");
-                break;
-            }
-        }
-        let r = st.pipeline.progressive().report();
-        tracing::info!(
-            messages = st.messages,
-            learned = st.pipeline.counters().learned,
-            predicted = st.pipeline.counters().predicted,
-            bad = st.pipeline.counters().bad_total(),
-            accuracy = r.accuracy,
-            "run finished"
-        );
+        core.finish(self.s.flush_timeout, |p, why| commit(consumer, p, why))?;
+        core.report();
         Ok(KafkaSummary {
-            messages: st.messages,
-            checkpoints: st.checkpoints,
+            messages: core.messages(),
+            checkpoints: core.checkpoints(),
             resumed_from: self.resumed_from.clone(),
         })
+    }
+}
+
+/// What the core needs of a consumed record: its payload (a raw e-mail
+/// on an e-mail input topic, whose label is in a header), key, reporter
+/// header, timestamp and offset.
+fn record<'m>(s: &'m KafkaSettings, msg: &'m BorrowedMessage<'m>) -> Record<'m> {
+    let header = |name: &str| {
+        msg.headers()
+            .and_then(|h| h.iter().find(|h| h.key == name).map(|h| h.value.unwrap_or_default()))
+    };
+    let raw = msg.payload().unwrap_or(&[]);
+    let payload = match &s.email_input {
+        Some(label) if msg.topic() == s.input_topic => Payload::Email {
+            raw,
+            label: header(label),
+        },
+        _ => Payload::Json(raw),
+    };
+    Record {
+        payload,
+        key: msg.key(),
+        reporter: header(&s.reporter_header),
+        stamp_ms: msg.timestamp().to_millis().and_then(|t| u64::try_from(t).ok()),
+        position: Position::Offset {
+            topic: msg.topic(),
+            partition: msg.partition(),
+            offset: msg.offset() as u64,
+        },
     }
 }
 

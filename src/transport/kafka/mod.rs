@@ -29,7 +29,7 @@ mod context;
 mod daemon;
 mod errors;
 mod model_topic;
-mod state;
+mod sink;
 pub mod tail;
 mod topics;
 

@@ -1,0 +1,328 @@
+//! The daemon core, written once for every transport: it owns the
+//! [`Pipeline`], the positions its checkpoints record, the checkpoint
+//! directory and [`Cadence`], and the copies of the model that HTTP
+//! requests are answered from; it takes each [`Record`] a transport read
+//! through the pipeline to the transport's [`Sink`], and runs the one
+//! checkpoint protocol: the sink flushes every output so far, then the
+//! model and the positions past those outputs are saved, then the
+//! transport commits them (a Kafka group's offsets).
+//!
+//! A transport reads (a file's lines, a consumer's records) and drives the
+//! core: [`Core::handle`] per record, [`Core::tick`] for the time-based
+//! work, [`Core::finish`] at shutdown. It never touches the pipeline's
+//! outcomes or the checkpoint itself.
+
+use std::time::{Duration, Instant};
+
+use super::lines::line_mark;
+use super::{Cadence, DaemonError};
+use crate::checkpoint::{CheckpointDir, Positions};
+use crate::clock::now_ms;
+use crate::http::{Feed, HttpServer, HttpSettings};
+use crate::model::Model;
+use crate::pipeline::{EmailRecord, Outcome, Pipeline};
+
+/// Where a record stands in its input: what a checkpoint records once it
+/// is handled.
+#[derive(Clone, Copy, Debug)]
+pub enum Position<'a> {
+    /// Offset `offset` of a Kafka topic's partition.
+    Offset {
+        topic: &'a str,
+        partition: i32,
+        offset: u64,
+    },
+    /// Line `number` (from 0) of the JSON-lines input known by `key`.
+    Line { key: &'a str, number: u64 },
+}
+
+impl Position<'_> {
+    /// The id a message without one is given: `topic/partition/offset`, or
+    /// its line's number from 1.
+    pub fn default_id(&self) -> String {
+        match self {
+            Position::Offset {
+                topic,
+                partition,
+                offset,
+            } => format!("{topic}/{partition}/{offset}"),
+            Position::Line { number, .. } => (number + 1).to_string(),
+        }
+    }
+}
+
+/// How a record's payload is read.
+#[derive(Clone, Copy, Debug)]
+pub enum Payload<'a> {
+    /// A JSON message or feedback line.
+    Json(&'a [u8]),
+    /// A raw e-mail, whose label came in a record header.
+    Email { raw: &'a [u8], label: Option<&'a [u8]> },
+}
+
+impl<'a> Payload<'a> {
+    /// The payload's bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        match self {
+            Payload::Json(b) | Payload::Email { raw: b, .. } => b,
+        }
+    }
+}
+
+/// One record a transport read.
+#[derive(Clone, Copy, Debug)]
+pub struct Record<'a> {
+    pub payload: Payload<'a>,
+    /// The record's key (Kafka's), if any.
+    pub key: Option<&'a [u8]>,
+    /// Who gave its label, from a record header.
+    pub reporter: Option<&'a [u8]>,
+    /// When the transport says it was written (ms since the epoch).
+    pub stamp_ms: Option<u64>,
+    pub position: Position<'a>,
+}
+
+/// Where a transport's outputs go. A sink queues or buffers; only
+/// [`Sink::flush`] promises that what it was given is delivered.
+pub trait Sink {
+    /// Delivers `record`'s outcome: a prediction to the output (and to
+    /// review when it asks for a person), a refusal to the dead letters.
+    fn deliver(&mut self, record: &Record<'_>, outcome: Outcome) -> Result<(), DaemonError>;
+
+    /// Delivers everything given so far; `Ok(false)` when that cannot be
+    /// done yet (the broker is away): the checkpoint waits.
+    fn flush(&mut self, why: &str) -> Result<bool, DaemonError>;
+
+    /// The model's version after a record was handled.
+    fn observe(&mut self, _version: u64) {}
+
+    /// Publishes the model beyond this process (a learner's model topic),
+    /// when a version is due (with `force`, whenever it is not out yet).
+    fn publish_model(&mut self, _model: &mut Model, _force: bool) {}
+
+    /// The sink's own metrics, with the pipeline's.
+    fn export_metrics(&self) {}
+}
+
+/// The pipeline and everything a checkpoint covers, for one transport.
+pub struct Core<K: Sink> {
+    pipeline: Pipeline,
+    positions: Positions,
+    dir: Option<CheckpointDir>,
+    cadence: Cadence,
+    sink: K,
+    /// The copies of the model that HTTP requests are answered from.
+    feed: Option<Feed>,
+    last_metrics: Instant,
+    checkpoints: u64,
+    messages: u64,
+}
+
+impl<K: Sink> Core<K> {
+    /// A core over `pipeline`, resumed at `positions` (from `dir`'s
+    /// checkpoint, if any), delivering to `sink`.
+    pub fn new(
+        pipeline: Pipeline,
+        positions: Positions,
+        dir: Option<CheckpointDir>,
+        sink: K,
+        cadence: Cadence,
+    ) -> Self {
+        Core {
+            pipeline,
+            positions,
+            dir,
+            cadence,
+            sink,
+            feed: None,
+            last_metrics: Instant::now(),
+            checkpoints: 0,
+            messages: 0,
+        }
+    }
+
+    /// Starts the HTTP endpoint (`--http-addr`), which answers from copies
+    /// of the model that [`Core::tick`] publishes to.
+    pub fn serve_http(&mut self, settings: Option<&HttpSettings>) -> Result<Option<HttpServer>, DaemonError> {
+        if settings.is_some() {
+            self.feed = Some(Feed::start(&mut self.pipeline));
+        }
+        Ok(crate::http::serve(settings, self.feed.as_ref().map(Feed::images))?)
+    }
+
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// The pipeline, for what a transport puts in it besides records (a
+    /// predictor's model versions, a refusal the transport made).
+    pub fn pipeline_mut(&mut self) -> &mut Pipeline {
+        &mut self.pipeline
+    }
+
+    pub fn positions(&self) -> &Positions {
+        &self.positions
+    }
+
+    /// The positions, for what a transport records besides its records'
+    /// (an input's start, read from its first line).
+    pub fn positions_mut(&mut self) -> &mut Positions {
+        &mut self.positions
+    }
+
+    pub fn sink(&self) -> &K {
+        &self.sink
+    }
+
+    pub fn sink_mut(&mut self) -> &mut K {
+        &mut self.sink
+    }
+
+    /// Records handled by this run.
+    pub fn messages(&self) -> u64 {
+        self.messages
+    }
+
+    /// Checkpoints taken by this run.
+    pub fn checkpoints(&self) -> u64 {
+        self.checkpoints
+    }
+
+    /// One record through the pipeline, its outcome to the sink, its
+    /// position recorded.
+    pub fn handle(&mut self, record: &Record<'_>) -> Result<(), DaemonError> {
+        let default_id = || record.position.default_id();
+        let now = record.stamp_ms.unwrap_or_else(now_ms);
+        let started = Instant::now();
+        let outcome = match record.payload {
+            Payload::Json(bytes) => self.pipeline.handle_reported(bytes, record.reporter, &default_id, now),
+            Payload::Email { raw, label } => {
+                let email = EmailRecord {
+                    id: record
+                        .key
+                        .and_then(|k| std::str::from_utf8(k).ok())
+                        .filter(|k| !k.is_empty()),
+                    label,
+                    reporter: record.reporter,
+                };
+                self.pipeline.handle_email(raw, email, &default_id, now)
+            }
+        };
+        crate::metrics::handled(&outcome, started.elapsed());
+        self.sink.observe(self.pipeline.model().version());
+        self.sink.deliver(record, outcome)?;
+        self.advance(record.position, record.payload.bytes());
+        Ok(())
+    }
+
+    /// Records that the record at `position`, of which `bytes` is at hand,
+    /// is done (a JSON-lines input's line marks its position: see
+    /// `checkpoint::LinePosition`).
+    pub fn advance(&mut self, position: Position<'_>, bytes: &[u8]) {
+        match position {
+            Position::Offset {
+                topic,
+                partition,
+                offset,
+            } => self.positions.set_offset(topic, partition, offset + 1),
+            Position::Line { key, number } => self.positions.set_line(key, number + 1, Some(line_mark(bytes))),
+        }
+        self.messages += 1;
+    }
+
+    /// Whether enough updates were learned for a checkpoint.
+    pub fn due_by_updates(&self) -> bool {
+        self.cadence.due_by_updates(self.pipeline.model().version())
+    }
+
+    /// The time-based work: the requests' messages kept for their labels,
+    /// the model published (to the copies, and by the sink), the metrics
+    /// (with `metrics`; true when they were exported), a checkpoint when
+    /// one is due (`commit` commits its positions).
+    pub fn tick(&mut self, metrics: bool, commit: impl FnOnce(&Positions, &str)) -> Result<bool, DaemonError> {
+        self.pipeline.absorb_requests();
+        self.publish(false);
+        let exported = metrics && self.last_metrics.elapsed() >= crate::metrics::PUBLISH_INTERVAL;
+        if exported {
+            crate::metrics::publish(&self.pipeline);
+            self.sink.export_metrics();
+            self.last_metrics = Instant::now();
+        }
+        if self.cadence.due_by_time() || self.due_by_updates() {
+            let why = if self.due_by_updates() { "updates" } else { "interval" };
+            self.checkpoint(why, commit)?;
+        }
+        Ok(exported)
+    }
+
+    /// Publishes the model to the copies that answer requests and through
+    /// the sink, when due (with `force`, whenever it changed).
+    fn publish(&mut self, force: bool) {
+        if let Some(feed) = &mut self.feed {
+            feed.publish(&self.pipeline, force);
+        }
+        self.sink.publish_model(self.pipeline.model_mut(), force);
+    }
+
+    /// Flush, save, commit. When the sink cannot deliver yet, nothing is
+    /// saved or committed, the next try is one interval away, and
+    /// `Ok(false)` says so.
+    pub fn checkpoint(&mut self, why: &str, commit: impl FnOnce(&Positions, &str)) -> Result<bool, DaemonError> {
+        if !self.sink.flush(why)? {
+            crate::metrics::checkpoint_failed();
+            self.cadence.put_off();
+            return Ok(false);
+        }
+        if let Some(dir) = self.dir.as_mut() {
+            let saved = dir
+                .save_pipeline(&self.pipeline, &self.positions)
+                .inspect_err(|_| crate::metrics::checkpoint_failed())?;
+            crate::metrics::checkpoint_saved(&saved);
+            tracing::debug!(path = %saved.path.display(), bytes = saved.bytes, ms = saved.duration.as_millis() as u64, why, "checkpoint written");
+        }
+        self.cadence.done(self.pipeline.model().version());
+        self.checkpoints += 1;
+        commit(&self.positions, why);
+        Ok(true)
+    }
+
+    /// Stops answering requests (the endpoint is stopped first) and keeps
+    /// the messages they answered, for their late labels.
+    pub fn stop_requests(&mut self) {
+        drop(self.feed.take());
+        self.pipeline.absorb_requests();
+    }
+
+    /// The last checkpoint, after the model's last publication, retried
+    /// until `deadline` while the sink cannot deliver; then the run's
+    /// report in the log.
+    pub fn finish(&mut self, within: Duration, commit: impl Fn(&Positions, &str)) -> Result<(), DaemonError> {
+        self.stop_requests();
+        self.publish(true);
+        let deadline = Instant::now() + within;
+        while !self.checkpoint("shutdown", &commit)? {
+            if Instant::now() >= deadline {
+                tracing::error!("could not deliver outputs before the shutdown deadline; last checkpoint kept");
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Logs what the run did.
+    pub fn report(&self) {
+        let p = &self.pipeline;
+        let r = p.progressive().report();
+        tracing::info!(
+            messages = self.messages,
+            learned = p.counters().learned,
+            predicted = p.counters().predicted,
+            bad = p.counters().bad_total(),
+            accuracy = r.accuracy,
+            "run finished"
+        );
+    }
+}
+
+/// A transport that commits nothing beyond the checkpoint (JSON lines).
+pub fn no_commit(_: &Positions, _: &str) {}
