@@ -113,6 +113,8 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     let progress = progress_bar(size);
     let reader = BufReader::with_capacity(1 << 16, file);
     pass.run(args, &path, reader, &mut pipeline, &mut dead, &progress)?;
+    let held = pipeline.take_held_back();
+    (pass.train, pass.test) = (held.train, held.test);
     // Extra passes only serve the held-out test: a stream without one is
     // reported from its progressive pass, and the model is not kept.
     let passes = if pass.test.is_empty() { 1 } else { args.passes };
@@ -141,7 +143,8 @@ struct FirstPass {
     /// Lines and bytes read.
     number: u64,
     bytes: u64,
-    /// Training examples kept for more passes, test examples deferred.
+    /// Training examples kept for more passes, test examples deferred
+    /// (what the pipeline held back: [`crate::pipeline::HeldBack`]).
     train: Vec<(SparseVec, Vec<String>)>,
     test: Vec<(SparseVec, Vec<String>)>,
     curve: Option<crate::plot::Curve>,
@@ -201,13 +204,11 @@ impl FirstPass {
             let id = || number.to_string();
             // The stream's clock: line n is n seconds in (messages carry
             // no time), so `--feedback-ttl-secs 60` is 60 lines.
-            match pipeline.handle_prepared(&mut batch.prepared, i, &id, number.saturating_mul(1000)) {
-                Outcome::Learned { kept: Some(k), .. } => self.train.push(k),
-                Outcome::Test { deferred: Some(t) } => self.test.push(t),
-                Outcome::Bad(bad) => dead
-                    .write(&format!("{path}:{number}"), &bad, line)
-                    .map_err(CommandError::Output)?,
-                _ => {}
+            if let Outcome::Bad(bad) =
+                pipeline.handle_prepared(&mut batch.prepared, i, &id, number.saturating_mul(1000))
+            {
+                dead.write(&format!("{path}:{number}"), &bad, line)
+                    .map_err(CommandError::Output)?;
             }
             if let Some(c) = &mut self.curve
                 && self.bytes >= self.next_plot

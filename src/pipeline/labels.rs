@@ -42,7 +42,7 @@ impl Pipeline {
         self.drift.observe(Watched::Progressive, !correct);
         if self.eval.query_labels && !self.review_current(&w.scored, true).ask {
             self.counters.labels_declined += 1;
-            return Outcome::Learned { correct, kept: None };
+            return Outcome::Learned { correct };
         }
         let (ids, gold_vec) = self.as_seen(ids, gold.into_vec());
         let weight = self.label_weight(&w.scored, &ids, reporter.as_deref());
@@ -56,17 +56,18 @@ impl Pipeline {
             held: None,
             at_ms: now_ms,
         };
-        let kept = if let Some(weight) = weight {
+        if let Some(weight) = weight {
             self.learn_features(&w.features, &ids, Some(&w.scored), weight);
             self.counters.learned += 1;
             entry.gold = Some(gold_vec.clone());
-            raw.map(|raw| (raw, gold_vec))
+            if let Some(raw) = raw {
+                self.held_back.train.push((raw, gold_vec));
+            }
         } else {
             entry.held = Some(Held::new(gold_vec, reporter));
-            None
-        };
+        }
         self.cache.insert(id, entry, &self.cfg);
-        Outcome::Learned { correct, kept }
+        Outcome::Learned { correct }
     }
 
     /// The labels the learner sees: the gold ones, or under

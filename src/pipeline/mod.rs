@@ -36,7 +36,7 @@ pub use request::Answered;
 use request::Requests;
 pub use review::{Query, Review, ReviewConfig, Verdict};
 pub use role::Role;
-pub use settings::{EvalKnobs, PipelineConfig};
+pub use settings::{EvalKnobs, HeldBack, PipelineConfig};
 pub use trust::{DEFAULT_CONTRADICTION_MARGIN, DEFAULT_MAX_REPORTERS, Reporter, Reporters, TrustConfig};
 
 use crate::eval::Progressive;
@@ -142,6 +142,8 @@ pub struct Pipeline {
     requests: Requests,
     /// What `eval` asks beyond a daemon's work (all off but in `eval`).
     eval: EvalKnobs,
+    /// What those knobs hold back (empty but in `eval`).
+    held_back: HeldBack,
 }
 
 impl Pipeline {
@@ -172,6 +174,7 @@ impl Pipeline {
             warned: None,
             requests: Requests::Kept,
             eval: EvalKnobs::default(),
+            held_back: HeldBack::default(),
         }
     }
 
@@ -203,6 +206,11 @@ impl Pipeline {
     /// What `eval` asked of this pipeline (all off in a daemon).
     pub fn eval_knobs(&self) -> &EvalKnobs {
         &self.eval
+    }
+
+    /// The examples held back so far for `eval` (see [`EvalKnobs`]).
+    pub fn take_held_back(&mut self) -> HeldBack {
+        std::mem::take(&mut self.held_back)
     }
 
     pub fn model(&self) -> &Model {
@@ -422,16 +430,15 @@ impl Pipeline {
         }
         let raw = self.finish(text, false, true, &mut w.features).unwrap_or_default();
         if self.eval.defer_test {
-            return Outcome::Test {
-                deferred: Some((raw, gold.as_slice().to_vec())),
-            };
+            self.held_back.test.push((raw, gold.as_slice().to_vec()));
+            return Outcome::Test;
         }
         self.model.ensure_task(Self::task_of(&gold));
         self.score_test(&raw, gold.as_slice());
-        Outcome::Test { deferred: None }
+        Outcome::Test
     }
 
-    /// Scores a held-out example (raw features, as [`Outcome::Test`] holds
+    /// Scores a held-out example (raw features, as [`HeldBack::test`] holds
     /// them) with the model as it stands.
     pub fn score_test(&mut self, raw: &SparseVec, gold: &[String]) {
         let mut w = std::mem::take(&mut self.work);
@@ -446,7 +453,7 @@ impl Pipeline {
     }
 
     /// Learns an example again (extra passes of `eval`, raw features as
-    /// [`Outcome::Learned`] keeps them), without metrics or new document counts.
+    /// [`HeldBack::train`] keeps them), without metrics or new document counts.
     pub fn relearn(&mut self, raw: &SparseVec, gold: &[String]) {
         let ids: Option<Vec<usize>> = gold.iter().map(|l| self.model.labels().get(l)).collect();
         if let Some(ids) = ids {

@@ -3,7 +3,6 @@
 //! contract's JSON form. Owns that form; knows no transport.
 
 use super::explain::Contribution;
-use crate::features::SparseVec;
 use crate::message::Bad;
 
 /// What became of one message.
@@ -11,17 +10,13 @@ use crate::message::Bad;
 pub enum Outcome {
     /// A labeled example, counted and learned (under `eval --label-budget`,
     /// learned only if the review asked for it: see
-    /// [`super::EvalKnobs::query_labels`]). `kept` holds its raw features and
-    /// gold labels when [`super::EvalKnobs::keep_train`] is on.
-    Learned {
-        correct: bool,
-        kept: Option<(SparseVec, Vec<String>)>,
-    },
+    /// [`super::EvalKnobs::query_labels`]).
+    Learned { correct: bool },
     /// An unlabeled message's prediction, to publish.
     Predicted(Prediction),
-    /// A test-split example, scored without learning, or held back when
-    /// [`super::EvalKnobs::defer_test`] is on.
-    Test { deferred: Option<(SparseVec, Vec<String>)> },
+    /// A test-split example, scored without learning (or held back for
+    /// `eval`: [`super::HeldBack`]).
+    Test,
     /// A late label joined to its message and learned.
     FeedbackMatched { correct: Option<bool>, correction: bool },
     /// A late label whose message is not (or no longer) in the cache.

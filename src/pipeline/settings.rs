@@ -3,6 +3,7 @@
 //! uncertainty review).
 
 use super::{ReviewConfig, Role};
+use crate::features::SparseVec;
 use crate::message;
 
 /// Settings of the pipeline around the model.
@@ -71,18 +72,26 @@ impl Default for PipelineConfig {
     }
 }
 
+/// Examples held back for `eval` under [`EvalKnobs`]: raw features and
+/// gold labels, taken with [`super::Pipeline::take_held_back`] (always
+/// empty in a daemon).
+#[derive(Clone, Debug, Default)]
+pub struct HeldBack {
+    /// Learned training examples, to learn again in later passes.
+    pub train: Vec<(SparseVec, Vec<String>)>,
+    /// Test examples, to score after all training.
+    pub test: Vec<(SparseVec, Vec<String>)>,
+}
+
 /// What `eval` asks of the pipeline beyond what a daemon does: set only by
 /// `eval` ([`super::Pipeline::for_eval`]), never by `run`, all off by default.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct EvalKnobs {
-    /// Hold test-split examples back (returned as [`Outcome::Test`])
-    /// instead of scoring them at once; `eval` scores them after all
-    /// training.
-    ///
-    /// [`Outcome::Test`]: super::Outcome::Test
+    /// Hold test-split examples back ([`HeldBack::test`]) instead of
+    /// scoring them at once; `eval` scores them after all training.
     pub defer_test: bool,
-    /// Return the features of learned examples marked `"split": "train"`
-    /// (for `eval`'s extra passes).
+    /// Keep the features of learned examples marked `"split": "train"`
+    /// ([`HeldBack::train`], for `eval`'s extra passes).
     pub keep_train: bool,
     /// `eval --label-budget`: a labeled example is learned only if the
     /// review asks for it (all are still predicted and counted first).
