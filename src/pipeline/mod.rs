@@ -10,10 +10,10 @@
 
 mod cache;
 mod example;
-mod explain;
 mod labels;
 mod noise;
 mod outcome;
+mod prediction;
 mod prepare;
 mod reported;
 mod request;
@@ -21,15 +21,16 @@ mod review;
 mod role;
 mod settings;
 mod trust;
+mod weighing;
 
 use foldhash::HashMap;
 
 pub use cache::{CacheEntry, FeedbackCache, Held, Packed};
 use example::Work;
-pub use explain::Contribution;
 use labels::Labeled;
 pub use noise::LabelNoise;
 pub use outcome::{Outcome, Prediction};
+pub use prediction::Contribution;
 pub use prepare::{Prepared, Preparer};
 pub use reported::{DEFAULT_REPORTED, Reported, Vote};
 pub use request::Answered;

@@ -2,7 +2,7 @@
 //! for an unlabeled message the [`Prediction`] to publish in the output
 //! contract's JSON form. Owns that form; knows no transport.
 
-use super::explain::Contribution;
+use super::prediction::Contribution;
 use crate::message::Bad;
 
 /// What became of one message.
