@@ -65,7 +65,7 @@ impl Images {
     /// replaces dropped after.
     pub fn publish(&self, from: &Pipeline) {
         let next = 1 - self.active.load(Ordering::Acquire);
-        let model = from.model().clone();
+        let model = from.model().scoring_copy();
         let replaced = {
             let mut copy = lock(&self.copies[next]);
             match copy.as_mut() {

@@ -182,6 +182,35 @@ impl Model {
         }
     }
 
+    /// A copy that scores as this model does, without what only learning
+    /// needs (AdaGrad's sums: [`Weights::scoring_copy`]; the changed
+    /// buckets; scratch): for copies that only predict, never learn
+    /// (`crate::http::images`).
+    pub fn scoring_copy(&self) -> Model {
+        let state = match &self.state {
+            State::Linear(w) => State::Linear(w.scoring_copy()),
+            State::NaiveBayes(nb) => State::NaiveBayes(nb.clone()),
+        };
+        Model {
+            choice: self.choice.clone(),
+            hyper: self.hyper.clone(),
+            features: self.features,
+            task: self.task,
+            labels: self.labels.clone(),
+            state,
+            version: self.version,
+            sketch: self.sketch.clone(),
+            doc_freq: self.doc_freq.clone(),
+            scratch: Vec::new(),
+            grad: Vec::new(),
+            gold_mask: Vec::new(),
+            active: Vec::new(),
+            limits: self.limits,
+            fusion: self.fusion.clone(),
+            changed: None,
+        }
+    }
+
     /// A fresh fusion, when the hyperparameters ask for one and the
     /// features keep the word view apart.
     fn new_fusion(hyper: &Hyper, features: &FeatureConfig) -> Option<fusion::Fusion> {

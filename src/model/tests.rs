@@ -222,3 +222,42 @@ fn positive_score_orders_by_margin() {
     };
     assert!(Model::positive_score(&b, 1) > Model::positive_score(&a, 1));
 }
+
+#[test]
+fn a_scoring_copy_scores_the_same_in_less_memory() {
+    let bytes = |m: &Model| match m.state() {
+        State::Linear(w) => (w.bytes(), w.is_sparse()),
+        State::NaiveBayes(_) => (0, false),
+    };
+    for learner in [Learner::Logistic, Learner::Hinge, Learner::Perceptron] {
+        for average in [false, true] {
+            // Dense, then the same model's weights moved to sparse rows.
+            for memory in [weights::DEFAULT_BUDGET, 1 << 20] {
+                let hyper = Hyper {
+                    average,
+                    ..Hyper::defaults(learner)
+                };
+                let (mut model, mut f) = train_with(hyper, DATA, 3);
+                model.set_limits(Limits {
+                    memory,
+                    ..Limits::default()
+                });
+                let copy = model.scoring_copy();
+                let ((kept, sparse), (copied, copy_sparse)) = (bytes(&model), bytes(&copy));
+                let case = format!("{learner}, average {average}, sparse {sparse}");
+                assert_eq!(sparse, memory < weights::DEFAULT_BUDGET, "{case}");
+                assert_eq!(copy_sparse, sparse, "{case}");
+                let adagrad = model.hyper().schedule == Schedule::AdaGrad;
+                assert_eq!(copied < kept, adagrad, "{case}: {copied} bytes against {kept}");
+                let (mut x, mut a, mut b) = (SparseVec::default(), Scored::default(), Scored::default());
+                for (text, _) in DATA.iter().chain(&[("free lunch at the match", "")]) {
+                    f.featurize(text, &mut x);
+                    model.predict(&x, &mut a);
+                    copy.predict(&x, &mut b);
+                    assert_eq!((&a.raw, &a.labels), (&b.raw, &b.labels), "{case} on {text:?}");
+                    assert!(a.raw.iter().any(|&r| r != 0.0), "{case}: no weights left for {text:?}");
+                }
+            }
+        }
+    }
+}

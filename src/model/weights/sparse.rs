@@ -94,6 +94,26 @@ impl SparseRows {
         }
     }
 
+    /// A copy without the last of each entry's slots (AdaGrad's sums, kept
+    /// last): what scoring reads, for a copy that only predicts.
+    pub fn without_last_slot(&self) -> SparseRows {
+        let (from, to) = (self.cold_stride(), self.cold_stride().saturating_sub(1));
+        let cold = match to {
+            0 => Vec::new(),
+            _ => self.cold.chunks_exact(from).flat_map(|c| &c[..to]).copied().collect(),
+        };
+        SparseRows {
+            heads: self.heads.clone(),
+            slots: self.slots - 1,
+            data: self.data.clone(),
+            cold,
+            max_entries: self.max_entries,
+            pruned: self.pruned,
+            pruned_at: self.pruned_at,
+            tidied_at: self.tidied_at,
+        }
+    }
+
     /// Bytes of an entry with `slots` floats.
     pub fn entry_bytes(slots: usize) -> usize {
         4 * (1 + slots)
