@@ -1,9 +1,9 @@
 //! Prometheus metrics and the health endpoints.
 //!
 //! The recorder (metrics-exporter-prometheus) is installed first, every
-//! metric is described once ([`describe`]), and an HTTP thread (tiny_http)
-//! serves `/metrics`, `/healthz` (alive) and `/readyz` (model loaded and, on
-//! Kafka, partitions assigned). Counters and gauges that mirror the
+//! metric is described once ([`describe`]), and a thread ([`endpoint`],
+//! hyper like `POST /v1/classify`) serves `/metrics`, `/healthz` (alive)
+//! and `/readyz` (model loaded and, on Kafka, partitions assigned). Counters and gauges that mirror the
 //! pipeline's state are refreshed by [`publish`] about once a second, off
 //! the per-message path; only the latency histograms are recorded per
 //! message, and a thread folds their samples into buckets every few
@@ -26,6 +26,9 @@ use crate::message::BadReason;
 use crate::pipeline::Pipeline;
 
 mod catalog;
+mod endpoint;
+
+use endpoint::{Endpoint, Pages};
 
 /// Classes beyond this many share the label value "other".
 pub const MAX_CLASS_SERIES: usize = 50;
@@ -137,8 +140,8 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
     let process = metrics_process::Collector::default();
     process.describe();
     export_from_start();
-    let server = tiny_http::Server::http(sock).map_err(|e| MetricsError::Bind(addr.into(), e.to_string()))?;
-    let addr = server.server_addr().to_ip().unwrap_or(sock);
+    let endpoint = Endpoint::bind(sock, addr)?;
+    let addr = endpoint.local_addr().unwrap_or(sock);
     let ready = Arc::new(AtomicBool::new(false));
     let t = Telemetry {
         ready: Arc::clone(&ready),
@@ -155,7 +158,8 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
             upkeep.run_upkeep();
         }
     })?;
-    spawn("metrics-http", move || serve(server, handle, ready, process))?;
+    let pages = Pages { handle, ready, process };
+    spawn("metrics-http", move || endpoint.serve(pages))?;
     tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
     Ok(t)
 }
@@ -209,36 +213,6 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), MetricsErr
         .spawn(f)
         .map(drop)
         .map_err(|e| MetricsError::Thread(name.into(), e.to_string()))
-}
-
-fn serve(
-    server: tiny_http::Server,
-    handle: PrometheusHandle,
-    ready: Arc<AtomicBool>,
-    process: metrics_process::Collector,
-) {
-    let text = |body: String, code: u16, kind: &str| {
-        let mut r = tiny_http::Response::from_string(body).with_status_code(code);
-        if let Ok(h) = tiny_http::Header::from_bytes(&b"Content-Type"[..], kind.as_bytes()) {
-            r.add_header(h);
-        }
-        r
-    };
-    for req in server.incoming_requests() {
-        let path = req.url().split('?').next().unwrap_or("").to_string();
-        let resp = match path.as_str() {
-            "/metrics" => {
-                process.collect();
-                handle.run_upkeep();
-                text(handle.render(), 200, "text/plain; version=0.0.4")
-            }
-            "/healthz" => text("ok\n".into(), 200, "text/plain"),
-            "/readyz" if ready.load(Ordering::SeqCst) => text("ready\n".into(), 200, "text/plain"),
-            "/readyz" => text("not ready\n".into(), 503, "text/plain"),
-            _ => text("not found\n".into(), 404, "text/plain"),
-        };
-        let _ = req.respond(resp);
-    }
 }
 
 /// How often the recorder's queued histogram samples are folded into buckets
