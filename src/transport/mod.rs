@@ -12,7 +12,7 @@
 //! metrics; none of those knows a transport.
 
 pub mod bounded;
-pub mod core;
+pub(crate) mod core;
 pub mod jsonl;
 #[cfg(feature = "kafka")]
 pub mod kafka;
