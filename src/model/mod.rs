@@ -185,7 +185,7 @@ impl Model {
     /// A copy that scores as this model does, without what only learning
     /// needs (AdaGrad's sums: [`Weights::scoring_copy`]; the changed
     /// buckets; scratch): for copies that only predict, never learn
-    /// (`crate::http::images`).
+    /// (the HTTP endpoint's copies of the model).
     pub fn scoring_copy(&self) -> Model {
         let state = match &self.state {
             State::Linear(w) => State::Linear(w.scoring_copy()),

@@ -254,7 +254,7 @@ impl Weights {
     /// A copy in the scoring layout, AdaGrad's sums left out: it scores as
     /// these weights do (the same floats), in a third to a half less
     /// memory, and must not learn. For copies that only predict
-    /// (`crate::http::images`).
+    /// (the HTTP endpoint's copies of the model).
     pub fn scoring_copy(&self) -> Weights {
         if !self.adagrad {
             return self.clone();
