@@ -71,19 +71,12 @@ impl Positions {
         self.lines.get(key).copied()
     }
 
-    /// Records JSON-lines input `key`'s position (allocating only for an
-    /// input not seen before); a mark of `None` keeps the one recorded (it
-    /// still describes line `next - 1` when no line was handled since).
+    /// Records JSON-lines input `key`'s position; a mark of `None` keeps
+    /// the one recorded (it still describes line `next - 1` when no line
+    /// was handled since).
     pub fn set_line(&mut self, key: &str, next: u64, mark: Option<u64>) {
-        match self.lines.get_mut(key) {
-            Some(p) => {
-                p.next = next;
-                p.mark = mark.or(p.mark);
-            }
-            None => {
-                self.lines.insert(key.to_string(), LinePosition { next, mark });
-            }
-        }
+        let mark = mark.or_else(|| self.lines.get(key).and_then(|p| p.mark));
+        self.lines.insert(key.to_string(), LinePosition { next, mark });
     }
 
     /// The next line recorded by a checkpoint from before inputs were

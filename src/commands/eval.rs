@@ -14,9 +14,9 @@ use serde::Serialize;
 use super::{CommandError, io_at};
 use crate::config::EvalArgs;
 use crate::eval::Report;
-use crate::features::{FeatureConfig, SparseVec};
+use crate::features::FeatureConfig;
 use crate::model::{Hyper, Model};
-use crate::pipeline::{EvalKnobs, Outcome, Pipeline, Prepared, Preparer};
+use crate::pipeline::{EvalKnobs, HeldBack, Outcome, Pipeline, Prepared, Preparer};
 use crate::transport::bounded::{Got, read_bounded};
 use crate::transport::sinks::DeadLetterSink;
 
@@ -113,18 +113,17 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     let progress = progress_bar(size);
     let reader = BufReader::with_capacity(1 << 16, file);
     pass.run(args, &path, reader, &mut pipeline, &mut dead, &progress)?;
-    let held = pipeline.take_held_back();
-    (pass.train, pass.test) = (held.train, held.test);
+    let HeldBack { train, test } = pipeline.take_held_back();
     // Extra passes only serve the held-out test: a stream without one is
     // reported from its progressive pass, and the model is not kept.
-    let passes = if pass.test.is_empty() { 1 } else { args.passes };
+    let passes = if test.is_empty() { 1 } else { args.passes };
     for _ in 1..passes {
-        for (x, gold) in &pass.train {
+        for (x, gold) in &train {
             pipeline.relearn(x, gold);
         }
     }
-    pass.train = Vec::new();
-    for (x, gold) in &pass.test {
+    drop(train);
+    for (x, gold) in &test {
         pipeline.score_test(x, gold);
     }
     progress.finish_and_clear();
@@ -143,10 +142,6 @@ struct FirstPass {
     /// Lines and bytes read.
     number: u64,
     bytes: u64,
-    /// Training examples kept for more passes, test examples deferred
-    /// (what the pipeline held back: [`crate::pipeline::HeldBack`]).
-    train: Vec<(SparseVec, Vec<String>)>,
-    test: Vec<(SparseVec, Vec<String>)>,
     curve: Option<crate::plot::Curve>,
     plot_every: u64,
     next_plot: u64,
@@ -262,7 +257,7 @@ fn report(pipeline: &Pipeline, pass: &FirstPass, passes: usize, (seconds, cpu_se
         bad: pipeline.counters().bad_total(),
         features_per_example: pipeline.counters().features as f64 / number.max(1) as f64,
         progressive: pipeline.progressive().report(),
-        test: (!pass.test.is_empty()).then(|| pipeline.test_metrics().report()),
+        test: (pipeline.counters().test_scored > 0).then(|| pipeline.test_metrics().report()),
         published: (pipeline.published().total().examples > 0).then(|| pipeline.published().report()),
         drift_detections: pipeline.drift().progressive_at.clone(),
         label_budget: pipeline.eval_knobs().query_labels.then(|| {

@@ -10,11 +10,12 @@
 //! A transport reads (a file's lines, a consumer's records) and drives the
 //! core: [`Core::handle`] per record, [`Core::tick`] for the time-based
 //! work, [`Core::finish`] at shutdown. It never touches the pipeline's
-//! outcomes or the checkpoint itself.
+//! outcomes or the checkpoint itself; its part in a checkpoint is a
+//! [`Checkpointed`]: what it records before the save, what it commits
+//! after.
 
 use std::time::{Duration, Instant};
 
-use super::lines::line_mark;
 use super::{Cadence, DaemonError};
 use crate::checkpoint::{CheckpointDir, Positions};
 use crate::clock::now_ms;
@@ -32,8 +33,9 @@ pub enum Position<'a> {
         partition: i32,
         offset: u64,
     },
-    /// Line `number` (from 0) of the JSON-lines input known by `key`.
-    Line { key: &'a str, number: u64 },
+    /// Line `number` (from 0) of the JSON-lines input (whose position the
+    /// transport records at a checkpoint: [`Checkpointed::settle`]).
+    Line { number: u64 },
 }
 
 impl Position<'_> {
@@ -104,6 +106,21 @@ pub trait Sink {
     fn export_metrics(&self) {}
 }
 
+/// A transport's part in a checkpoint, around the core's save.
+pub trait Checkpointed {
+    /// Before the save: the positions the transport keeps itself (a
+    /// JSON-lines input's next line and the mark of the line before it,
+    /// hashed here, once a checkpoint, not once a line).
+    fn settle(&mut self, _positions: &mut Positions) {}
+
+    /// After the save: the positions committed beyond the checkpoint (a
+    /// Kafka group's offsets).
+    fn commit(&mut self, _positions: &Positions, _why: &str) {}
+}
+
+/// A transport with no part in a checkpoint but the core's.
+impl Checkpointed for () {}
+
 /// The pipeline and everything a checkpoint covers, for one transport.
 pub struct Core<K: Sink> {
     pipeline: Pipeline,
@@ -170,10 +187,6 @@ impl<K: Sink> Core<K> {
         &mut self.positions
     }
 
-    pub fn sink(&self) -> &K {
-        &self.sink
-    }
-
     pub fn sink_mut(&mut self) -> &mut K {
         &mut self.sink
     }
@@ -211,21 +224,20 @@ impl<K: Sink> Core<K> {
         crate::metrics::handled(&outcome, started.elapsed());
         self.sink.observe(self.pipeline.model().version());
         self.sink.deliver(record, outcome)?;
-        self.advance(record.position, record.payload.bytes());
+        self.advance(record.position);
         Ok(())
     }
 
-    /// Records that the record at `position`, of which `bytes` is at hand,
-    /// is done (a JSON-lines input's line marks its position: see
-    /// `checkpoint::LinePosition`).
-    pub fn advance(&mut self, position: Position<'_>, bytes: &[u8]) {
-        match position {
-            Position::Offset {
-                topic,
-                partition,
-                offset,
-            } => self.positions.set_offset(topic, partition, offset + 1),
-            Position::Line { key, number } => self.positions.set_line(key, number + 1, Some(line_mark(bytes))),
+    /// Records that the record at `position` is done (a Kafka offset here;
+    /// a JSON-lines line by the transport, at the next checkpoint).
+    pub fn advance(&mut self, position: Position<'_>) {
+        if let Position::Offset {
+            topic,
+            partition,
+            offset,
+        } = position
+        {
+            self.positions.set_offset(topic, partition, offset + 1);
         }
         self.messages += 1;
     }
@@ -238,8 +250,8 @@ impl<K: Sink> Core<K> {
     /// The time-based work: the requests' messages kept for their labels,
     /// the model published (to the copies, and by the sink), the metrics
     /// (with `metrics`; true when they were exported), a checkpoint when
-    /// one is due (`commit` commits its positions).
-    pub fn tick(&mut self, metrics: bool, commit: impl FnOnce(&Positions, &str)) -> Result<bool, DaemonError> {
+    /// one is due (with the transport's part, `part`).
+    pub fn tick(&mut self, metrics: bool, part: &mut impl Checkpointed) -> Result<bool, DaemonError> {
         self.pipeline.absorb_requests();
         self.publish(false);
         let exported = metrics && self.last_metrics.elapsed() >= crate::metrics::PUBLISH_INTERVAL;
@@ -248,10 +260,12 @@ impl<K: Sink> Core<K> {
             self.sink.export_metrics();
             self.last_metrics = Instant::now();
         }
-        if self.cadence.due_by_time() || self.due_by_updates() {
-            let why = if self.due_by_updates() { "updates" } else { "interval" };
-            self.checkpoint(why, commit)?;
-        }
+        let why = match (self.due_by_updates(), self.cadence.due_by_time()) {
+            (true, _) => "updates",
+            (false, true) => "interval",
+            (false, false) => return Ok(exported),
+        };
+        self.checkpoint(why, part)?;
         Ok(exported)
     }
 
@@ -264,15 +278,17 @@ impl<K: Sink> Core<K> {
         self.sink.publish_model(self.pipeline.model_mut(), force);
     }
 
-    /// Flush, save, commit. When the sink cannot deliver yet, nothing is
-    /// saved or committed, the next try is one interval away, and
-    /// `Ok(false)` says so.
-    pub fn checkpoint(&mut self, why: &str, commit: impl FnOnce(&Positions, &str)) -> Result<bool, DaemonError> {
+    /// Flush, save, commit (the transport's part before and after the
+    /// save: `part`). When the sink cannot deliver yet, nothing is saved or
+    /// committed, the next try is one interval away, and `Ok(false)` says
+    /// so.
+    pub fn checkpoint(&mut self, why: &str, part: &mut impl Checkpointed) -> Result<bool, DaemonError> {
         if !self.sink.flush(why)? {
             crate::metrics::checkpoint_failed();
             self.cadence.put_off();
             return Ok(false);
         }
+        part.settle(&mut self.positions);
         if let Some(dir) = self.dir.as_mut() {
             let saved = dir
                 .save_pipeline(&self.pipeline, &self.positions)
@@ -282,7 +298,7 @@ impl<K: Sink> Core<K> {
         }
         self.cadence.done(self.pipeline.model().version());
         self.checkpoints += 1;
-        commit(&self.positions, why);
+        part.commit(&self.positions, why);
         Ok(true)
     }
 
@@ -296,11 +312,11 @@ impl<K: Sink> Core<K> {
     /// The last checkpoint, after the model's last publication, retried
     /// until `deadline` while the sink cannot deliver; then the run's
     /// report in the log.
-    pub fn finish(&mut self, within: Duration, commit: impl Fn(&Positions, &str)) -> Result<(), DaemonError> {
+    pub fn finish(&mut self, within: Duration, part: &mut impl Checkpointed) -> Result<(), DaemonError> {
         self.stop_requests();
         self.publish(true);
         let deadline = Instant::now() + within;
-        while !self.checkpoint("shutdown", &commit)? {
+        while !self.checkpoint("shutdown", part)? {
             if Instant::now() >= deadline {
                 tracing::error!("could not deliver outputs before the shutdown deadline; last checkpoint kept");
                 break;
@@ -323,6 +339,3 @@ impl<K: Sink> Core<K> {
         );
     }
 }
-
-/// A transport that commits nothing beyond the checkpoint (JSON lines).
-pub fn no_commit(_: &Positions, _: &str) {}

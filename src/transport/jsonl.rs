@@ -20,11 +20,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::core::{Core, Payload, Position, Record, no_commit};
-use super::lines::{LineEvent, LineSource, Resume};
+use super::core::{Checkpointed, Core, Payload, Position, Record};
+use super::lines::{LineEvent, LineSource, Resume, line_mark};
 use super::sinks::{DeadLetterSink, LinesSink, PredictionSink, open_output};
 use super::{Cadence, DaemonError, load_or_new};
-use crate::checkpoint::CheckpointDir;
+use crate::checkpoint::{CheckpointDir, Positions};
 use crate::features::FeatureConfig;
 use crate::http::{HttpServer, HttpSettings};
 use crate::metrics::Telemetry;
@@ -85,8 +85,8 @@ pub fn run_jsonl(
                 break;
             }
             Some(LineEvent::Error(e)) => return Err(DaemonError::Io(e)),
-            Some(LineEvent::Oversized { number, prefix, length }) => daemon.on_oversized(number, &prefix, length)?,
-            Some(LineEvent::Line { number, bytes }) => daemon.on_line(number, &bytes)?,
+            Some(LineEvent::Oversized { number, prefix, length }) => daemon.on_oversized(number, prefix, length)?,
+            Some(LineEvent::Line { number, bytes }) => daemon.on_line(number, bytes)?,
         }
     }
     daemon.shutdown()
@@ -101,10 +101,42 @@ struct JsonlDaemon<'a> {
     /// The HTTP endpoint, stopped before the last checkpoint.
     http: Option<HttpServer>,
     source: LineSource,
-    summary: RunSummary,
+    resumed_from: Option<PathBuf>,
+    /// Where it stands in the input.
+    at: LineAt,
+}
+
+/// Where the daemon stands in its input, recorded at each checkpoint (its
+/// part in one).
+#[derive(Default)]
+struct LineAt {
     /// This input's position key, known once its first line is read; until
     /// then the checkpoints keep the positions they were given.
-    input_key: Option<String>,
+    key: Option<String>,
+    /// The next line to read.
+    next: u64,
+    /// The last line handled, whose mark (see `checkpoint::LinePosition`)
+    /// a checkpoint records with the position: kept, not hashed, per
+    /// line; none until a line is.
+    last_line: Option<Vec<u8>>,
+}
+
+impl LineAt {
+    /// Line `number`, whose bytes (or first bytes) are `line`, is handled.
+    fn done(&mut self, number: u64, line: Vec<u8>) {
+        self.next = number + 1;
+        self.last_line = Some(line);
+    }
+}
+
+impl Checkpointed for LineAt {
+    /// The input is done up to `next`; the mark is of the line before it
+    /// when this run handled one (else the mark there still describes it).
+    fn settle(&mut self, positions: &mut Positions) {
+        if let Some(key) = &self.key {
+            positions.set_line(key, self.next, self.last_line.as_deref().map(line_mark));
+        }
+    }
 }
 
 impl<'a> JsonlDaemon<'a> {
@@ -142,17 +174,14 @@ impl<'a> JsonlDaemon<'a> {
             core,
             http,
             source,
-            summary: RunSummary {
-                resumed_from,
-                ..Default::default()
-            },
-            input_key: None,
+            resumed_from,
+            at: LineAt::default(),
         })
     }
 
     /// The core's time-based work, before each read.
     fn on_tick(&mut self) -> Result<(), DaemonError> {
-        self.core.tick(self.telemetry.is_some(), no_commit)?;
+        self.core.tick(self.telemetry.is_some(), &mut self.at)?;
         Ok(())
     }
 
@@ -171,44 +200,36 @@ impl<'a> JsonlDaemon<'a> {
             self.core.positions_mut().forget_legacy_line();
         } else if resume.skip > 0 {
             tracing::info!(input = %name, key = %resume.key, line = resume.skip, "resuming the input after the lines the checkpoint holds");
-        } else if self.summary.resumed_from.is_some() {
+        } else if self.resumed_from.is_some() {
             tracing::info!(input = %name, key = %resume.key, "the checkpoint has not read this input: reading it from its first line");
         }
-        // From now on the input's position is under its own key (its mark
-        // kept until a line is handled).
-        self.core.positions_mut().set_line(&resume.key, resume.skip, None);
-        self.summary.next_line = resume.skip;
-        self.input_key = Some(resume.key);
+        self.at.next = resume.skip;
+        self.at.key = Some(resume.key);
     }
 
     /// A line over the size cap: read past, never held, refused with its
     /// first bytes and its length.
-    fn on_oversized(&mut self, number: u64, prefix: &[u8], length: u64) -> Result<(), DaemonError> {
+    fn on_oversized(&mut self, number: u64, prefix: Vec<u8>, length: u64) -> Result<(), DaemonError> {
         let max = self.s.pipeline.max_message_bytes;
         let bad = self.core.pipeline_mut().refuse(crate::message::too_large(length, max));
-        let key = self.input_key.as_deref().unwrap_or_default();
-        let position = Position::Line { key, number };
-        let at = self.core.sink().position(&position);
-        self.core.sink_mut().dead.write_prefix(&at, &bad, prefix, length)?;
-        self.core.advance(position, prefix);
-        self.done(number);
+        let position = Position::Line { number };
+        self.core.sink_mut().refuse_prefix(&position, &bad, &prefix, length)?;
+        self.core.advance(position);
+        self.at.done(number, prefix);
         Ok(())
     }
 
     /// One line through the core.
-    fn on_line(&mut self, number: u64, bytes: &[u8]) -> Result<(), DaemonError> {
+    fn on_line(&mut self, number: u64, bytes: Vec<u8>) -> Result<(), DaemonError> {
         let record = Record {
-            payload: Payload::Json(bytes),
+            payload: Payload::Json(&bytes),
             key: None,
             reporter: None,
             stamp_ms: None,
-            position: Position::Line {
-                key: self.input_key.as_deref().unwrap_or_default(),
-                number,
-            },
+            position: Position::Line { number },
         };
         self.core.handle(&record)?;
-        self.done(number);
+        self.at.done(number, bytes);
         Ok(())
     }
 
@@ -218,7 +239,7 @@ impl<'a> JsonlDaemon<'a> {
         if self.http.is_none() {
             return Ok(());
         }
-        self.core.checkpoint("end", no_commit)?;
+        self.core.checkpoint("end", &mut self.at)?;
         tracing::info!("the input ended; answering POST /v1/classify until stopped");
         while !shutdown.is_triggered() {
             std::thread::sleep(Duration::from_millis(100));
@@ -227,23 +248,22 @@ impl<'a> JsonlDaemon<'a> {
         Ok(())
     }
 
-    /// Line `number` is handled.
-    fn done(&mut self, number: u64) {
-        self.summary.lines += 1;
-        self.summary.next_line = number + 1;
-    }
-
     /// The last checkpoint (none when nothing new was read since the one it
     /// resumed from, which still says it all), and the summary.
     fn shutdown(mut self) -> Result<RunSummary, DaemonError> {
         drop(self.http.take());
-        if self.summary.lines > 0 || self.summary.resumed_from.is_none() {
-            self.core.finish(Duration::ZERO, no_commit)?;
+        let lines = self.core.messages();
+        if lines > 0 || self.resumed_from.is_none() {
+            self.core.finish(Duration::ZERO, &mut self.at)?;
         } else {
             self.core.stop_requests();
         }
         self.core.report();
-        self.summary.checkpoints = self.core.checkpoints();
-        Ok(self.summary)
+        Ok(RunSummary {
+            lines,
+            next_line: self.at.next,
+            resumed_from: self.resumed_from,
+            checkpoints: self.core.checkpoints(),
+        })
     }
 }

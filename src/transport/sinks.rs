@@ -194,8 +194,8 @@ impl DeadLetterSink {
 /// review) and dead letters, each a file or stdout, written through buffers
 /// that a flush empties.
 pub struct LinesSink {
-    pub predictions: PredictionSink,
-    pub dead: DeadLetterSink,
+    predictions: PredictionSink,
+    dead: DeadLetterSink,
     /// The input's name, which a dead letter's position starts with.
     input: String,
 }
@@ -211,8 +211,15 @@ impl LinesSink {
 
     /// A dead letter's position: the input's name and the line's number
     /// from 1.
-    pub fn position(&self, position: &Position<'_>) -> String {
+    fn position(&self, position: &Position<'_>) -> String {
         format!("{}:{}", self.input, position.default_id())
+    }
+
+    /// Refuses a line of which only `prefix` is at hand, `length` bytes
+    /// long (over the size cap).
+    pub fn refuse_prefix(&mut self, position: &Position<'_>, bad: &Bad, prefix: &[u8], length: u64) -> io::Result<()> {
+        let at = self.position(position);
+        self.dead.write_prefix(&at, bad, prefix, length)
     }
 }
 

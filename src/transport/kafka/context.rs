@@ -14,7 +14,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
 
 use super::KafkaSettings;
-use super::sink::{KafkaSink, commit};
+use super::sink::{GroupCommit, KafkaSink};
 use crate::pipeline::Role;
 use crate::transport::DaemonError;
 use crate::transport::core::Core;
@@ -92,7 +92,7 @@ impl ConsumerContext for Ctx {
             }
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
                 let mut core = lock(&self.core);
-                if let Err(error) = core.checkpoint("revoke", |p, why| commit(consumer, p, why)) {
+                if let Err(error) = core.checkpoint("revoke", &mut GroupCommit(consumer)) {
                     tracing::error!(%error, "checkpoint before revoke failed");
                 }
                 drop(core);

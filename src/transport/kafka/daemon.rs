@@ -26,7 +26,7 @@ use rdkafka::producer::ThreadedProducer;
 use super::context::{Ctx, KafkaCore, consumer_config, kafka_error, lock, producer_config};
 use super::errors::{ErrorSpell, SpellNote};
 use super::model_topic::{self, ModelFeed};
-use super::sink::{DeliveryCounter, KafkaSink, commit};
+use super::sink::{DeliveryCounter, GroupCommit, KafkaSink};
 use super::{KafkaSettings, KafkaSummary, topics};
 use crate::checkpoint::{CheckpointDir, Positions};
 use crate::clock::now_ms;
@@ -180,7 +180,7 @@ impl<'a> Daemon<'a> {
         let mut core = lock(core);
         core.handle(&record(s, msg))?;
         if core.due_by_updates() {
-            core.checkpoint("updates", |p, why| commit(consumer, p, why))?;
+            core.checkpoint("updates", &mut GroupCommit(consumer))?;
         }
         Ok(())
     }
@@ -203,8 +203,7 @@ impl<'a> Daemon<'a> {
         if let Some(SpellNote::Over { errors, seconds }) = self.errors.tick(Instant::now()) {
             tracing::info!(errors, seconds, "consumer errors stopped");
         }
-        let consumer = &self.consumer;
-        let exported = lock(&self.core).tick(self.telemetry.is_some(), |p, why| commit(consumer, p, why))?;
+        let exported = lock(&self.core).tick(self.telemetry.is_some(), &mut GroupCommit(&self.consumer))?;
         if let Some(t) = self.telemetry
             && exported
         {
@@ -236,9 +235,8 @@ impl<'a> Daemon<'a> {
     pub(super) fn shutdown(mut self) -> Result<KafkaSummary, DaemonError> {
         drop(self.http.take());
         let mut core = lock(&self.core);
-        let consumer = &self.consumer;
         // The learner's last version goes out with the last checkpoint's flush.
-        core.finish(self.s.flush_timeout, |p, why| commit(consumer, p, why))?;
+        core.finish(self.s.flush_timeout, &mut GroupCommit(&self.consumer))?;
         core.report();
         Ok(KafkaSummary {
             messages: core.messages(),

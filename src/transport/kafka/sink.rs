@@ -1,7 +1,7 @@
 //! The Kafka transport's [`Sink`]: one producer for the output, review,
 //! dead-letter and model topics, flushed by the core before a checkpoint,
 //! and the commit of the checkpoint's offsets to the group after it
-//! ([`commit`]). The checkpoint protocol itself is the core's
+//! ([`GroupCommit`]). The checkpoint protocol itself is the core's
 //! ([`crate::transport::core`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +23,7 @@ use crate::model::Model;
 use crate::pipeline::{Outcome, Prediction};
 use crate::replica::Publisher;
 use crate::transport::DaemonError;
-use crate::transport::core::{Record, Sink};
+use crate::transport::core::{Checkpointed, Record, Sink};
 use crate::transport::sinks::DEAD_LETTER_PREFIX;
 
 /// Counts deliveries; librdkafka retries until `message.timeout.ms`, which
@@ -69,7 +69,7 @@ impl ProducerContext for DeliveryCounter {
 /// learner's model to the model topic. One producer queues them all; a
 /// flush delivers them.
 pub(super) struct KafkaSink {
-    pub(super) producer: ThreadedProducer<DeliveryCounter>,
+    producer: ThreadedProducer<DeliveryCounter>,
     output_topic: String,
     dead_letter_topic: String,
     /// Where messages to review go (`--review-topic`), if anywhere.
@@ -243,9 +243,19 @@ impl Sink for KafkaSink {
     }
 }
 
-/// Commits `positions`' offsets of the partitions `consumer` is assigned,
-/// after a checkpoint saved them.
-pub(super) fn commit<C: Consumer<Ctx>>(consumer: &C, positions: &Positions, why: &str) {
+/// The Kafka transport's part in a checkpoint: once it is saved, its
+/// offsets of the partitions the consumer is assigned are committed to
+/// the group.
+pub(super) struct GroupCommit<'c, C>(pub(super) &'c C);
+
+impl<C: Consumer<Ctx>> Checkpointed for GroupCommit<'_, C> {
+    fn commit(&mut self, positions: &Positions, why: &str) {
+        commit(self.0, positions, why);
+    }
+}
+
+/// Commits `positions`' offsets of the partitions `consumer` is assigned.
+fn commit<C: Consumer<Ctx>>(consumer: &C, positions: &Positions, why: &str) {
     let mut tpl = TopicPartitionList::new();
     if let Ok(assigned) = consumer.assignment() {
         for e in assigned.elements() {
