@@ -493,11 +493,12 @@ impl Model {
             return;
         }
         match self.task.unwrap_or(Task::SingleLabel) {
-            // One class known: no evidence either way, not a certainty
-            // (learning reads the raw scores, never these).
+            // One class known: the evidence of its examples alone, never a
+            // certainty (learning reads the raw scores, never these).
             Task::SingleLabel if k == 1 => {
                 out.labels.push(0);
-                out.scores[0] = if out.probabilities { 0.5 } else { 0.0 };
+                let m = self.lone_margin();
+                out.scores[0] = if out.probabilities { sigmoid(m) } else { m };
             }
             Task::SingleLabel => {
                 out.labels.push(argmax(&out.raw));
@@ -533,15 +534,24 @@ impl Model {
         let raw = &scored.raw;
         match self.task.unwrap_or(Task::SingleLabel) {
             Task::MultiLabel => out.extend_from_slice(raw),
-            Task::SingleLabel => out.extend((0..raw.len()).map(|c| Self::positive_score(scored, c))),
+            Task::SingleLabel => out.extend((0..raw.len()).map(|c| self.positive_score(scored, c))),
         }
+    }
+
+    /// The margin of the one class a single-label model knows, before it
+    /// has learned another: the log-odds of Laplace's rule of succession
+    /// after `n` examples all of that class, `ln(n + 1)` (`n`: examples
+    /// learned). It grows with the evidence, slowly: 0.69 after one
+    /// example, 4.9 after 133, never a certainty (docs/model.md).
+    pub fn lone_margin(&self) -> f32 {
+        (self.version as f32 + 1.0).ln()
     }
 
     /// The score of `positive` against the rest, for ROC curves of binary
     /// tasks: its raw margin over the best other class (monotone in its
-    /// probability, without the ties of probabilities that round to 1); 0,
-    /// the neutral margin, while it is the only class known.
-    pub fn positive_score(scored: &Scored, positive: usize) -> f32 {
+    /// probability, without the ties of probabilities that round to 1);
+    /// [`Model::lone_margin`] while it is the only class known.
+    pub fn positive_score(&self, scored: &Scored, positive: usize) -> f32 {
         let Some(&p) = scored.raw.get(positive) else {
             return f32::NEG_INFINITY;
         };
@@ -552,7 +562,11 @@ impl Model {
             .filter(|&(c, _)| c != positive)
             .map(|(_, &s)| s)
             .fold(f32::NEG_INFINITY, f32::max);
-        if other.is_finite() { p - other } else { 0.0 }
+        if other.is_finite() {
+            p - other
+        } else {
+            self.lone_margin()
+        }
     }
 }
 

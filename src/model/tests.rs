@@ -196,31 +196,42 @@ fn multilabel_predicts_sets() {
 
 #[test]
 fn positive_score_orders_by_margin() {
-    let s = Scored {
-        scores: vec![1.0, 3.0],
-        raw: vec![1.0, 3.0],
+    let m = Model::new(Hyper::defaults(Learner::Logistic), FeatureConfig::default());
+    let scored = |raw: Vec<f32>| Scored {
+        scores: raw.clone(),
+        raw,
         labels: vec![1],
-        probabilities: false,
-        fused: None,
+        ..Scored::default()
     };
-    assert_eq!(Model::positive_score(&s, 1), 2.0);
-    assert_eq!(Model::positive_score(&s, 0), -2.0);
+    let s = scored(vec![1.0, 3.0]);
+    assert_eq!(m.positive_score(&s, 1), 2.0);
+    assert_eq!(m.positive_score(&s, 0), -2.0);
     // Probabilities that both round to 1 still rank by their margins.
-    let a = Scored {
-        scores: vec![0.0, 1.0],
-        raw: vec![-30.0, 30.0],
-        labels: vec![1],
-        probabilities: true,
-        fused: None,
-    };
-    let b = Scored {
-        scores: vec![0.0, 1.0],
-        raw: vec![-40.0, 40.0],
-        labels: vec![1],
-        probabilities: true,
-        fused: None,
-    };
-    assert!(Model::positive_score(&b, 1) > Model::positive_score(&a, 1));
+    let (a, b) = (scored(vec![-30.0, 30.0]), scored(vec![-40.0, 40.0]));
+    assert!(m.positive_score(&b, 1) > m.positive_score(&a, 1));
+}
+
+#[test]
+fn one_class_known_is_the_evidence_of_its_examples_not_a_certainty() {
+    let mut f = Featurizer::new(FeatureConfig::default());
+    let mut m = Model::new(Hyper::defaults(Learner::Logistic), FeatureConfig::default());
+    let mut x = SparseVec::default();
+    f.featurize("cheap pills now", &mut x);
+    let mut out = Scored::default();
+    let spam = m.intern("spam").unwrap();
+    let mut margins = Vec::new();
+    let mut last = 0.0;
+    for n in 1..=3 {
+        m.learn(&x, &[spam]).unwrap();
+        m.predict(&x, &mut out);
+        m.margins(&out, &mut margins);
+        // Laplace's rule of succession: (n + 1) / (n + 2), log-odds ln(n + 1).
+        let p = (n as f32 + 1.0) / (n as f32 + 2.0);
+        assert!((out.scores[0] - p).abs() < 1e-6, "{} {p}", out.scores[0]);
+        assert!((margins[0] - (n as f32 + 1.0).ln()).abs() < 1e-6);
+        assert!(margins[0] > last);
+        last = margins[0];
+    }
 }
 
 #[test]

@@ -7,7 +7,7 @@
 
 use super::Pipeline;
 use crate::features::SparseVec;
-use crate::model::{Model, Scored, Task};
+use crate::model::{Scored, Task};
 
 /// A message's features: raw, then finished (IDF, normalisation, bias).
 #[derive(Clone, Debug, Default)]
@@ -95,9 +95,11 @@ impl Pipeline {
         }
         let pos = self.progressive.positive();
         match pos.and_then(|p| self.model.labels().get(p)) {
-            Some(id) => Some(Model::positive_score(scored, id)),
-            // The model does not know the positive class yet: it has no
-            // evidence either way, so the neutral margin.
+            Some(id) => Some(self.model.positive_score(scored, id)),
+            // The model does not know the positive class yet: against the
+            // one class it knows, the evidence of that class's examples;
+            // before any, the neutral margin.
+            None if self.model.labels().len() == 1 => Some(-self.model.lone_margin()),
             None => Some(0.0),
         }
     }

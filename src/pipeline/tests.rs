@@ -421,19 +421,26 @@ fn requests_prepared_apart_answer_like_whole_ones() {
     }
 }
 
-/// Before a second class is learned, a prediction is neutral: its one
-/// class at probability 0.5 and margin 0, not a certainty.
+/// Before a second class is learned, a prediction has the evidence of
+/// the one class's examples (Laplace's rule of succession), not a
+/// certainty: after one spam, probability 2/3 and margin ln 2.
 #[test]
-fn one_class_known_is_no_evidence() {
+fn one_class_known_is_the_evidence_of_its_examples() {
     let mut p = pipeline(PipelineConfig::default());
-    p.handle(br#"{"text": "win cash prize now", "label": "spam"}"#, &id0, 0);
-    let Outcome::Predicted(pred) = p.handle(br#"{"id": "m-1", "text": "win cash prize now"}"#, &id0, 0) else {
-        panic!("expected a prediction")
+    let unlabeled = |p: &mut Pipeline| match p.handle(br#"{"id": "m-1", "text": "win cash prize now"}"#, &id0, 0) {
+        Outcome::Predicted(pred) => pred,
+        _ => panic!("expected a prediction"),
     };
+    let before = unlabeled(&mut p);
+    assert!(before.labels.is_empty() && before.margins.is_empty());
+    p.handle(br#"{"text": "win cash prize now", "label": "spam"}"#, &id0, 0);
+    let pred = unlabeled(&mut p);
     assert_eq!(pred.labels, ["spam"]);
-    assert_eq!(pred.scores, [("spam".to_string(), 0.5)]);
-    assert_eq!(pred.margins, [("spam".to_string(), 0.0)]);
-    // The ROC's score is neutral too.
+    assert_eq!(pred.scores[0].0, "spam");
+    assert!((pred.scores[0].1 - 2.0 / 3.0).abs() < 1e-6, "{:?}", pred.scores);
+    assert!((pred.margins[0].1 - 2f32.ln()).abs() < 1e-6, "{:?}", pred.margins);
+    // The ROC ranks by the same margin: the ham that follows scores ln 2
+    // for spam, and the spam after it (both classes known) by the model.
     p.handle(br#"{"text": "see you at lunch", "label": "ham"}"#, &id0, 0);
-    assert_eq!(p.progressive().roc[1].0, 0.0);
+    assert!((p.progressive().roc[1].0 - 2f32.ln()).abs() < 1e-6);
 }
