@@ -132,6 +132,9 @@ pub enum Message {
         reporter: Option<String>,
         /// A raw e-mail cut at one of its bounds ([`crate::email`]).
         cut: bool,
+        /// It came as a raw e-mail (`"email"`, `"email_base64"`, or a
+        /// raw e-mail record), not as text.
+        email: bool,
     },
     /// A late gold label for an earlier message, and who gave it.
     Feedback {
@@ -264,17 +267,32 @@ impl Reading {
     }
 }
 
+/// A message's document, and what its e-mail (if it was one) said.
+struct Document {
+    text: Option<String>,
+    email: bool,
+    cut: bool,
+    message_id: Option<String>,
+}
+
 /// The document of a message's `"text"`, `"email"` or `"email_base64"`
-/// (exactly one of them; none: `None`), whether an e-mail was cut, and an
-/// e-mail's Message-ID.
-fn document(raw: &mut Raw, views: email::Views) -> Result<(Option<String>, bool, Option<String>), Bad> {
+/// (exactly one of them; none: `None`), whether it was an e-mail and one
+/// cut, and an e-mail's Message-ID.
+fn document(raw: &mut Raw, views: email::Views) -> Result<Document, Bad> {
     let text = match raw.text.take() {
         Some(None) => return Err(Bad::new(BadReason::WrongType, "\"text\" is null; it must be a string")),
         Some(Some(text)) => Some(text),
         None => None,
     };
     let bytes = match (text, raw.email.take(), raw.email_base64.take()) {
-        (text, None, None) => return Ok((text, false, None)),
+        (text, None, None) => {
+            return Ok(Document {
+                text,
+                email: false,
+                cut: false,
+                message_id: None,
+            });
+        }
         (None, Some(e), None) => e.into_bytes(),
         (None, None, Some(b)) => {
             use base64::Engine as _;
@@ -291,7 +309,12 @@ fn document(raw: &mut Raw, views: email::Views) -> Result<(Option<String>, bool,
         }
     };
     let r = email::render(&bytes, views).map_err(|e| Bad::new(BadReason::BadEmail, e.to_string()))?;
-    Ok((Some(r.text), r.cut, r.message_id))
+    Ok(Document {
+        text: Some(r.text),
+        email: true,
+        cut: r.cut,
+        message_id: r.message_id,
+    })
 }
 
 /// A field that must be a string: any other JSON value is kept as `None`
@@ -354,6 +377,7 @@ pub fn parse_email(bytes: &[u8], id: Option<String>, label: Option<&[u8]>, readi
         split: None,
         reporter: None,
         cut: r.cut,
+        email: true,
     })
 }
 
@@ -421,7 +445,12 @@ pub fn parse_with(bytes: &[u8], reading: &Reading) -> Result<Message, Bad> {
             ));
         }
     };
-    let (text, cut, message_id) = document(&mut raw, reading.email_views)?;
+    let Document {
+        text,
+        email,
+        cut,
+        message_id,
+    } = document(&mut raw, reading.email_views)?;
     let id = raw.id.take().map(Scalar::into_string).or(message_id);
     let reporter = reporter_field(raw.reporter.take())?;
     match (text, gold, id) {
@@ -435,6 +464,7 @@ pub fn parse_with(bytes: &[u8], reading: &Reading) -> Result<Message, Bad> {
                 split,
                 reporter,
                 cut,
+                email,
             })
         }
         (None, Some(gold), Some(id)) => Ok(Message::Feedback { id, gold, reporter }),

@@ -7,6 +7,7 @@ use super::{FORMAT_VERSION, Positions, pb};
 use crate::eval::{Progressive, Tally};
 use crate::features::FeatureConfig;
 use crate::message::BadReason;
+use crate::model::byte_lr::ByteLr;
 use crate::model::{Hyper, Model, NaiveBayes, State, Task};
 use crate::pipeline::{CacheEntry, Counters, FeedbackCache, Pipeline};
 
@@ -250,6 +251,10 @@ fn model_to_pb(m: &Model, weights: WeightsPlacement) -> pb::ModelState {
             weight: f.weight,
             sum_sq: f.sum_sq,
         }),
+        byte_lr: m
+            .byte_lr
+            .as_ref()
+            .map(|b| byte_lr_to_pb(b, b.weights.clone(), Vec::new(), Vec::new())),
         doc_freq: m.doc_freq.as_ref().map(|d| {
             let (buckets, counts) =
                 d.df.iter()
@@ -263,6 +268,21 @@ fn model_to_pb(m: &Model, weights: WeightsPlacement) -> pb::ModelState {
                 counts,
             }
         }),
+    }
+}
+
+/// The byte LR's state with `weights` (all of them) or `buckets` and
+/// `values` (those a delta sets), and its learned weight's scalars.
+pub fn byte_lr_to_pb(b: &ByteLr, weights: Vec<f32>, buckets: Vec<u32>, values: Vec<f32>) -> pb::ByteLrState {
+    let flat = |r: &std::collections::VecDeque<(f32, f32)>| r.iter().flat_map(|&(a, b)| [a, b]).collect();
+    pb::ByteLrState {
+        weights,
+        buckets,
+        values,
+        weight: b.weight,
+        sum_sq: b.sum_sq,
+        recent_0: flat(&b.recent[0]),
+        recent_1: flat(&b.recent[1]),
     }
 }
 

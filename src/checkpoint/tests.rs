@@ -10,10 +10,12 @@ fn trained(learner: Learner) -> Pipeline {
         bits: 12,
         ..FeatureConfig::default()
     };
-    let mut p = Pipeline::new(
-        Model::new(Hyper::defaults(learner), features),
-        PipelineConfig::default(),
-    );
+    // With the byte LR from the first message (a linear model keeps it).
+    let cfg = PipelineConfig {
+        byte_lr: crate::pipeline::ByteLrWhen::Always,
+        ..PipelineConfig::default()
+    };
+    let mut p = Pipeline::new(Model::new(Hyper::defaults(learner), features), cfg);
     let lines = [
         r#"{"text": "win a free prize now", "label": "spam"}"#,
         r#"{"text": "see you at lunch", "label": "ham"}"#,
@@ -72,16 +74,26 @@ fn round_trip_predicts_identically() {
         assert_eq!(p.model().fusion.is_some(), learner != Learner::NaiveBayes);
         assert_eq!(q.model().fusion, p.model().fusion, "{learner}");
         assert!(p.model().fusion.as_ref().is_none_or(|f| f.weight != 0.0));
+        // And a byte LR, with its learned weight's state.
+        assert_eq!(p.model().byte_lr().is_some(), learner != Learner::NaiveBayes);
+        assert_eq!(q.model().byte_lr(), p.model().byte_lr(), "{learner}");
+        assert!(
+            p.model()
+                .byte_lr()
+                .is_none_or(|b| b.recent.iter().all(|r| !r.is_empty()))
+        );
         assert_eq!(q.progressive(), p.progressive());
         assert_eq!(q.cache(), p.cache());
         assert_eq!(q.counters(), p.counters());
         let mut f = crate::features::Featurizer::new(*p.model().features());
         let mut x = SparseVec::default();
         f.featurize("free cash for lunch", &mut x);
+        f.head_grams("free cash for lunch", &mut x.head);
         let (mut a, mut b) = (Scored::default(), Scored::default());
         p.model().predict(&x, &mut a);
         q.model().predict(&x, &mut b);
         assert_eq!(a, b, "{learner}");
+        assert_eq!(a.head.is_some(), learner != Learner::NaiveBayes);
     }
 }
 
@@ -279,6 +291,7 @@ fn sparse_rows_round_trip_and_format_versions() {
     let x = SparseVec {
         idx: vec![1, 77, 300, 4000],
         val: vec![0.5, 1.0, -0.25, 2.0],
+        head: Vec::new(),
     };
     let (mut a, mut b) = (Scored::default(), Scored::default());
     p.model().predict(&x, &mut a);

@@ -205,6 +205,12 @@ pub struct PipelineArgs {
     /// A learner's predictors must read the same.
     #[arg(long, env = "CLASSIFYD_EMAIL_VIEWS", default_value = "all", value_parser = crate::email::Views::parse, hide = true)]
     pub email_views: crate::email::Views,
+    /// When a learner adds the byte LR (a TREC-style logistic regression
+    /// over the byte 4-grams of a message's first 3,000 bytes, 4 MB) to a
+    /// binary model's margin: at the first raw e-mail (email), from the
+    /// first message (always), or never (off).
+    #[arg(long, env = "CLASSIFYD_BYTE_LR", value_enum, default_value_t = crate::pipeline::ByteLrWhen::Email, hide = true)]
+    pub byte_lr: crate::pipeline::ByteLrWhen,
 }
 
 impl PipelineArgs {
@@ -218,6 +224,7 @@ impl PipelineArgs {
             cache_ttl_ms: self.feedback_ttl_secs.saturating_mul(1000),
             trust: self.feedback.trust(),
             email_views: self.email_views,
+            byte_lr: self.byte_lr,
             ..PipelineConfig::default()
         }
     }

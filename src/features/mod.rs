@@ -8,9 +8,11 @@
 
 mod count;
 mod hash;
+mod head;
 mod idf;
 mod tokenize;
 
+pub use head::{BYTE_LR_BITS, HEAD_BYTES, HeadGrams};
 pub use idf::DocFreq;
 pub(crate) use idf::prefetch;
 pub use tokenize::tokenize;
@@ -194,6 +196,10 @@ pub fn parse_char_ngrams(s: &str) -> Result<Option<(u8, u8)>, String> {
 pub struct SparseVec {
     pub idx: Vec<u32>,
     pub val: Vec<f32>,
+    /// The distinct byte 4-gram buckets of the document's head, for a
+    /// model's byte LR member ([`HeadGrams`]); empty when it has none.
+    /// A binary second part of the vector, in the member's own buckets.
+    pub head: Vec<u32>,
 }
 
 impl SparseVec {
@@ -206,6 +212,7 @@ impl SparseVec {
     pub fn clear(&mut self) {
         self.idx.clear();
         self.val.clear();
+        self.head.clear();
     }
     pub fn iter(&self) -> impl Iterator<Item = (u32, f32)> + Clone + '_ {
         self.idx.iter().copied().zip(self.val.iter().copied())
@@ -272,6 +279,8 @@ pub struct Featurizer {
     token_spans: Vec<(u32, u32)>,
     /// Open-addressing table for counting repeats without sorting.
     table: CountTable,
+    /// The byte LR's grams of a document's head.
+    head: HeadGrams,
     bias: u32,
 }
 
@@ -290,6 +299,7 @@ impl Featurizer {
             names: Vec::new(),
             token_spans: Vec::new(),
             table: CountTable::default(),
+            head: HeadGrams::default(),
             bias,
         }
     }
@@ -326,6 +336,12 @@ impl Featurizer {
             text: &self.name_text,
             spans: &self.names,
         }
+    }
+
+    /// The distinct byte 4-gram buckets of `text`'s head, for a model's
+    /// byte LR, into `out` ([`HeadGrams::grams`]).
+    pub fn head_grams(&mut self, text: &str, out: &mut Vec<u32>) {
+        self.head.grams(text, out);
     }
 
     /// Completes a raw vector in place: IDF weights (when given), L2

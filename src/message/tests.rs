@@ -19,7 +19,8 @@ fn parses_the_contract() {
             gold: Some(Gold::One("spam".into())),
             split: None,
             reporter: None,
-            cut: false
+            cut: false,
+            email: false
         })
     );
     assert_eq!(
@@ -33,7 +34,8 @@ fn parses_the_contract() {
             gold: Some(Gold::Set(vec!["grain".into(), "wheat".into()])),
             split: Some(Split::Test),
             reporter: None,
-            cut: false
+            cut: false,
+            email: false
         })
     );
     assert_eq!(

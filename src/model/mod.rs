@@ -10,6 +10,7 @@
 //! same buffers.
 
 mod arow;
+pub mod byte_lr;
 mod explain;
 pub mod fusion;
 mod hinge;
@@ -112,6 +113,9 @@ pub struct Scored {
     /// the model fuses one: what learning this example from these scores
     /// needs besides them.
     pub fused: Option<[f32; 2]>,
+    /// The byte LR's part of the raw scores, when they include it:
+    /// learning and the label weighing take it out again.
+    pub head: Option<byte_lr::Part>,
 }
 
 /// Most classes a model may discover by default (`--max-classes`): a guard
@@ -149,6 +153,9 @@ pub struct Model {
     limits: Limits,
     /// Naive Bayes on the words, fused into a binary task's raw scores.
     pub(crate) fusion: Option<fusion::Fusion>,
+    /// The TREC-style byte LR over the document's head, added to a
+    /// binary task's margin (the pipeline adds it: `--byte-lr`).
+    pub(crate) byte_lr: Option<byte_lr::ByteLr>,
     /// A learner that publishes: the buckets learned since the changes were
     /// last taken (a bit each), see [`Model::take_changes`].
     changed: Option<Vec<u64>>,
@@ -178,6 +185,7 @@ impl Model {
             active: Vec::new(),
             limits: Limits::default(),
             fusion,
+            byte_lr: None,
             changed: None,
         }
     }
@@ -207,6 +215,7 @@ impl Model {
             active: Vec::new(),
             limits: self.limits,
             fusion: self.fusion.clone(),
+            byte_lr: self.byte_lr.as_ref().map(byte_lr::ByteLr::scoring_copy),
             changed: None,
         }
     }
@@ -266,6 +275,7 @@ impl Model {
             active: Vec::new(),
             limits: Limits::default(),
             fusion: None,
+            byte_lr: None,
             changed: None,
         }
     }
@@ -296,7 +306,9 @@ impl Model {
     /// Bytes the weights or counts hold.
     pub fn state_bytes(&self) -> usize {
         let fused = self.fusion.as_ref().map_or(0, fusion::Fusion::bytes);
+        let bytes = self.byte_lr.as_ref().map_or(0, byte_lr::ByteLr::bytes);
         fused
+            + bytes
             + match &self.state {
                 State::Linear(w) => w.bytes(),
                 State::NaiveBayes(nb) => (nb.counts.len() + nb.totals.len()) * 4,
@@ -324,21 +336,44 @@ impl Model {
         if self.changed.is_none() {
             self.changed = Some(vec![0; self.features.buckets().div_ceil(64)]);
         }
+        if let Some(b) = &mut self.byte_lr {
+            b.track_changes();
+        }
     }
 
     /// The buckets changed since the last call (ascending), and a clean
     /// slate; `None` when changes are not tracked.
     pub fn take_changes(&mut self) -> Option<Vec<u32>> {
         let bits = self.changed.as_mut()?;
-        let mut out = Vec::new();
-        for (i, word) in bits.iter_mut().enumerate() {
-            let mut w = std::mem::take(word);
-            while w != 0 {
-                out.push((i * 64) as u32 + w.trailing_zeros());
-                w &= w - 1;
+        Some(drain_bits(bits))
+    }
+
+    /// The byte LR's buckets changed since the last call (ascending), and
+    /// a clean slate; `None` without a byte LR or when changes are not
+    /// tracked.
+    pub fn take_byte_lr_changes(&mut self) -> Option<Vec<u32>> {
+        self.byte_lr.as_mut()?.take_changes()
+    }
+
+    /// The byte LR member, if the model has one.
+    pub fn byte_lr(&self) -> Option<&byte_lr::ByteLr> {
+        self.byte_lr.as_ref()
+    }
+
+    /// Adds a byte LR member (zero weights) when the model can take one: a
+    /// linear learner on a task not known to be multi-label, with at most
+    /// two classes. Returns whether the model has one now.
+    pub fn add_byte_lr(&mut self) -> bool {
+        let fits =
+            matches!(self.state, State::Linear(_)) && self.task != Some(Task::MultiLabel) && self.labels.len() <= 2;
+        if fits && self.byte_lr.is_none() {
+            let mut member = byte_lr::ByteLr::new();
+            if self.changed.is_some() {
+                member.track_changes();
             }
+            self.byte_lr = Some(member);
         }
-        Some(out)
+        self.byte_lr.is_some()
     }
 
     /// The highest `|v|` at or below which the memory budget dropped
@@ -405,6 +440,7 @@ impl Model {
                     self.state = Self::empty_state(&self.hyper, &self.features, true);
                     self.set_limits(self.limits);
                     self.fusion = None;
+                    self.byte_lr = None;
                 }
                 self.task = Some(task);
                 task
@@ -429,6 +465,9 @@ impl Model {
                 {
                     tracing::info!("a third class: naive Bayes fusion (for binary tasks) is off from here");
                     self.fusion = None;
+                }
+                if k >= 2 && self.byte_lr.take().is_some() {
+                    tracing::info!("a third class: the byte LR (for binary tasks) is off from here");
                 }
                 w.add_class_mirrored()
             }
@@ -462,28 +501,39 @@ impl Model {
         }
     }
 
-    /// Raw scores (averaged weights where averaging is on) into `out`;
-    /// returns the fusion's inputs, which they include.
-    fn raw_scores(&self, x: &SparseVec, out: &mut Vec<f32>) -> Option<[f32; 2]> {
+    /// Raw scores (averaged weights where averaging is on) into
+    /// `out.raw`, with the fusion's inputs and the byte LR's margin, which
+    /// they include, in `out.fused` and `out.head`.
+    fn raw_scores(&self, x: &SparseVec, out: &mut Scored) {
         let k = self.labels.len();
-        out.clear();
-        out.resize(k, 0.0);
+        let raw = &mut out.raw;
+        raw.clear();
+        raw.resize(k, 0.0);
+        (out.fused, out.head) = (None, None);
         if k == 0 {
-            return None;
+            return;
         }
         match &self.state {
-            State::Linear(w) => w.scores_averaged(x, out),
-            State::NaiveBayes(nb) => nb.scores(x, self.hyper.nb_alpha, out),
+            State::Linear(w) => w.scores_averaged(x, raw),
+            State::NaiveBayes(nb) => nb.scores(x, self.hyper.nb_alpha, raw),
         }
-        let f = self.fusion.as_ref()?;
-        let inputs = f.inputs(x);
-        f.add(inputs, out);
-        Some(inputs)
+        if let Some(f) = &self.fusion {
+            let inputs = f.inputs(x);
+            f.add(inputs, raw);
+            out.fused = Some(inputs);
+        }
+        if let Some(b) = self.byte_lr.as_ref().filter(|_| k == 2 && !x.head.is_empty()) {
+            let part = b.part(b.margin(&x.head));
+            for (r, v) in raw.iter_mut().zip(part.added) {
+                *r += v;
+            }
+            out.head = Some(part);
+        }
     }
 
     /// Scores every class and picks the predicted label(s).
     pub fn predict(&self, x: &SparseVec, out: &mut Scored) {
-        out.fused = self.raw_scores(x, &mut out.raw);
+        self.raw_scores(x, out);
         out.scores.clear();
         out.scores.extend_from_slice(&out.raw);
         out.labels.clear();
@@ -568,6 +618,19 @@ impl Model {
             self.lone_margin()
         }
     }
+}
+
+/// The positions of the set bits of `bits` (ascending), which it clears.
+fn drain_bits(bits: &mut [u64]) -> Vec<u32> {
+    let mut out = Vec::new();
+    for (i, word) in bits.iter_mut().enumerate() {
+        let mut w = std::mem::take(word);
+        while w != 0 {
+            out.push((i * 64) as u32 + w.trailing_zeros());
+            w &= w - 1;
+        }
+    }
+    out
 }
 
 /// Index of the largest value (the first on ties); 0 for an empty slice.

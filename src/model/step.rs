@@ -70,7 +70,9 @@ impl Model {
         } else {
             1.0
         };
-        let raw = predicted.map(|p| p.raw.as_slice());
+        // The prediction's raw scores, less the byte LR's part: it learns
+        // apart (below), and the model's step is its own.
+        let raw = predicted.map(|p| (p.raw.as_slice(), p.head.map_or([0.0; 2], |h| h.added)));
         step_scores(w, self.fusion.as_ref(), x, raw, fused, decay, &mut self.scratch);
         gradient(
             h.learner,
@@ -120,7 +122,30 @@ impl Model {
             }
         }
         w.end_step();
+        // `scratch` still holds the scores the step started from.
+        self.learn_byte_lr(x, gold, predicted, weight);
         Ok(())
+    }
+}
+
+impl Model {
+    /// The byte LR's step for `x` of the one class `gold` (when the model
+    /// has one and `x` its head's grams), and its weight's: the model's own binary
+    /// margin of class 1 (the scores the step started from, `scratch`)
+    /// against the byte LR's (`predicted`'s, else computed).
+    fn learn_byte_lr(&mut self, x: &SparseVec, gold: &[usize], predicted: Option<&Scored>, weight: f32) {
+        let single = self.task != Some(Task::MultiLabel);
+        let (Some(b), [gold], true) = (self.byte_lr.as_mut().filter(|_| !x.head.is_empty()), gold, single) else {
+            return;
+        };
+        let gold = *gold;
+        let margin = predicted
+            .and_then(|p| p.head)
+            .map_or_else(|| b.margin(&x.head), |h| h.margin);
+        if let [own_0, own_1] = self.scratch[..] {
+            b.learn_weight(own_1 - own_0, margin, gold, weight);
+        }
+        b.learn(&x.head, margin, gold == 1, weight);
     }
 }
 
@@ -134,22 +159,24 @@ fn step_rate(h: &super::Hyper, t: u64) -> f64 {
 
 /// The scores a step starts from, into `out`: the prediction's `raw`
 /// scores when they are the current weights' (decay changes every linear
-/// score by the same factor, and leaves the `fused` part alone), else
-/// computed again.
+/// score by the same factor, and leaves the `fused` part alone), less
+/// the byte LR's part that comes with them, else computed again (without
+/// the byte LR).
 fn step_scores(
     w: &Weights,
     fusion: Option<&fusion::Fusion>,
     x: &SparseVec,
-    raw: Option<&[f32]>,
+    raw: Option<(&[f32], [f32; 2])>,
     fused: Option<([f32; 2], f32)>,
     decay: f32,
     out: &mut [f32],
 ) {
     match raw {
-        Some(r) if r.len() == out.len() && !w.averaged() => {
+        Some((r, head)) if r.len() == out.len() && !w.averaged() => {
             for (c, (s, &r)) in out.iter_mut().zip(r).enumerate() {
                 let part = fused.map_or(0.0, |(i, a)| a * i.get(c).copied().unwrap_or(0.0));
-                *s = (r - part) * decay + part;
+                let own = r - head.get(c).copied().unwrap_or(0.0);
+                *s = (own - part) * decay + part;
             }
         }
         _ => {

@@ -55,6 +55,11 @@ impl Pipeline {
             let names = self.prep.featurizer.featurize_raw_named(text, &mut f.x);
             self.model.sketch.observe(names.iter());
         }
+        if self.model.byte_lr().is_some() {
+            self.prep.featurizer.head_grams(text, &mut f.x.head);
+        } else {
+            f.x.head.clear();
+        }
         let raw = keep_raw.then(|| f.x.clone());
         self.finalize(f);
         self.counters.features += f.x.len() as u64;

@@ -37,7 +37,7 @@ pub use request::Answered;
 use request::Requests;
 pub use review::{Query, Review, ReviewConfig, Verdict};
 pub use role::Role;
-pub use settings::{EvalKnobs, HeldBack, PipelineConfig};
+pub use settings::{ByteLrWhen, EvalKnobs, HeldBack, PipelineConfig};
 pub use trust::{DEFAULT_CONTRADICTION_MARGIN, DEFAULT_MAX_REPORTERS, Reporter, Reporters, TrustConfig};
 
 use crate::eval::Progressive;
@@ -334,6 +334,9 @@ impl Pipeline {
         };
         self.absorb_requests();
         self.cache.expire(now_ms, self.cfg.cache_ttl_ms);
+        if let Ok(Message::Example { email, .. }) = &message {
+            self.offer_byte_lr(*email);
+        }
         let mut w = std::mem::take(&mut self.work);
         let outcome = match message {
             Err(bad) => Outcome::Bad(bad),
@@ -353,6 +356,7 @@ impl Pipeline {
                 split,
                 reporter,
                 cut,
+                ..
             }) => {
                 self.counters.emails_cut += u64::from(cut);
                 match counted {
@@ -379,6 +383,20 @@ impl Pipeline {
             self.counters.bad[b.reason.index()] += 1;
         }
         outcome
+    }
+
+    /// Adds the byte LR to the model when `--byte-lr` wants one for a
+    /// message (an e-mail when `email`) and this process learns; the model
+    /// declines it past two classes or for a multi-label task.
+    fn offer_byte_lr(&mut self, email: bool) {
+        let wanted = match self.cfg.byte_lr {
+            ByteLrWhen::Email => email,
+            ByteLrWhen::Always => true,
+            ByteLrWhen::Off => false,
+        };
+        if wanted && self.cfg.role != Role::Predictor && self.model.byte_lr().is_none() && self.model.add_byte_lr() {
+            tracing::info!("the byte LR joins the model (--byte-lr)");
+        }
     }
 
     fn task_of(gold: &Gold) -> Task {

@@ -309,6 +309,7 @@ mod tests {
             labels: vec![0],
             probabilities: true,
             fused: None,
+            head: None,
         };
         recalled(&mut s, 1);
         assert_eq!(

@@ -39,6 +39,25 @@ pub struct PipelineConfig {
     pub trust: super::TrustConfig,
     /// What of a raw e-mail the document holds (`--email-views`).
     pub email_views: crate::email::Views,
+    /// Which messages make a learning model add the byte LR (`--byte-lr`).
+    pub byte_lr: ByteLrWhen,
+}
+
+/// `--byte-lr`: when a learning model adds the byte LR member
+/// (`model::byte_lr`), whose log-odds over the byte 4-grams of a
+/// document's head add to a binary task's margin. Once added it stays
+/// (checkpointed, published) and reads every message's head.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ByteLrWhen {
+    /// At the first raw e-mail (`"email"`, `"email_base64"`, `--input-format
+    /// email`): it ranks raw e-mail and long texts better, short ones (SMS)
+    /// worse (docs/accuracy.md).
+    #[default]
+    Email,
+    /// From the first message, whatever its kind.
+    Always,
+    /// Never.
+    Off,
 }
 
 impl PipelineConfig {
@@ -68,6 +87,7 @@ impl Default for PipelineConfig {
             review_output: false,
             trust: super::TrustConfig::default(),
             email_views: crate::email::Views::default(),
+            byte_lr: ByteLrWhen::Email,
         }
     }
 }

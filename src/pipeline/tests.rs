@@ -349,6 +349,7 @@ fn confident_contradictions_weigh_less_only_when_they_are_common() {
         labels: vec![0],
         probabilities: true,
         fused: None,
+        head: None,
     };
     // Agreement, or a contradiction within the margin: in full.
     assert_eq!(p.label_weight(&scored, &[0], None), Some(1.0));
@@ -443,4 +444,43 @@ fn one_class_known_is_the_evidence_of_its_examples() {
     // for spam, and the spam after it (both classes known) by the model.
     p.handle(br#"{"text": "see you at lunch", "label": "ham"}"#, &id0, 0);
     assert!((p.progressive().roc[1].0 - 2f32.ln()).abs() < 1e-6);
+}
+
+/// `--byte-lr email` (the default) adds the byte LR at the first raw
+/// e-mail, not for text; `always` from the first message; `off` never.
+/// Once in, it scores every message's head, and its part of the raw
+/// scores is what the model's own step and the label weighing leave out.
+#[test]
+fn the_byte_lr_joins_at_the_first_e_mail() {
+    let text = br#"{"text": "win cash prize now", "label": "spam"}"#;
+    let mail = |label: &str, body: &str| {
+        format!(r#"{{"email": "From: a@example.com\nSubject: {body}\n\n{body}\n", "label": "{label}"}}"#)
+    };
+    for (when, after_text, after_mail) in [
+        (ByteLrWhen::Email, false, true),
+        (ByteLrWhen::Always, true, true),
+        (ByteLrWhen::Off, false, false),
+    ] {
+        let mut p = pipeline(PipelineConfig {
+            byte_lr: when,
+            ..PipelineConfig::default()
+        });
+        p.handle(text, &id0, 0);
+        assert_eq!(p.model().byte_lr().is_some(), after_text, "{when:?}");
+        for i in 0..5 {
+            p.handle(mail("spam", &format!("cheap pills {i}")).as_bytes(), &id0, 0);
+            p.handle(mail("ham", &format!("lunch at noon {i}")).as_bytes(), &id0, 0);
+        }
+        assert_eq!(p.model().byte_lr().is_some(), after_mail, "{when:?}");
+        let Outcome::Predicted(pred) = p.handle(br#"{"id": "q", "text": "cheap pills 9"}"#, &id0, 0) else {
+            panic!("expected a prediction")
+        };
+        assert_eq!(pred.labels, ["spam"], "{when:?}");
+        if let Some(b) = p.model().byte_lr() {
+            // It learned both classes, and its weight moved from 0 only
+            // by the pairwise rule (in [0, MAX_WEIGHT]).
+            assert!(b.recent.iter().all(|r| !r.is_empty()));
+            assert!((0.0..=crate::model::byte_lr::MAX_WEIGHT).contains(&b.weight));
+        }
+    }
 }

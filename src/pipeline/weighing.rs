@@ -53,8 +53,18 @@ impl Pipeline {
         if r <= 0.0 || self.model.task() != Some(Task::SingleLabel) {
             return Some(1.0);
         }
-        let margin = match scored.raw.get(*gold) {
-            Some(g) if predicted != *gold => scored.raw[predicted] - g,
+        // The model's own scores, without the byte LR's part: the band is
+        // calibrated on them, and the byte LR learns every label apart.
+        let own = |c: usize| {
+            let head = scored.head.map_or(0.0, |h| h.added.get(c).copied().unwrap_or(0.0));
+            scored.raw.get(c).map(|r| r - head)
+        };
+        let predicted = match (own(0), own(1), scored.head) {
+            (Some(a), Some(b), Some(_)) => usize::from(b > a),
+            _ => predicted,
+        };
+        let margin = match (own(*gold), own(predicted)) {
+            (Some(g), Some(p)) if predicted != *gold => p - g,
             _ => 0.0,
         };
         let confident = margin > r;

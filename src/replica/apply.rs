@@ -5,7 +5,7 @@
 //! leaves the model as it was.
 
 use super::ReplicaError;
-use crate::checkpoint::pb;
+use crate::checkpoint::{self, pb};
 use crate::model::{Model, NaiveBayes, State, Task};
 
 use pb::model_state::State as PbState;
@@ -54,6 +54,11 @@ pub fn apply_delta(m: &mut Model, d: &mut pb::ModelState) -> Result<(), ReplicaE
             put_nb(&mut f.nb, counts);
         }
         (f.weight, f.sum_sq) = (n.weight, n.sum_sq);
+    }
+    if let (Some(b), Some(n)) = (&mut m.byte_lr, &d.byte_lr) {
+        // Checked: the rows are in range, the scalars too.
+        b.put(&n.buckets, &n.values);
+        let _ = checkpoint::set_byte_lr_stacking(b, &n.recent_0, &n.recent_1, n.weight, n.sum_sq);
     }
     if let (Some(df), Some(n)) = (&mut m.doc_freq, &d.doc_freq) {
         for (&b, &c) in n.buckets.iter().zip(&n.counts) {
@@ -134,8 +139,21 @@ fn check(m: &Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
         }
         _ => false,
     };
-    if !fusion_fits || !df_fits {
-        return Err("a delta with or without a fusion or document frequencies the model lacks or has".into());
+    let byte_lr_fits = match (&m.byte_lr, &d.byte_lr) {
+        (None, None) => true,
+        (Some(b), Some(n)) => {
+            let mut probe = crate::model::byte_lr::ByteLr::default();
+            n.weights.is_empty()
+                && n.buckets.len() == n.values.len()
+                && n.buckets.iter().all(|&g| (g as usize) < b.weights.len())
+                && checkpoint::set_byte_lr_stacking(&mut probe, &n.recent_0, &n.recent_1, n.weight, n.sum_sq).is_ok()
+        }
+        _ => false,
+    };
+    if !fusion_fits || !df_fits || !byte_lr_fits {
+        return Err(
+            "a delta with or without a fusion, a byte LR or document frequencies the model lacks or has".into(),
+        );
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! scoring image's ([`super::image::scoring_image`]), so a replica puts it
 //! in place as it would a delta between two images.
 
-use crate::checkpoint::pb;
+use crate::checkpoint::{byte_lr_to_pb, pb};
 use crate::model::{Model, NaiveBayes, State, Task};
 
 use pb::model_state::State as PbState;
@@ -21,6 +21,7 @@ pub struct Shape {
     labels: Vec<String>,
     layout: Option<(bool, bool, bool, bool)>,
     fused: bool,
+    byte_lr: bool,
     scale: f64,
 }
 
@@ -47,6 +48,7 @@ impl Shape {
             labels: m.labels().names().to_vec(),
             layout,
             fused: m.fusion.is_some(),
+            byte_lr: m.byte_lr().is_some(),
             scale,
         }
     }
@@ -61,7 +63,7 @@ impl Shape {
             "task changed"
         } else if self.labels != now.labels && !(sparse && now.labels.starts_with(&self.labels)) {
             "labels changed"
-        } else if self.layout != now.layout || self.fused != now.fused {
+        } else if self.layout != now.layout || self.fused != now.fused || self.byte_lr != now.byte_lr {
             "layout changed"
         } else if now.scale > self.scale {
             "weights rescaled"
@@ -71,11 +73,12 @@ impl Shape {
     }
 }
 
-/// The delta that sets `buckets` (ascending) to their rows in `m`, with
-/// every scalar of `m`; `pruned_at`: the budget dropped the sparse
-/// weights at or below it since the version before (a replica replays
-/// it, and the rows of `buckets` are then replaced whole).
-pub fn delta_of_changes(m: &Model, buckets: &[u32], pruned_at: Option<f32>) -> pb::ModelState {
+/// The delta that sets `buckets` (ascending) to their rows in `m`, and
+/// the byte LR's `head` buckets (ascending) to its weights, with every
+/// scalar of `m`; `pruned_at`: the budget dropped the sparse weights at
+/// or below it since the version before (a replica replays it, and the
+/// rows of `buckets` are then replaced whole).
+pub fn delta_of_changes(m: &Model, buckets: &[u32], head: &[u32], pruned_at: Option<f32>) -> pb::ModelState {
     let state = match &m.state {
         State::Linear(w) => {
             let stride = w.scoring_stride() as u32;
@@ -139,6 +142,10 @@ pub fn delta_of_changes(m: &Model, buckets: &[u32], pruned_at: Option<f32>) -> p
             naive_bayes: Some(nb_rows(&f.nb, buckets)),
             weight: f.weight,
             sum_sq: f.sum_sq,
+        }),
+        byte_lr: m.byte_lr().map(|b| {
+            let values = head.iter().map(|&g| b.weights[g as usize]).collect();
+            byte_lr_to_pb(b, Vec::new(), head.to_vec(), values)
         }),
         doc_freq: m.doc_freq().map(|d| pb::DocFreq {
             docs: d.docs,

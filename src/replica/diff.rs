@@ -230,6 +230,22 @@ pub fn delta(old: &pb::ModelState, new: &pb::ModelState) -> Option<pb::ModelStat
         }
         _ => return None,
     };
+    let byte_lr = match (&old.byte_lr, &new.byte_lr) {
+        (None, None) => None,
+        (Some(o), Some(n)) if o.weights.len() == n.weights.len() => {
+            let (buckets, values) = (o.weights.iter().zip(&n.weights).enumerate())
+                .filter(|(_, (a, b))| a != b)
+                .map(|(g, (_, &b))| (g as u32, b))
+                .unzip();
+            Some(pb::ByteLrState {
+                weights: Vec::new(),
+                buckets,
+                values,
+                ..n.clone()
+            })
+        }
+        _ => return None,
+    };
     Some(pb::ModelState {
         task: new.task.clone(),
         labels: new.labels.clone(),
@@ -239,6 +255,7 @@ pub fn delta(old: &pb::ModelState, new: &pb::ModelState) -> Option<pb::ModelStat
         sketch_offered: new.sketch_offered,
         doc_freq,
         fusion,
+        byte_lr,
     })
 }
 
@@ -316,6 +333,16 @@ pub fn apply(base: &mut pb::ModelState, d: pb::ModelState) -> Result<(), Replica
             (b.buckets, b.counts, b.docs) = (buckets, counts, n.docs);
         }
         _ => return Err("a delta with and without document frequencies".into()),
+    }
+    match (&mut base.byte_lr, d.byte_lr) {
+        (None, None) => {}
+        (Some(b), Some(n)) => {
+            for (&g, &v) in n.buckets.iter().zip(&n.values) {
+                *b.weights.get_mut(g as usize).ok_or("a byte LR row out of range")? = v;
+            }
+            (b.weight, b.sum_sq, b.recent_0, b.recent_1) = (n.weight, n.sum_sq, n.recent_0, n.recent_1);
+        }
+        _ => return Err("a delta with and without a byte LR".into()),
     }
     base.version = d.version;
     base.sketch_offered = d.sketch_offered;

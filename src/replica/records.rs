@@ -23,10 +23,17 @@ use crate::model::Model;
 /// delta that replays the budget's pruning (`Entries.prune_at_or_below`),
 /// which a version-3 reader would apply wrongly; 5 a delta whose sparse
 /// keys come as gaps (`Entries.key_gaps`: 5-6 bytes an entry against 12),
-/// which a version-4 reader would take for no keys. A record is stamped
+/// which a version-4 reader would take for no keys; 6 a model with a byte
+/// LR (`ModelState.byte_lr`), which a version-5 reader would score
+/// without. A record is stamped
 /// with the oldest format that reads it right: [`PLAIN_FORMAT`] for full
 /// versions and dense deltas, which replicas of the builds before read.
-pub const MODEL_FORMAT_VERSION: u32 = 5;
+pub const MODEL_FORMAT_VERSION: u32 = 6;
+/// The format of a delta with sparse entries' key gaps (5).
+pub(super) const SPARSE_FORMAT: u32 = 5;
+/// The format of a record whose model has a byte LR (6): a reader of an
+/// older format would score without it, so it skips the record.
+const BYTE_LR_FORMAT: u32 = 6;
 
 /// The format of every record but a delta of sparse entries.
 const PLAIN_FORMAT: u32 = 3;
@@ -175,6 +182,7 @@ impl Publisher {
         };
         m.track_changes();
         let changed = m.take_changes();
+        let head = m.take_byte_lr_changes().unwrap_or_default();
         let pruned_at = m.take_pruned_at();
         let shape = Shape::of(m);
         let snapshot_due = self
@@ -190,10 +198,13 @@ impl Publisher {
         if let (Some((base, _)), "", Some(buckets)) = (&self.last, why, changed) {
             let delta = pb::ModelDelta {
                 base_version: *base,
-                model: Some(delta_of_changes(m, &buckets, pruned_at)),
+                model: Some(delta_of_changes(m, &buckets, &head, pruned_at)),
             };
             if sparse_entries(&delta) {
-                header.format = MODEL_FORMAT_VERSION;
+                header.format = SPARSE_FORMAT;
+            }
+            if m.byte_lr().is_some() {
+                header.format = BYTE_LR_FORMAT;
             }
             // A delta over half a full version gives way to one (cheaper
             // to read whole); a full version's size now, from the last
@@ -208,6 +219,9 @@ impl Publisher {
                 return Kind::Delta;
             }
             why = "delta over half a full version";
+        }
+        if m.byte_lr().is_some() {
+            header.format = BYTE_LR_FORMAT;
         }
         tracing::info!(version = header.version, why, "publishing a full version");
         if let Err(error) = self.send_snapshot(&header, m, send) {

@@ -11,7 +11,7 @@ use super::*;
 use crate::checkpoint::pb;
 use crate::features::FeatureConfig;
 use crate::model::{Hyper, Learner, Model};
-use crate::pipeline::{Pipeline, PipelineConfig};
+use crate::pipeline::{ByteLrWhen, Pipeline, PipelineConfig};
 
 /// The records `publisher` sends to publish `m`, and what kind they are.
 fn publish(publisher: &mut Publisher, m: &mut Model, now_ms: u64) -> (Vec<Outgoing>, Kind) {
@@ -98,15 +98,20 @@ fn varied_topics(n: usize, k: usize) -> Vec<String> {
 }
 
 fn pipeline(learner: Learner, idf: bool) -> Pipeline {
+    pipeline_with(learner, idf, ByteLrWhen::Email)
+}
+
+fn pipeline_with(learner: Learner, idf: bool, byte_lr: ByteLrWhen) -> Pipeline {
     let features = FeatureConfig {
         bits: 14,
         idf,
         ..FeatureConfig::default()
     };
-    Pipeline::new(
-        Model::new(Hyper::defaults(learner), features),
-        PipelineConfig::default(),
-    )
+    let cfg = PipelineConfig {
+        byte_lr,
+        ..PipelineConfig::default()
+    };
+    Pipeline::new(Model::new(Hyper::defaults(learner), features), cfg)
 }
 
 fn feed(p: &mut Pipeline, lines: &[impl AsRef<str>]) {
@@ -183,7 +188,9 @@ fn a_delta_applied_gives_the_newer_image() {
         for idf in [false, true] {
             let sms = sms().iter().map(|s| s.to_string()).collect::<Vec<_>>();
             for lines in [sms, topics(300), many_topics(600, 24)] {
-                let mut p = pipeline(learner, idf);
+                // With IDF, the byte LR too (binary linear models keep it).
+                let byte_lr = if idf { ByteLrWhen::Always } else { ByteLrWhen::Email };
+                let mut p = pipeline_with(learner, idf, byte_lr);
                 feed(&mut p, &lines[..lines.len() / 2]);
                 let old = scoring_image(p.model());
                 feed(&mut p, &lines[lines.len() / 2..]);
@@ -200,6 +207,11 @@ fn a_delta_applied_gives_the_newer_image() {
                 assert_eq!(
                     d.fusion.is_some(),
                     binary && learner != Learner::NaiveBayes,
+                    "{learner:?}"
+                );
+                assert_eq!(
+                    d.byte_lr.as_ref().is_some_and(|b| !b.buckets.is_empty()),
+                    idf && binary && learner != Learner::NaiveBayes,
                     "{learner:?}"
                 );
                 assert!(
@@ -321,23 +333,25 @@ fn take(a: &mut Assembler, served: &mut Option<Model>) -> usize {
 #[test]
 fn a_replica_rebuilds_the_learners_model_from_the_records() {
     let sms: Vec<String> = sms().iter().map(|s| s.to_string()).collect();
-    for (learner, idf, lines, part) in [
-        (Learner::Logistic, false, sms.clone(), 100),
-        (Learner::Logistic, true, sms.clone(), 100),
-        (Learner::NaiveBayes, true, sms.clone(), 100),
-        (Learner::Hinge, false, varied_topics(1200, 24), 100),
+    let off = ByteLrWhen::Email;
+    for (learner, idf, lines, part, byte_lr) in [
+        (Learner::Logistic, false, sms.clone(), 100, off),
+        (Learner::Logistic, true, sms.clone(), 100, off),
+        (Learner::Logistic, true, sms.clone(), 100, ByteLrWhen::Always),
+        (Learner::NaiveBayes, true, sms.clone(), 100, off),
+        (Learner::Hinge, false, varied_topics(1200, 24), 100, off),
     ] {
-        rebuild(learner, idf, &lines, part);
+        rebuild(learner, idf, &lines, part, byte_lr);
     }
 }
 
-fn rebuild(learner: Learner, idf: bool, lines: &[String], part: usize) {
+fn rebuild(learner: Learner, idf: bool, lines: &[String], part: usize, byte_lr: ByteLrWhen) {
     let settings = every_call(4096);
     let mut publisher = Publisher::new(7, settings, BTreeSet::from(["delta/old".to_string()]));
     let mut replica = Assembler::default();
     let mut served = None;
     let mut deltas = 0;
-    let mut p = pipeline(learner, idf);
+    let mut p = pipeline_with(learner, idf, byte_lr);
     let (mut kinds, mut all) = (Vec::new(), Vec::new());
     for part in lines.chunks(part) {
         feed(&mut p, part);
@@ -357,6 +371,16 @@ fn rebuild(learner: Learner, idf: bool, lines: &[String], part: usize) {
         let image = model_of(&scoring_image(p.model()));
         let m = served.clone().unwrap();
         assert_eq!(m.version(), image.version());
+        // The byte LR (its weights and its learned weight) goes with the
+        // model, in records a reader of format 5 skips.
+        assert_eq!(m.byte_lr().is_some(), byte_lr == ByteLrWhen::Always);
+        assert_eq!(m.byte_lr().map(|b| &b.weights), p.model().byte_lr().map(|b| &b.weights));
+        if byte_lr == ByteLrWhen::Always {
+            let format = pb::ModelRecord::decode(records[0].value.as_deref().unwrap())
+                .unwrap()
+                .format_version;
+            assert_eq!(format, MODEL_FORMAT_VERSION);
+        }
         assert_eq!(
             probe_scores(m),
             probe_scores(image),
@@ -516,7 +540,7 @@ fn pruning_goes_in_deltas() {
             let format = pb::ModelRecord::decode(records[0].value.as_deref().unwrap())
                 .unwrap()
                 .format_version;
-            assert_eq!(format, MODEL_FORMAT_VERSION);
+            assert_eq!(format, super::records::SPARSE_FORMAT);
         }
         offer_all(&mut replica, &records);
         take(&mut replica, &mut served);
@@ -543,7 +567,7 @@ fn sparse_deltas_carry_their_keys_as_gaps() {
     p.model_mut().track_changes();
     feed(&mut p, &many_topics(60, 40));
     let buckets = p.model_mut().take_changes().unwrap();
-    let d = super::changes::delta_of_changes(p.model(), &buckets, None);
+    let d = super::changes::delta_of_changes(p.model(), &buckets, &[], None);
     let gapped = whole_entries(&mut d.clone()).clone();
     assert!(gapped.keys.is_empty() && gapped.key_gaps.len() > 40);
     let served = |mut d: pb::ModelState| {

@@ -7,6 +7,7 @@ fn sv(pairs: &[(u32, f32)]) -> SparseVec {
     SparseVec {
         idx: pairs.iter().map(|p| p.0).collect(),
         val: pairs.iter().map(|p| p.1).collect(),
+        head: Vec::new(),
     }
 }
 
@@ -173,6 +174,7 @@ fn adagrad_step_equals_adagrad_add() {
             let x = SparseVec {
                 idx: vec![t % 64, (t * 7 + 3) % 64, (t * 13 + 5) % 64],
                 val: vec![0.5, 1.25, 0.1],
+                head: Vec::new(),
             };
             let grad = [0.3 - (t % 5) as f32 * 0.2, 0.0, -0.7 + (t % 3) as f32 * 0.5];
             a.begin_step(1e-3);
@@ -299,6 +301,7 @@ fn a_full_budget_drops_the_smallest_weights() {
             let all = SparseVec {
                 idx: (0..buckets as u32).collect(),
                 val: vec![1.0; buckets],
+                head: Vec::new(),
             };
             w.scores(&all, &mut [0.0; 200]);
         }

@@ -24,6 +24,7 @@ fn emptied_rows_survive_later_compactions() {
     let x = SparseVec {
         idx: vec![0, 1, 2, 3],
         val: vec![1.0; 4],
+        head: Vec::new(),
     };
     let mut out = [0.0; 8];
     r.accumulate(&x, None, &mut out);
