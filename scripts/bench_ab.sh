@@ -37,11 +37,19 @@ if [[ ! -x $base ]]; then
   (cd "$tree" && CARGO_TARGET_DIR=$root/target cargo build --release -q --bin classifyd)
   cp target/release/classifyd "$base"
   git worktree remove --force "$tree"
+  # Cargo names a workspace's outputs by paths relative to it, so REV's
+  # build wrote this checkout's library and fingerprints, newer than this
+  # checkout's sources: a plain `cargo build` would then find them fresh
+  # and leave REV's binary in place. Cleaning classifyd's own outputs
+  # makes the build below compile this checkout again (the dependencies
+  # stay built).
+  cargo clean --release -q -p classifyd
 fi
 if [[ -n ${AB_BIN:-} ]]; then
   ours=$AB_BIN
 else
-  # Built after REV so that target/release/classifyd is this checkout's again.
+  # Built after REV (and its cleaning) so that target/release/classifyd
+  # is this checkout's again.
   cargo build --release -q --bin classifyd
   ours=target/ab/classifyd-current
   cp target/release/classifyd "$ours"
