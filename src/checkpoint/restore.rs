@@ -6,7 +6,7 @@ use super::{Positions, pb};
 use crate::eval::{ClassCounts, Counted, Progressive, Tally};
 use crate::features::{DocFreq, FeatureConfig, ValueMode};
 use crate::message::BadReason;
-use crate::model::byte_lr::ByteLr;
+use crate::model::byte_lr::{ByteLr, Stacking};
 use crate::model::fusion::Fusion;
 use crate::model::weights::WeightsParts;
 use crate::model::{Hyper, HyperChoice, Labels, Model, NaiveBayes, NameSketch, State, Task, Weights};
@@ -333,28 +333,14 @@ fn byte_lr_from_pb(b: pb::ByteLrState) -> Result<ByteLr, RestoreError> {
         return Err(format!("a byte LR of {} weights and {} rows", b.weights.len(), b.buckets.len()).into());
     }
     lr.weights = b.weights;
-    set_byte_lr_stacking(&mut lr, &b.recent_0, &b.recent_1, b.weight, b.sum_sq)?;
+    let stacking = Stacking::from_flat(b.weight, b.sum_sq, &b.recent_0, &b.recent_1).ok_or_else(|| {
+        format!(
+            "a byte LR's weight {}, sum {} or recent examples out of range",
+            b.weight, b.sum_sq
+        )
+    })?;
+    lr.set_stacking(stacking);
     Ok(lr)
-}
-
-/// Puts a stored byte LR's learned weight, its AdaGrad sum and its recent
-/// examples (flattened pairs) into `lr`.
-pub fn set_byte_lr_stacking(
-    lr: &mut ByteLr,
-    recent_0: &[f32],
-    recent_1: &[f32],
-    weight: f32,
-    sum_sq: f32,
-) -> Result<(), RestoreError> {
-    let pairs = |flat: &[f32]| -> Option<Vec<(f32, f32)>> {
-        flat.len()
-            .is_multiple_of(2)
-            .then(|| flat.chunks(2).map(|p| (p[0], p[1])).collect())
-    };
-    let recent = pairs(recent_0).zip(pairs(recent_1)).map(|(a, b)| [a, b]);
-    recent
-        .and_then(|r| lr.set_stacking(weight, sum_sq, r))
-        .ok_or_else(|| format!("a byte LR's weight {weight}, sum {sum_sq} or recent examples out of range").into())
 }
 
 /// A linear model's weights, checked against its `k` labels and `buckets`.

@@ -55,6 +55,34 @@ pub struct Part {
     pub added: [f32; 2],
 }
 
+/// The learned weight's state as stored (a checkpoint, a model-topic
+/// record), checked: `a` in `[0, MAX_WEIGHT]`, a finite sum, at most
+/// [`RECENT`] examples a class.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stacking {
+    weight: f32,
+    sum_sq: f32,
+    recent: [Vec<(f32, f32)>; 2],
+}
+
+impl Stacking {
+    /// From its stored parts (each class's recent examples as flattened
+    /// pairs); `None` when a part is out of range.
+    pub fn from_flat(weight: f32, sum_sq: f32, recent_0: &[f32], recent_1: &[f32]) -> Option<Self> {
+        let pairs = |flat: &[f32]| -> Option<Vec<(f32, f32)>> {
+            let ok = flat.len().is_multiple_of(2) && flat.len() / 2 <= RECENT;
+            ok.then(|| flat.chunks(2).map(|p| (p[0], p[1])).collect())
+        };
+        let ok = (0.0..=MAX_WEIGHT).contains(&weight) && sum_sq.is_finite() && sum_sq >= 0.0;
+        Some(Stacking {
+            weight,
+            sum_sq,
+            recent: [pairs(recent_0)?, pairs(recent_1)?],
+        })
+        .filter(|_| ok)
+    }
+}
+
 /// The member's weights, and which buckets learning changed since a
 /// publisher last asked.
 #[derive(Clone, Debug, PartialEq)]
@@ -220,19 +248,10 @@ impl ByteLr {
         fits
     }
 
-    /// Rebuilds the learned weight's state from its stored parts; `None`
-    /// when a part is out of range.
-    pub fn set_stacking(&mut self, weight: f32, sum_sq: f32, recent: [Vec<(f32, f32)>; 2]) -> Option<()> {
-        let ok = (0.0..=MAX_WEIGHT).contains(&weight)
-            && sum_sq.is_finite()
-            && sum_sq >= 0.0
-            && recent.iter().all(|r| r.len() <= RECENT);
-        if !ok {
-            return None;
-        }
-        (self.weight, self.sum_sq) = (weight, sum_sq);
-        self.recent = recent.map(VecDeque::from);
-        Some(())
+    /// Puts a stored state of the learned weight in place.
+    pub fn set_stacking(&mut self, s: Stacking) {
+        (self.weight, self.sum_sq) = (s.weight, s.sum_sq);
+        self.recent = s.recent.map(VecDeque::from);
     }
 
     /// Bytes of its weights.
@@ -296,13 +315,17 @@ mod tests {
         m.learn_weight(-9.0, 3.0, 0, 1.0);
         assert_eq!(m.weight, settled);
         assert!(m.weight < grown / 2.0 && m.weight >= 0.0, "{}", m.weight);
-        let recent = m.recent.clone().map(Vec::from);
+        let flat = |c: usize| m.recent[c].iter().flat_map(|&(a, b)| [a, b]).collect::<Vec<_>>();
+        let stored = Stacking::from_flat(m.weight, m.sum_sq, &flat(0), &flat(1));
+        assert!(stored.is_some());
         let mut copy = ByteLr::new();
-        assert!(copy.set_stacking(m.weight, m.sum_sq, recent).is_some());
+        copy.set_stacking(stored.unwrap());
         assert_eq!(
             (copy.weight, copy.sum_sq, &copy.recent),
             (m.weight, m.sum_sq, &m.recent)
         );
-        assert!(copy.set_stacking(MAX_WEIGHT + 1.0, 0.0, Default::default()).is_none());
+        assert!(Stacking::from_flat(MAX_WEIGHT + 1.0, 0.0, &[], &[]).is_none());
+        assert!(Stacking::from_flat(1.0, 0.0, &[1.0], &[]).is_none());
+        assert!(Stacking::from_flat(1.0, 0.0, &[0.0; 2 * RECENT + 2], &[]).is_none());
     }
 }

@@ -5,7 +5,8 @@
 //! leaves the model as it was.
 
 use super::ReplicaError;
-use crate::checkpoint::{self, pb};
+use crate::checkpoint::pb;
+use crate::model::byte_lr::Stacking;
 use crate::model::{Model, NaiveBayes, State, Task};
 
 use pb::model_state::State as PbState;
@@ -58,7 +59,9 @@ pub fn apply_delta(m: &mut Model, d: &mut pb::ModelState) -> Result<(), ReplicaE
     if let (Some(b), Some(n)) = (&mut m.byte_lr, &d.byte_lr) {
         // Checked: the rows are in range, the scalars too.
         b.put(&n.buckets, &n.values);
-        let _ = checkpoint::set_byte_lr_stacking(b, &n.recent_0, &n.recent_1, n.weight, n.sum_sq);
+        if let Some(s) = Stacking::from_flat(n.weight, n.sum_sq, &n.recent_0, &n.recent_1) {
+            b.set_stacking(s);
+        }
     }
     if let (Some(df), Some(n)) = (&mut m.doc_freq, &d.doc_freq) {
         for (&b, &c) in n.buckets.iter().zip(&n.counts) {
@@ -142,11 +145,10 @@ fn check(m: &Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
     let byte_lr_fits = match (&m.byte_lr, &d.byte_lr) {
         (None, None) => true,
         (Some(b), Some(n)) => {
-            let mut probe = crate::model::byte_lr::ByteLr::default();
             n.weights.is_empty()
                 && n.buckets.len() == n.values.len()
                 && n.buckets.iter().all(|&g| (g as usize) < b.weights.len())
-                && checkpoint::set_byte_lr_stacking(&mut probe, &n.recent_0, &n.recent_1, n.weight, n.sum_sq).is_ok()
+                && Stacking::from_flat(n.weight, n.sum_sq, &n.recent_0, &n.recent_1).is_some()
         }
         _ => false,
     };
