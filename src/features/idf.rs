@@ -108,4 +108,16 @@ impl DocFreq {
         self.docs += 1;
         self.ln_docs = (1.0 + self.docs as f32).ln();
     }
+
+    /// Takes back [`DocFreq::observe`] of the same buckets (a document
+    /// forgotten).
+    pub fn forget(&mut self, buckets: &[u32]) {
+        for &i in buckets {
+            if let Some(d) = self.df.get_mut(i as usize) {
+                *d = d.saturating_sub(1);
+            }
+        }
+        self.docs = self.docs.saturating_sub(1);
+        self.ln_docs = (1.0 + self.docs as f32).ln();
+    }
 }

@@ -179,13 +179,29 @@ impl ByteLr {
 
     /// One step of the log-loss at its margin `margin` for `grams`, toward
     /// class 1 when `positive`, scaled by `weight` (how far the label is
-    /// believed).
-    pub fn learn(&mut self, grams: &[u32], margin: f32, positive: bool, weight: f32) {
+    /// believed). Returns the step each gram's weight took (what
+    /// [`ByteLr::unlearn`] takes back).
+    pub fn learn(&mut self, grams: &[u32], margin: f32, positive: bool, weight: f32) -> f32 {
         if grams.is_empty() || !margin.is_finite() {
-            return;
+            return 0.0;
         }
         let p = super::sigmoid(margin.clamp(-LOGIT_CLIP, LOGIT_CLIP));
         let step = BYTE_LR_RATE * weight * (f32::from(u8::from(positive)) - p) * Self::value(grams.len());
+        self.add(grams, step);
+        step
+    }
+
+    /// Takes back a step of `step` on `grams` (what [`ByteLr::learn`]
+    /// returned for them): its weights are exactly as before but for
+    /// rounding (a constant rate, no per-gram state).
+    pub fn unlearn(&mut self, grams: &[u32], step: f32) {
+        if step != 0.0 && step.is_finite() {
+            self.add(grams, -step);
+        }
+    }
+
+    /// Adds `step` to each gram's weight, noting the grams as changed.
+    fn add(&mut self, grams: &[u32], step: f32) {
         let w = &mut self.weights;
         for (i, &g) in grams.iter().enumerate() {
             if let Some(&ahead) = grams.get(i + AHEAD) {

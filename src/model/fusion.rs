@@ -140,6 +140,18 @@ impl Fusion {
         }
     }
 
+    /// Takes back the counts [`Fusion::learn`] added for `x` of class
+    /// `gold` with `weight` (the stacker's weight `a` keeps what it
+    /// learned: one number fitted over every example).
+    pub fn unlearn(&mut self, x: &SparseVec, gold: usize, weight: f32) {
+        if gold >= self.nb.classes {
+            return;
+        }
+        let (end, bias) = (self.nb.buckets as u32, self.bias);
+        let weighted = view(end, bias, x).map(|(b, v)| (b, v * weight));
+        self.nb.unlearn_entries(weighted, &[gold]);
+    }
+
     /// Bytes of its counts.
     pub fn bytes(&self) -> usize {
         self.nb.counts.len() * 4

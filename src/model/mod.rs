@@ -15,6 +15,7 @@ mod explain;
 pub mod fusion;
 mod hinge;
 mod hyper;
+mod lesson;
 mod limits;
 mod logistic;
 mod naive_bayes;
@@ -26,6 +27,7 @@ pub mod weights;
 use foldhash::HashMap;
 
 pub use hyper::{Hyper, HyperChoice, Learner, Schedule};
+pub use lesson::Lesson;
 pub use limits::Limits;
 pub use logistic::{sigmoid, softmax};
 pub use naive_bayes::NaiveBayes;
@@ -325,6 +327,16 @@ impl Model {
     pub fn observe_doc(&mut self, buckets: &[u32]) {
         if let Some(d) = &mut self.doc_freq {
             d.observe(buckets);
+            self.mark(buckets.iter().copied());
+        }
+    }
+
+    /// Takes a document counted by [`Model::observe_doc`] out of the
+    /// document frequencies again (a message forgotten, or about to be
+    /// learned again under another label).
+    pub fn forget_doc(&mut self, buckets: &[u32]) {
+        if let Some(d) = &mut self.doc_freq {
+            d.forget(buckets);
             self.mark(buckets.iter().copied());
         }
     }

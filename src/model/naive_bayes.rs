@@ -131,4 +131,46 @@ impl NaiveBayes {
         self.docs += 1;
         self.mass += xsum;
     }
+
+    /// Takes back [`NaiveBayes::learn_entries`] of the same entries and
+    /// classes: counts, masses and documents as they were before (a count
+    /// left within rounding of zero is zero again, and a bucket with no
+    /// count leaves the vocabulary).
+    pub fn unlearn_entries(&mut self, x: impl Iterator<Item = (u32, f32)> + Clone, gold: &[usize]) {
+        /// Counts of learned documents are sums of feature values (about
+        /// 1 each); what rounding leaves of one taken back is far below.
+        const ZERO: f32 = 1e-5;
+        let k = self.classes;
+        let xsum: f64 = x.clone().map(|(_, v)| v as f64).sum();
+        for (i, val) in x {
+            let Some(row) = self.counts.get_mut(i as usize * k..i as usize * k + k) else {
+                continue;
+            };
+            for &g in gold.iter().filter(|&&g| g < k) {
+                row[g] -= val;
+                if row[g].abs() < ZERO {
+                    row[g] = 0.0;
+                }
+            }
+            let empty = match self.totals.get_mut(i as usize) {
+                Some(t) => {
+                    *t -= val;
+                    if t.abs() < ZERO {
+                        *t = 0.0;
+                    }
+                    *t == 0.0
+                }
+                None => row.iter().all(|&c| c == 0.0),
+            };
+            if empty {
+                self.vocabulary = self.vocabulary.saturating_sub(1);
+            }
+        }
+        for &g in gold.iter().filter(|&&g| g < k) {
+            self.class_mass[g] = (self.class_mass[g] - xsum).max(0.0);
+            self.class_docs[g] = self.class_docs[g].saturating_sub(1);
+        }
+        self.docs = self.docs.saturating_sub(1);
+        self.mass = (self.mass - xsum).max(0.0);
+    }
 }

@@ -4,13 +4,14 @@
 //! naive Bayes, each scaled by how far the label is believed.
 
 use super::{
-    Learner, Model, ModelError, Schedule, Scored, State, Task, Weights, arow, fusion, hinge, logistic, perceptron,
+    Learner, Lesson, Model, ModelError, Schedule, Scored, State, Task, Weights, arow, fusion, hinge, logistic,
+    perceptron,
 };
 use crate::features::SparseVec;
 
 impl Model {
     /// Learns one example with gold classes `gold` (ids from [`Model::intern`]).
-    pub fn learn(&mut self, x: &SparseVec, gold: &[usize]) -> Result<(), ModelError> {
+    pub fn learn(&mut self, x: &SparseVec, gold: &[usize]) -> Result<Lesson, ModelError> {
         self.learn_scored(x, gold, None)
     }
 
@@ -22,34 +23,36 @@ impl Model {
         x: &SparseVec,
         gold: &[usize],
         predicted: Option<&Scored>,
-    ) -> Result<(), ModelError> {
+    ) -> Result<Lesson, ModelError> {
         self.learn_weighted(x, gold, predicted, 1.0)
     }
 
     /// Like [`Model::learn_scored`], the step scaled by `weight` (in
     /// (0, 1]: how far this label is to be believed): the gradient of a
     /// linear learner, the counts of naive Bayes and of the fusion.
+    /// Returns what the step taught, to take it back ([`Model::unlearn`]).
     pub fn learn_weighted(
         &mut self,
         x: &SparseVec,
         gold: &[usize],
         predicted: Option<&Scored>,
         weight: f32,
-    ) -> Result<(), ModelError> {
+    ) -> Result<Lesson, ModelError> {
         let task = self.task.unwrap_or(Task::SingleLabel);
         if task == Task::SingleLabel && gold.len() != 1 {
             return Err(ModelError::NotSingleLabel(gold.len()));
         }
         self.version += 1;
         self.mark(x.idx.iter().copied());
+        let mut lesson = Lesson::new(gold, weight);
         let w = match &mut self.state {
             State::NaiveBayes(nb) if weight == 1.0 => {
                 nb.learn(x, gold);
-                return Ok(());
+                return Ok(lesson);
             }
             State::NaiveBayes(nb) => {
                 nb.learn_entries(x.iter().map(|(b, v)| (b, v * weight)), gold);
-                return Ok(());
+                return Ok(lesson);
             }
             State::Linear(w) => w,
         };
@@ -89,8 +92,16 @@ impl Model {
             f.learn(x, inputs, &self.grad, h.fusion_rate, gold[0], weight);
         }
         let eta = eta as f32;
+        lesson.rate = eta;
         if h.schedule == Schedule::Arow {
             arow::arow_step(w, x, &self.scratch, &mut self.grad, task, h.arow_r, &mut self.gold_mask);
+            lesson.keep_moves(
+                self.grad
+                    .iter()
+                    .enumerate()
+                    .skip(w.mirrored() as usize)
+                    .map(|(c, &g)| (c, g)),
+            );
         } else {
             // The classes that move: softmax moves every class a little;
             // past two, those it moves by less than the cut-off are left
@@ -120,11 +131,12 @@ impl Model {
                     }
                 }
             }
+            lesson.keep_moves(self.active.iter().copied());
         }
         w.end_step();
         // `scratch` still holds the scores the step started from.
-        self.learn_byte_lr(x, gold, predicted, weight);
-        Ok(())
+        lesson.head_step = self.learn_byte_lr(x, gold, predicted, weight);
+        Ok(lesson)
     }
 }
 
@@ -132,11 +144,12 @@ impl Model {
     /// The byte LR's step for `x` of the one class `gold` (when the model
     /// has one and `x` its head's grams), and its weight's: the model's own binary
     /// margin of class 1 (the scores the step started from, `scratch`)
-    /// against the byte LR's (`predicted`'s, else computed).
-    fn learn_byte_lr(&mut self, x: &SparseVec, gold: &[usize], predicted: Option<&Scored>, weight: f32) {
+    /// against the byte LR's (`predicted`'s, else computed). Returns the
+    /// step each gram took (0: none).
+    fn learn_byte_lr(&mut self, x: &SparseVec, gold: &[usize], predicted: Option<&Scored>, weight: f32) -> f32 {
         let single = self.task != Some(Task::MultiLabel);
         let (Some(b), [gold], true) = (self.byte_lr.as_mut().filter(|_| !x.head.is_empty()), gold, single) else {
-            return;
+            return 0.0;
         };
         let gold = *gold;
         let margin = predicted
@@ -145,7 +158,7 @@ impl Model {
         if let [own_0, own_1] = self.scratch[..] {
             b.learn_weight(own_1 - own_0, margin, gold, weight);
         }
-        b.learn(&x.head, margin, gold == 1, weight);
+        b.learn(&x.head, margin, gold == 1, weight)
     }
 }
 

@@ -49,6 +49,7 @@ mod parts;
 mod pieces;
 mod scoring;
 mod sparse;
+mod undo;
 
 pub use dense::widen_buffer;
 pub use parts::WeightsParts;

@@ -1,0 +1,109 @@
+//! What one learning step taught, kept so that it can be taken back: a
+//! label replaced by another, or a message forgotten (docs/feedback.md).
+//!
+//! A [`Lesson`] is the step's own record, a few numbers: the classes and
+//! the label's weight, the linear step's rate and its gradient per class
+//! that moved, and the byte LR's step. [`Model::unlearn`] takes the step
+//! back at the message's features (featurized again from its text):
+//!
+//! - naive Bayes counts (the learner's or the fused member's): exactly,
+//!   but for rounding, at the features the message was learned with (the
+//!   pipeline finishes them with the document frequencies less the
+//!   message, as they were; other messages learned since move them a
+//!   little);
+//! - the byte LR (a constant rate): exactly, but for rounding;
+//! - AdaGrad: its sums exactly (a sum of squares forgets one in any
+//!   order); each weight by the same step at the rate its coordinate has
+//!   now, so exactly where no later step touched the coordinate and a
+//!   little less than it moved where later steps shrank the rate;
+//! - a plain or AROW step: by what it moved, at today's variance for AROW.
+//!
+//! What it does not take back: the fused stacker's and the byte LR's
+//! mixing weights (one number each, fitted over every example) and the
+//! later steps that the label's effect on the model shaped. Measured on
+//! the shared streams (docs/feedback.md), a forgotten label leaves a model
+//! that agrees with the one that never saw it on over 99.8 % of messages.
+
+use super::{Model, Schedule, State, Task};
+use crate::features::SparseVec;
+
+/// One learning step's record (see the module doc).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Lesson {
+    /// The gold classes it was learned as.
+    pub classes: Vec<u32>,
+    /// How far the label was believed: the step's scale.
+    pub weight: f32,
+    /// The linear step's learning rate.
+    pub rate: f32,
+    /// Per class the linear step moved, its gradient (the label's weight
+    /// in it): the step on a feature is this times the feature's value.
+    pub moves: Vec<(u32, f32)>,
+    /// The step each of the byte LR's grams took (0: none).
+    pub head_step: f32,
+}
+
+impl Lesson {
+    pub(super) fn new(gold: &[usize], weight: f32) -> Self {
+        Lesson {
+            classes: gold.iter().map(|&c| c as u32).collect(),
+            weight,
+            ..Lesson::default()
+        }
+    }
+
+    /// Keeps the classes a step moved, with their gradients.
+    pub(super) fn keep_moves(&mut self, moves: impl Iterator<Item = (usize, f32)>) {
+        self.moves.clear();
+        self.moves.extend(
+            moves
+                .filter(|&(_, g)| g != 0.0 && g.is_finite())
+                .map(|(c, g)| (c as u32, g)),
+        );
+    }
+
+    /// Bytes it holds, for the bound of the record that keeps it.
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.classes.len() * 4 + self.moves.len() * 8
+    }
+}
+
+impl Model {
+    /// Takes back what `lesson` taught at `x`, the same message's features
+    /// finished as they were when it was learned (see the module doc for
+    /// how exactly), as a new version of the model.
+    pub fn unlearn(&mut self, x: &SparseVec, lesson: &Lesson) {
+        self.version += 1;
+        self.mark(x.idx.iter().copied());
+        let gold: Vec<usize> = lesson.classes.iter().map(|&c| c as usize).collect();
+        if gold.iter().any(|&c| c >= self.labels.len()) {
+            return;
+        }
+        let weight = lesson.weight;
+        let w = match &mut self.state {
+            State::NaiveBayes(nb) => {
+                nb.unlearn_entries(x.iter().map(|(b, v)| (b, v * weight)), &gold);
+                return;
+            }
+            State::Linear(w) => w,
+        };
+        let h = &self.hyper;
+        let single = self.task != Some(Task::MultiLabel);
+        for (f, val) in x.iter() {
+            for &(c, g) in &lesson.moves {
+                let c = c as usize;
+                match h.schedule {
+                    Schedule::AdaGrad => w.adagrad_undo(f, c, lesson.rate, h.adagrad_beta, g * val),
+                    Schedule::Arow => w.arow_undo(f, c, g * val, val * val / h.arow_r),
+                    _ => w.undo_add(f, c, lesson.rate * g * val),
+                }
+            }
+        }
+        if let (Some(fusion), [gold], true) = (&mut self.fusion, &gold[..], single) {
+            fusion.unlearn(x, *gold, weight);
+        }
+        if let Some(b) = self.byte_lr.as_mut().filter(|_| !x.head.is_empty()) {
+            b.unlearn(&x.head, lesson.head_step);
+        }
+    }
+}
