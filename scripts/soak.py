@@ -24,6 +24,14 @@ flooder are part of what must resume exactly (the comparison covers them
 too: `inspect`'s label counts and least trusted reporters).
 --no-reporters soaks the stream as it is.
 
+Labels taken back (issue 48): unless --no-corrections, the stream also
+carries what users do with labels: three labels in ten come late as
+feedback lines (one in ten of those delivered twice), some labeled lines
+are delivered twice, half the flooder's labels are corrected 100 lines
+later by the trusted "reviewer", and one labeled message in fifty is
+forgotten 150 lines later (`"forget": true`, from the reviewer or
+anonymously). All of it goes through one partition on Kafka, in order.
+
 Kafka needs KAFKA_BOOTSTRAP, or starts the test broker (scripts/broker.sh).
 tests/jsonl_daemon.rs and tests/kafka.rs run the short version (3 and 4
 kills) in the test suite. Exits 1 on any difference.
@@ -42,7 +50,8 @@ import uuid
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # CLASSIFYD_BIN: another build (a copy, so that a rebuild during a soak does not change it).
 BIN = os.environ.get("CLASSIFYD_BIN", os.path.join(ROOT, "target", "release", "classifyd"))
-FLAGS = ["--bits", "18", "--checkpoint-every-updates", "50", "--checkpoint-interval-secs", "3600"]
+FLAGS = ["--bits", "18", "--checkpoint-every-updates", "50", "--checkpoint-interval-secs", "3600",
+         "--trusted-reporter", "reviewer"]
 
 
 def inspect(ckdir):
@@ -72,6 +81,53 @@ def with_reporters(src, dst, rng):
             v["reporter"] = "flooder"
         else:
             v["reporter"] = f"r-{rng.randrange(10)}"
+        dst.write(json.dumps(v) + "\n")
+
+
+def with_corrections(src, dst, rng):
+    """Copies a stream whose labeled lines carry ids (and reporters, from
+    with_reporters), adding what users do with labels: late feedback,
+    duplicates, corrections and forgets (see the module doc)."""
+    rows = [json.loads(l) for l in src if l.strip()]
+    labels = sorted({r["label"] for r in rows if isinstance(r, dict) and isinstance(r.get("label"), str)})
+    gold_of = {}
+    pending = []  # (due line, record)
+    out = []
+    for i, v in enumerate(rows):
+        label = v.get("label") if isinstance(v, dict) else None
+        if not isinstance(label, str) or "id" not in v:
+            out.append(v)
+            continue
+        mid = str(v["id"])
+        true = gold_of.setdefault(mid, label)
+        if v.get("reporter") == "flooder":
+            # with_reporters flipped it: the gold is the other label
+            true = None
+        if rng.random() < 0.3:
+            fb = {"id": mid, "label": label, "reporter": v.get("reporter", "r-0")}
+            out.append({k: x for k, x in v.items() if k not in ("label", "reporter")})
+            due = i + rng.randrange(1, 50)
+            pending.append((due, fb))
+            if rng.random() < 0.1:
+                pending.append((due, fb))
+        else:
+            out.append(v)
+            if rng.random() < 0.03:
+                out.append(v)
+        if true is None and rng.random() < 0.5:
+            others = [l for l in labels if l != label]
+            if others:
+                pending.append((i + 100, {"id": mid, "label": others[0], "reporter": "reviewer"}))
+        if rng.random() < 0.02:
+            forget = {"id": mid, "forget": True}
+            if rng.random() < 0.5:
+                forget["reporter"] = "reviewer"
+            pending.append((i + 150, forget))
+        pending.sort(key=lambda p: p[0])
+        while pending and pending[0][0] <= i:
+            out.append(pending.pop(0)[1])
+    out += [p[1] for p in pending]
+    for v in out:
         dst.write(json.dumps(v) + "\n")
 
 
@@ -111,8 +167,9 @@ def soak_jsonl(stream, kills, rng, tmp):
 
 
 def produce(brokers, topic, stream):
-    """Loads the stream's labeled lines into `topic` (one partition, in order)."""
-    import_lines = [l for l in open(stream) if '"label"' in l or '"labels"' in l]
+    """Loads the stream's lines into `topic` (one partition, in order): its
+    labeled and unlabeled messages, feedback lines and forgets alike."""
+    import_lines = [l for l in open(stream) if l.strip()]
     path = os.path.join(os.path.dirname(stream), "labeled.jsonl")
     with open(path, "w") as f:
         f.writelines(import_lines)
@@ -181,17 +238,24 @@ def main():
     ap.add_argument("--transport", default="both", choices=["jsonl", "kafka", "both"])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-reporters", action="store_true")
+    ap.add_argument("--no-corrections", action="store_true")
     a = ap.parse_args()
     subprocess.run(["cargo", "build", "--release", "-q"], cwd=ROOT, check=True)
     rng = random.Random(a.seed)
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         stream = os.path.join(tmp, "stream.jsonl")
-        with open(a.input) as src, open(stream, "w") as dst:
+        plain = os.path.join(tmp, "plain.jsonl")
+        with open(a.input) as src, open(plain, "w") as dst:
             if a.no_reporters:
                 dst.writelines(src)
             else:
                 with_reporters(src, dst, random.Random(a.seed))
+        with open(plain) as src, open(stream, "w") as dst:
+            if a.no_corrections:
+                dst.writelines(src)
+            else:
+                with_corrections(src, dst, random.Random(a.seed + 1))
         if a.transport in ("jsonl", "both"):
             ok &= soak_jsonl(stream, a.kills, rng, tmp)
         if a.transport in ("kafka", "both"):

@@ -142,12 +142,19 @@ pub enum Message {
         gold: Gold,
         reporter: Option<String>,
     },
+    /// `{"id": ..., "forget": true}`: undo what an earlier message's label
+    /// taught, and drop its record (docs/feedback.md).
+    Forget { id: String, reporter: Option<String> },
 }
 
 impl Message {
-    /// Whether it carries a label (a training example or a late label).
+    /// Whether it carries a label (a training example or a late label),
+    /// or takes one back.
     pub fn has_label(&self) -> bool {
-        matches!(self, Message::Example { gold: Some(_), .. } | Message::Feedback { .. })
+        matches!(
+            self,
+            Message::Example { gold: Some(_), .. } | Message::Feedback { .. } | Message::Forget { .. }
+        )
     }
 
     /// Names `reporter` as the one who gave this message's label (a Kafka
@@ -160,7 +167,8 @@ impl Message {
                 reporter,
                 ..
             }
-            | Message::Feedback { reporter, .. } => *reporter = Some(name),
+            | Message::Feedback { reporter, .. }
+            | Message::Forget { reporter, .. } => *reporter = Some(name),
             Message::Example { gold: None, .. } => {}
         }
     }
@@ -245,6 +253,8 @@ struct Raw {
     /// `None`: absent; `Some(None)`: present but not a string.
     #[serde(default, deserialize_with = "present")]
     reporter: Option<AnyString>,
+    /// `true`: a feedback line that takes its message's label back.
+    forget: Option<bool>,
     /// A raw RFC 5322 message in place of "text": as a string ...
     email: Option<String>,
     /// ... or as its bytes in base64 (8-bit mail).
@@ -345,6 +355,30 @@ pub fn too_large(length: u64, max_bytes: usize) -> Bad {
 }
 
 /// The `"reporter"` field, checked: absent, or a valid name.
+/// A forget line: an id and nothing that a label or a message carries.
+fn forget(mut raw: Raw, labeled: bool) -> Result<Message, Bad> {
+    if labeled {
+        return Err(Bad::new(
+            BadReason::BadLabel,
+            "\"forget\": true takes a label back; it carries none",
+        ));
+    }
+    if raw.text.is_some() || raw.email.is_some() || raw.email_base64.is_some() {
+        return Err(Bad::new(
+            BadReason::WrongType,
+            "\"forget\": true names an earlier message by its \"id\"; it carries no text",
+        ));
+    }
+    let Some(id) = raw.id.take().map(Scalar::into_string) else {
+        return Err(Bad::new(
+            BadReason::MissingText,
+            "\"forget\": true needs the message's \"id\"",
+        ));
+    };
+    let reporter = reporter_field(raw.reporter.take())?;
+    Ok(Message::Forget { id, reporter })
+}
+
 fn reporter_field(field: Option<AnyString>) -> Result<Option<String>, Bad> {
     match field {
         None => Ok(None),
@@ -433,6 +467,9 @@ pub fn parse_with(bytes: &[u8], reading: &Reading) -> Result<Message, Bad> {
     };
     if let Some(g) = &gold {
         check_labels(g.as_slice())?;
+    }
+    if raw.forget == Some(true) {
+        return forget(raw, gold.is_some());
     }
     let split = match raw.split.as_deref() {
         None => None,

@@ -561,3 +561,87 @@ fn eval_draws_the_learning_curve() {
         "two accuracy and two 1-ROCA lines"
     );
 }
+
+/// Labels as facts through the daemon (issue 48): every late label
+/// delivered twice ends with the model of one delivery (digest and
+/// version); flipped labels corrected by a trusted reviewer, and others
+/// forgotten, are counted in `inspect`, a forget of an unknown id is
+/// counted, and nothing of it is dead-lettered.
+#[test]
+fn a_label_delivered_twice_is_learned_once_and_can_be_taken_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let messages: Vec<serde_json::Value> = sms_lines()
+        .iter()
+        .take(400)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let flipped = |label: &serde_json::Value| if label == "spam" { "ham" } else { "spam" };
+    let (mut once, mut twice, mut taken_back) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, m) in messages.iter().enumerate() {
+        let request = serde_json::json!({"id": m["id"], "text": m["text"]}).to_string();
+        let label = serde_json::json!({"id": m["id"], "label": m["label"], "reporter": "r1"}).to_string();
+        for s in [&mut once, &mut twice, &mut taken_back] {
+            s.push(request.clone());
+        }
+        once.push(label.clone());
+        twice.extend([label.clone(), label.clone()]);
+        match i % 20 {
+            3 => {
+                let wrong = serde_json::json!({"id": m["id"], "label": flipped(&m["label"]), "reporter": "r1"});
+                taken_back.push(wrong.to_string());
+                taken_back
+                    .push(serde_json::json!({"id": m["id"], "label": m["label"], "reporter": "reviewer"}).to_string());
+            }
+            7 => {
+                taken_back.push(label);
+                taken_back.push(serde_json::json!({"id": m["id"], "forget": true}).to_string());
+            }
+            _ => taken_back.push(label),
+        }
+    }
+    taken_back.push(r#"{"id": "never-seen", "forget": true}"#.to_string());
+    let inspect = |name: &str, lines: &[String]| {
+        let input = tmp.path().join(format!("{name}.jsonl"));
+        write_lines(&input, lines);
+        let (dir, dead) = (tmp.path().join(name), tmp.path().join(format!("{name}.dead")));
+        let mut flags = vec![
+            "--trusted-reporter",
+            "reviewer",
+            "--output",
+            "/dev/null",
+            "--dead-letter",
+        ];
+        flags.push(dead.to_str().unwrap());
+        run_file(&input, &dir, &flags);
+        assert_eq!(
+            fs::read_to_string(&dead).unwrap_or_default(),
+            "",
+            "{name}: nothing dead-lettered"
+        );
+        let out = classifyd()
+            .args(["inspect", "--json", "--checkpoint-dir"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let (a, b) = (inspect("once", &once), inspect("twice", &twice));
+    assert_eq!((&a["model_digest"], &a["version"]), (&b["model_digest"], &b["version"]));
+    assert_eq!(a["version"], 400);
+    assert_eq!(b["feedback"]["labels_repeated"], 400);
+    // The published predictions, judged by their late labels.
+    assert_eq!(a["published"]["examples"], 400);
+    assert_eq!(a["progressive"]["examples"], 0);
+    let c = inspect("taken_back", &taken_back);
+    let f = &c["feedback"];
+    assert_eq!(
+        (&f["labels_replaced"], &f["labels_forgotten"]),
+        (&serde_json::json!(20), &serde_json::json!(20))
+    );
+    assert_eq!(
+        (&f["forgets_unmatched"], &f["labels_repeated"]),
+        (&serde_json::json!(1), &serde_json::json!(0))
+    );
+    // r1's labels replaced by the reviewer and forgotten anonymously.
+    assert_eq!(f["least_trusted"][0]["overridden"], 40);
+}

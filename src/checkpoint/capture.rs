@@ -8,7 +8,7 @@ use crate::eval::{Progressive, Tally};
 use crate::features::FeatureConfig;
 use crate::message::BadReason;
 use crate::model::byte_lr::ByteLr;
-use crate::model::{Hyper, Model, NaiveBayes, State, Task};
+use crate::model::{Hyper, Lesson, Model, NaiveBayes, State, Task};
 use crate::pipeline::{CacheEntry, Counters, FeedbackCache, Pipeline};
 
 // ---- capture: pipeline -> protobuf ----
@@ -62,6 +62,7 @@ pub fn capture_with(p: &Pipeline, positions: &Positions, weights: WeightsPlaceme
                     recent: r.recent,
                     contradicted: r.contradicted,
                     excess: r.excess,
+                    overridden: r.overridden,
                 })
                 .collect(),
             reporters_evicted: p.reporters.evicted,
@@ -83,12 +84,26 @@ fn cache_entry_to_pb((id, e): (&str, &CacheEntry)) -> pb::CacheEntry {
         predicted: e.predicted.clone().unwrap_or_default(),
         prediction_unknown: e.predicted.is_none(),
         score: e.score,
-        has_gold: e.gold.is_some(),
-        gold: e.gold.clone().unwrap_or_default(),
+        has_gold: e.taught.is_some(),
+        gold: e.taught.as_ref().map(|t| t.labels.clone()).unwrap_or_default(),
+        taught_reporter: e.taught.as_ref().map(|t| t.reporter.clone()).unwrap_or_default(),
+        taught_voted: e.taught.as_ref().is_some_and(|t| t.voted),
+        lesson: e.taught.as_ref().and_then(|t| t.lesson.as_ref()).map(lesson_to_pb),
         has_held: e.held.is_some(),
         held: e.held.as_ref().map(|h| h.labels.clone()).unwrap_or_default(),
         held_reporter: e.held.as_ref().map(|h| h.reporter.clone()).unwrap_or_default(),
         at_ms: e.at_ms,
+    }
+}
+
+fn lesson_to_pb(l: &Lesson) -> pb::Lesson {
+    pb::Lesson {
+        classes: l.classes.clone(),
+        weight: l.weight,
+        rate: l.rate,
+        move_classes: l.moves.iter().map(|m| m.0).collect(),
+        move_grads: l.moves.iter().map(|m| m.1).collect(),
+        head_step: l.head_step,
     }
 }
 
@@ -414,6 +429,12 @@ fn counters_to_pb(c: &Counters, cache: &FeedbackCache) -> pb::Counters {
         labels_held: c.labels_held,
         labels_corroborated: c.labels_corroborated,
         emails_cut: c.emails_cut,
+        labels_repeated: c.labels_repeated,
+        labels_replaced: c.labels_replaced,
+        labels_forgotten: c.labels_forgotten,
+        forgets_unmatched: c.forgets_unmatched,
+        forgets_refused: c.forgets_refused,
+        labels_unrecorded: c.labels_unrecorded,
         bad: BadReason::ALL
             .iter()
             .map(|r| (r.as_str().to_string(), c.bad[r.index()]))

@@ -9,9 +9,10 @@ use crate::message::BadReason;
 use crate::model::byte_lr::{ByteLr, Stacking};
 use crate::model::fusion::Fusion;
 use crate::model::weights::WeightsParts;
-use crate::model::{Hyper, HyperChoice, Labels, Model, NaiveBayes, NameSketch, State, Task, Weights};
+use crate::model::{Hyper, HyperChoice, Labels, Lesson, Model, NaiveBayes, NameSketch, State, Task, Weights};
 use crate::pipeline::{
-    CacheEntry, Counters, FeedbackCache, Held, Packed, Pipeline, PipelineConfig, Reported, Reporter, Reporters, Vote,
+    CacheEntry, Counters, FeedbackCache, Held, Packed, Pipeline, PipelineConfig, Reported, Reporter, Reporters, Taught,
+    Vote,
 };
 
 // ---- restore: protobuf -> pipeline ----
@@ -60,14 +61,21 @@ pub(super) fn restore_with(
         ps.cache
             .into_iter()
             .map(|e| {
-                let gold = e.has_gold.then_some(e.gold);
+                let taught = e.has_gold.then(|| {
+                    Box::new(Taught {
+                        labels: e.gold,
+                        reporter: e.taught_reporter,
+                        voted: e.taught_voted,
+                        lesson: e.lesson.map(lesson_from_pb),
+                    })
+                });
                 (
                     e.id,
                     CacheEntry {
                         text: Packed::Plain(e.text),
                         predicted: (!e.prediction_unknown).then_some(e.predicted),
                         score: e.score,
-                        gold,
+                        taught,
                         held: e.has_held.then_some(Held {
                             labels: e.held,
                             reporter: e.held_reporter,
@@ -99,6 +107,12 @@ pub(super) fn restore_with(
         labels_held: counters_pb.labels_held,
         labels_corroborated: counters_pb.labels_corroborated,
         emails_cut: counters_pb.emails_cut,
+        labels_repeated: counters_pb.labels_repeated,
+        labels_replaced: counters_pb.labels_replaced,
+        labels_forgotten: counters_pb.labels_forgotten,
+        forgets_unmatched: counters_pb.forgets_unmatched,
+        forgets_refused: counters_pb.forgets_refused,
+        labels_unrecorded: counters_pb.labels_unrecorded,
         predicted_by_label: counters_pb.predicted_by_label.into_iter().collect(),
         ..Counters::default()
     };
@@ -123,6 +137,18 @@ pub(super) fn restore_with(
     Ok((pipeline, positions))
 }
 
+/// A learned label's step; a move whose class and gradient lists differ
+/// in length keeps the pairs both have.
+fn lesson_from_pb(l: pb::Lesson) -> Lesson {
+    Lesson {
+        classes: l.classes,
+        weight: l.weight,
+        rate: l.rate,
+        moves: l.move_classes.into_iter().zip(l.move_grads).collect(),
+        head_step: l.head_step,
+    }
+}
+
 /// The reporters' records, at most `cap` kept.
 fn reporters_from_pb(records: Vec<pb::ReporterRecord>, cap: usize, evicted: u64) -> Reporters {
     let reporters = records.into_iter().map(|r| {
@@ -132,6 +158,7 @@ fn reporters_from_pb(records: Vec<pb::ReporterRecord>, cap: usize, evicted: u64)
             recent: r.recent,
             contradicted: r.contradicted,
             excess: r.excess,
+            overridden: r.overridden,
         };
         (r.name, record)
     });

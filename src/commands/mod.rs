@@ -125,6 +125,8 @@ pub struct Inspection {
     /// with the same digest hold the same model.
     pub model_digest: String,
     pub progressive: Report,
+    /// Published predictions judged by their late labels.
+    pub published: Report,
     /// Per class: its strongest features (name, weight).
     pub top_features: Vec<(String, Vec<(String, f32)>)>,
     /// The fused naive Bayes (binary tasks): its weight in the scores and
@@ -144,6 +146,13 @@ pub struct FeedbackSummary {
     pub labels_down_weighted: u64,
     pub labels_held: u64,
     pub labels_corroborated: u64,
+    /// Labels as facts (docs/feedback.md): said again (not learned),
+    /// replaced, forgotten; forgets of ids not in the record, and refused.
+    pub labels_repeated: u64,
+    pub labels_replaced: u64,
+    pub labels_forgotten: u64,
+    pub forgets_unmatched: u64,
+    pub forgets_refused: u64,
     pub reporters_tracked: usize,
     pub reporters_evicted: u64,
     pub reporters_unreliable: usize,
@@ -158,6 +167,8 @@ pub struct ReporterSummary {
     pub trust: f32,
     pub labels: u64,
     pub held: u64,
+    /// Its labels that another reporter replaced or forgot.
+    pub overridden: u64,
     pub contradiction_share: f32,
     pub excess_over_everyone: f32,
 }
@@ -173,6 +184,11 @@ fn feedback_summary(p: &crate::pipeline::Pipeline) -> FeedbackSummary {
         labels_down_weighted: c.labels_down_weighted,
         labels_held: c.labels_held,
         labels_corroborated: c.labels_corroborated,
+        labels_repeated: c.labels_repeated,
+        labels_replaced: c.labels_replaced,
+        labels_forgotten: c.labels_forgotten,
+        forgets_unmatched: c.forgets_unmatched,
+        forgets_refused: c.forgets_refused,
         reporters_tracked: r.len(),
         reporters_evicted: r.evicted,
         reporters_unreliable: r.unreliable(),
@@ -184,6 +200,7 @@ fn feedback_summary(p: &crate::pipeline::Pipeline) -> FeedbackSummary {
                 trust,
                 labels: rec.labels,
                 held: rec.held,
+                overridden: rec.overridden,
                 contradiction_share: rec.share(),
                 excess_over_everyone: rec.excess(),
             })
@@ -205,13 +222,23 @@ impl FeedbackSummary {
         )?;
         writeln!(
             out,
+            "labels as facts: {} said again (not learned), {} replaced, {} forgotten; \
+             forgets: {} of ids not in the record, {} refused",
+            self.labels_repeated,
+            self.labels_replaced,
+            self.labels_forgotten,
+            self.forgets_unmatched,
+            self.forgets_refused
+        )?;
+        writeln!(
+            out,
             "reporters: {} tracked ({} dropped at the cap), {} unreliable; least trusted:",
             self.reporters_tracked, self.reporters_evicted, self.reporters_unreliable
         )?;
         writeln!(
             out,
-            "  {:>6}  {:>8}  {:>6}  {:>6}  {:>7}  reporter",
-            "trust", "labels", "held", "share", "excess"
+            "  {:>6}  {:>8}  {:>6}  {:>10}  {:>6}  {:>7}  reporter",
+            "trust", "labels", "held", "overridden", "share", "excess"
         )?;
         for r in &self.least_trusted {
             let name = if r.reporter.is_empty() {
@@ -221,8 +248,8 @@ impl FeedbackSummary {
             };
             writeln!(
                 out,
-                "  {:>6.3}  {:>8}  {:>6}  {:>6.3}  {:>7.3}  {name}",
-                r.trust, r.labels, r.held, r.contradiction_share, r.excess_over_everyone
+                "  {:>6.3}  {:>8}  {:>6}  {:>10}  {:>6.3}  {:>7.3}  {name}",
+                r.trust, r.labels, r.held, r.overridden, r.contradiction_share, r.excess_over_everyone
             )?;
         }
         Ok(())
@@ -272,6 +299,7 @@ pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
         named_buckets: m.sketch().len(),
         model_digest,
         progressive: pipeline.progressive().report(),
+        published: pipeline.published().report(),
         top_features,
         fusion: m.fusion.as_ref().map(|f| FusionSummary {
             weight: f.weight,
@@ -332,6 +360,9 @@ impl Inspection {
             )?;
         }
         write!(out, "{}", self.progressive.render("progressive"))?;
+        if self.published.examples > 0 {
+            write!(out, "{}", self.published.render("published (judged by late labels)"))?;
+        }
         self.feedback.render(out)?;
         for (label, feats) in &self.top_features {
             writeln!(out, "strongest features of {label:?}:")?;

@@ -196,3 +196,41 @@ fn raw_email_in_place_of_text() {
         );
     }
 }
+
+/// `"forget": true` takes back an earlier message's label: it needs the
+/// id and carries neither text nor label; `false` is no forget at all.
+#[test]
+fn a_forget_line_names_its_message_and_nothing_else() {
+    assert_eq!(
+        parse(br#"{"id": "m3", "forget": true, "reporter": "u-1"}"#, 1000),
+        Ok(Message::Forget {
+            id: "m3".into(),
+            reporter: Some("u-1".into())
+        })
+    );
+    assert_eq!(
+        parse(br#"{"id": 3, "forget": true}"#, 1000),
+        Ok(Message::Forget {
+            id: "3".into(),
+            reporter: None
+        })
+    );
+    assert!(matches!(
+        parse(br#"{"id": "m3", "label": "ham", "forget": false}"#, 1000),
+        Ok(Message::Feedback { .. })
+    ));
+    assert_eq!(reason(br#"{"forget": true}"#), BadReason::MissingText);
+    assert_eq!(
+        reason(br#"{"id": "m3", "forget": true, "label": "ham"}"#),
+        BadReason::BadLabel
+    );
+    assert_eq!(
+        reason(br#"{"id": "m3", "forget": true, "text": "hi"}"#),
+        BadReason::WrongType
+    );
+    assert_eq!(reason(br#"{"id": "m3", "forget": "yes"}"#), BadReason::WrongType);
+    assert_eq!(
+        reason(br#"{"id": "m3", "forget": true, "reporter": 5}"#),
+        BadReason::BadReporter
+    );
+}

@@ -104,7 +104,12 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     (
         "classifyd_labels_total",
         "counter",
-        "Labels by how far they were believed: in_full, down_weighted, held (reporter not trusted), corroborated (held, then confirmed by another reporter), refused (bad reporter)",
+        "Labels by how far they were believed: in_full, down_weighted, held (reporter not trusted), corroborated (held, then confirmed by another reporter), refused (bad reporter); and as facts: repeated (the same label again, not learned), replaced (the first taken back), forgotten, unrecorded (replaced or forgotten without its step: learned on top)",
+    ),
+    (
+        "classifyd_forgets_total",
+        "counter",
+        "Forgets that took nothing back: unmatched (id not in the record) or refused (a trusted reporter's label)",
     ),
     (
         "classifyd_label_contradiction_ratio",

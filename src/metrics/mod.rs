@@ -315,8 +315,15 @@ fn publish_feedback(p: &Pipeline) {
         ("held", c.labels_held),
         ("corroborated", c.labels_corroborated),
         ("refused", refused),
+        ("repeated", c.labels_repeated),
+        ("replaced", c.labels_replaced),
+        ("forgotten", c.labels_forgotten),
+        ("unrecorded", c.labels_unrecorded),
     ] {
         counter!("classifyd_labels_total", "outcome" => outcome).absolute(n);
+    }
+    for (outcome, n) in [("unmatched", c.forgets_unmatched), ("refused", c.forgets_refused)] {
+        counter!("classifyd_forgets_total", "outcome" => outcome).absolute(n);
     }
     gauge!("classifyd_label_contradiction_ratio").set(f64::from(p.contradiction_share()));
     let r = p.reporters();

@@ -5,8 +5,11 @@
 //!
 //! One structure, keyed by id and kept in insertion order (a linked hash
 //! map): a message cached again under an id already there replaces it and
-//! moves to the back, so the cache holds one entry per id whatever the
-//! stream repeats, and its size is bounded by the caps alone.
+//! moves to the back (keeping the label learned for it, when it is the
+//! same text), so the cache holds one entry per id whatever the stream
+//! repeats, and its size is bounded by the caps alone. It is also the
+//! record of what each learned message taught ([`Taught`]: a label can be
+//! replaced or forgotten while its message is here; docs/feedback.md).
 //!
 //! Texts come in as they are. Only when the bytes held reach the byte cap
 //! are the oldest texts LZ4-compressed ([`Packed`]), down to seven eighths
@@ -19,6 +22,7 @@
 use hashlink::LinkedHashMap;
 
 use super::PipelineConfig;
+use crate::model::Lesson;
 
 /// A cached text: as it came, until the cache is full
 /// ([`Packed::packed`]: LZ4-compressed when that saves an eighth or more
@@ -100,13 +104,27 @@ pub struct CacheEntry {
     pub predicted: Option<Vec<String>>,
     /// The positive class's score that was published (binary tasks).
     pub score: Option<f32>,
-    /// Its gold labels, once learned.
-    pub gold: Option<Vec<String>>,
+    /// The label learned for it, once learned: what a relabel or a
+    /// forget takes back (boxed: most entries wait for a label).
+    pub taught: Option<Box<Taught>>,
     /// A label held, not learned (its reporter is not trusted), until
     /// another reporter confirms it.
     pub held: Option<Held>,
     /// When it was cached (event time, ms).
     pub at_ms: u64,
+}
+
+/// A label learned for a cached message (docs/feedback.md).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Taught {
+    pub labels: Vec<String>,
+    /// Who gave it ("" when nobody said).
+    pub reporter: String,
+    /// Whether it counted in the reported-message vote.
+    pub voted: bool,
+    /// The step it took; `None` for a label restored from a checkpoint
+    /// that did not keep it (then a relabel is learned on top of it).
+    pub lesson: Option<Lesson>,
 }
 
 /// A label held on its message.
@@ -122,7 +140,8 @@ pub struct Held {
 pub struct FeedbackCache {
     /// Entries by id, oldest first.
     map: LinkedHashMap<String, CacheEntry, foldhash::fast::RandomState>,
-    /// Text bytes held, compressed (what `--feedback-cache-bytes` bounds).
+    /// Bytes held: texts (compressed) and the steps of learned labels
+    /// (what `--feedback-cache-bytes` bounds).
     bytes: usize,
     /// Entries dropped because their TTL passed.
     pub expired: u64,
@@ -150,9 +169,19 @@ impl FeedbackCache {
                 return;
             }
         }
-        self.bytes += entry.text.len();
+        // The same message cached again under its id (a request sent
+        // again) keeps what was learned or held of it: a label is a fact
+        // about the message. Another text under the id is a new message.
+        if let Some(old) = self.map.get(&id)
+            && (old.taught.is_some() || old.held.is_some())
+            && old.text == entry.text
+        {
+            entry.taught.clone_from(&old.taught);
+            entry.held.clone_from(&old.held);
+        }
+        self.bytes += held(&entry);
         if let Some(old) = self.map.insert(id, entry) {
-            self.bytes -= old.text.len();
+            self.bytes -= held(&old);
         }
         if self.bytes > cfg.cache_bytes {
             self.compress_oldest(cfg.cache_bytes - cfg.cache_bytes / 8);
@@ -196,11 +225,31 @@ impl FeedbackCache {
     fn pop_oldest(&mut self) -> bool {
         match self.map.pop_front() {
             Some((_, e)) => {
-                self.bytes -= e.text.len();
+                self.bytes -= held(&e);
                 true
             }
             None => false,
         }
+    }
+
+    /// Records the label learned for the message cached under `id` (its
+    /// place in the cache kept); false when it is not cached.
+    pub(super) fn teach(&mut self, id: &str, taught: Option<Box<Taught>>) -> bool {
+        let Some(e) = self.map.get_mut(id) else {
+            return false;
+        };
+        self.bytes -= held(e);
+        e.taught = taught;
+        e.held = None;
+        self.bytes += held(e);
+        true
+    }
+
+    /// Drops the message cached under `id` (a forget).
+    pub(super) fn remove(&mut self, id: &str) -> Option<CacheEntry> {
+        let e = self.map.remove(id)?;
+        self.bytes -= held(&e);
+        Some(e)
     }
 
     /// Drops entries older than the TTL at event time `now_ms`.
@@ -241,9 +290,9 @@ impl FeedbackCache {
             ..Default::default()
         };
         for (id, e) in entries {
-            c.bytes += e.text.len();
+            c.bytes += held(&e);
             if let Some(old) = c.map.insert(id, e) {
-                c.bytes -= old.text.len();
+                c.bytes -= held(&old);
             }
         }
         if c.bytes > cap {
@@ -251,6 +300,15 @@ impl FeedbackCache {
         }
         c
     }
+}
+
+/// Bytes an entry holds for the cap: its text as held, and its lesson.
+fn held(e: &CacheEntry) -> usize {
+    e.text.len()
+        + e.taught
+            .as_ref()
+            .and_then(|t| t.lesson.as_ref())
+            .map_or(0, Lesson::bytes)
 }
 
 #[cfg(test)]
@@ -262,7 +320,7 @@ mod tests {
             text: Packed::Plain(text.into()),
             predicted: None,
             score: None,
-            gold: None,
+            taught: None,
             held: None,
             at_ms,
         }
@@ -285,6 +343,47 @@ mod tests {
         c.expire(9_999 + 5, 10);
         assert_eq!(c.entries().iter().map(|(id, _)| *id).collect::<Vec<_>>(), ["a"]);
         assert_eq!(c.expired, 1);
+    }
+
+    /// The byte cap counts the steps of learned labels beside the texts:
+    /// teaching an entry adds its step's bytes, a forget takes them away,
+    /// and the next insert keeps the whole under the cap.
+    #[test]
+    fn learned_steps_count_toward_the_byte_cap() {
+        let lesson = Lesson {
+            classes: vec![1],
+            weight: 1.0,
+            rate: 0.5,
+            moves: vec![(1, 0.25)],
+            head_step: 0.0,
+        };
+        let taught = || {
+            Some(Box::new(Taught {
+                labels: vec!["spam".into()],
+                reporter: String::new(),
+                voted: false,
+                lesson: Some(lesson.clone()),
+            }))
+        };
+        let step = lesson.bytes();
+        let cfg = PipelineConfig {
+            cache_bytes: 3 * (10 + step),
+            ..PipelineConfig::default()
+        };
+        let mut c = FeedbackCache::default();
+        for id in ["a", "b", "c"] {
+            c.insert(id.into(), entry("0123456789", 0), &cfg);
+            assert!(c.teach(id, taught()));
+        }
+        assert_eq!(c.bytes(), 3 * (10 + step));
+        assert!(!c.teach("nobody", taught()));
+        c.insert("d".into(), entry("0123456789", 1), &cfg);
+        assert_eq!((c.len(), c.evicted), (3, 1));
+        assert!(c.bytes() <= cfg.cache_bytes);
+        let gone = c.remove("b").unwrap();
+        assert_eq!(gone.taught.unwrap().labels, ["spam"]);
+        assert_eq!(c.bytes(), 2 * 10 + step);
+        assert!(c.remove("b").is_none());
     }
 
     #[test]

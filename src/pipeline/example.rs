@@ -7,7 +7,7 @@
 
 use super::Pipeline;
 use crate::features::SparseVec;
-use crate::model::{Scored, Task};
+use crate::model::{Lesson, Scored, Task};
 
 /// A message's features: raw, then finished (IDF, normalisation, bias).
 #[derive(Clone, Debug, Default)]
@@ -112,9 +112,43 @@ impl Pipeline {
     /// Learns finished features as gold classes `ids` (with what was just
     /// `predicted` for them, if anything) and counts their document
     /// frequencies.
-    pub(super) fn learn_features(&mut self, f: &Features, ids: &[usize], predicted: Option<&Scored>, weight: f32) {
-        // Callers checked the labels against the task, so learning cannot fail.
-        let _ = self.model.learn_weighted(&f.x, ids, predicted, weight);
+    /// Returns what the step taught, to take it back.
+    pub(super) fn learn_features(
+        &mut self,
+        f: &Features,
+        ids: &[usize],
+        predicted: Option<&Scored>,
+        weight: f32,
+    ) -> Lesson {
+        // Callers checked the labels against the task, so learning cannot
+        // fail (an empty lesson would take nothing back).
+        let lesson = self
+            .model
+            .learn_weighted(&f.x, ids, predicted, weight)
+            .unwrap_or_default();
         self.model.observe_doc(&f.x.idx[..f.doc_len]);
+        lesson
+    }
+
+    /// `text`'s features finished as the first label of a learned message
+    /// saw them: the message is taken out of the document frequencies
+    /// (learning it again counts it again; [`Pipeline::recount`] puts it
+    /// back otherwise).
+    pub(super) fn finish_unseen(&mut self, text: &str, f: &mut Features) {
+        self.featurize(text, f);
+        self.model.forget_doc(&f.x.idx);
+        self.finish(text, false, false, f);
+    }
+
+    /// Counts the message of `f` in the document frequencies again (after
+    /// [`Pipeline::finish_unseen`], when it is not learned again).
+    pub(super) fn recount(&mut self, f: &Features) {
+        self.model.observe_doc(&f.x.idx[..f.doc_len]);
+    }
+
+    /// Takes back at `f` (from [`Pipeline::finish_unseen`]) what `lesson`
+    /// taught.
+    pub(super) fn unlearn_features(&mut self, f: &Features, lesson: &Lesson) {
+        self.model.unlearn(&f.x, lesson);
     }
 }

@@ -3,12 +3,13 @@
 //! weighed first ([`Pipeline::label_weight`]): learned in full, with less
 //! weight, or held on its cache entry until another reporter confirms it.
 
-use super::cache::{CacheEntry, Held, Packed};
+use super::cache::{CacheEntry, Held, Packed, Taught};
 use super::example::Work;
 use super::trust::ANONYMOUS;
 use super::{Outcome, Pipeline, same_set};
 use crate::eval::drift::Watched;
 use crate::message::Gold;
+use crate::model::Lesson;
 
 /// A labeled message's id, labels and their reporter.
 pub(super) struct Labeled {
@@ -24,6 +25,11 @@ impl Pipeline {
         // Check the labels before touching the model or the metrics.
         if let Err(bad) = self.check_gold(&gold) {
             return Outcome::Bad(bad);
+        }
+        // The same message labeled again: a fact already known, or one
+        // that replaces it (another message under the same id is new).
+        if let Some(old) = self.taught_for(&id, &text) {
+            return self.again(&id, &text, old, gold, reporter, w);
         }
         let raw = self.finish(&text, true, keep, &mut w.features);
         let (predicted, score) = self.predict_features(&w.features, &mut w.scored);
@@ -47,22 +53,22 @@ impl Pipeline {
         let (ids, gold_vec) = self.as_seen(ids, gold.into_vec());
         let weight = self.label_weight(&w.scored, &ids, reporter.as_deref());
         self.count_weighed(weight, reporter.as_deref());
-        self.note_report(fp, &ids, weight, reporter.as_deref());
+        let voted = self.note_report(fp, &ids, weight, reporter.as_deref());
         let mut entry = CacheEntry {
             text: Packed::Plain(text),
             predicted: Some(predicted),
             score,
-            gold: None,
+            taught: None,
             held: None,
             at_ms: now_ms,
         };
         if let Some(weight) = weight {
-            self.learn_features(&w.features, &ids, Some(&w.scored), weight);
+            let lesson = self.learn_features(&w.features, &ids, Some(&w.scored), weight);
             self.counters.learned += 1;
-            entry.gold = Some(gold_vec.clone());
             if let Some(raw) = raw {
-                self.held_back.train.push((raw, gold_vec));
+                self.held_back.train.push((raw, gold_vec.clone()));
             }
+            entry.taught = Some(Box::new(Taught::new(gold_vec, reporter, voted, lesson)));
         } else {
             entry.held = Some(Held::new(gold_vec, reporter));
         }
@@ -103,8 +109,17 @@ impl Pipeline {
             self.counters.feedback_unmatched += 1;
             return Outcome::FeedbackUnmatched;
         };
-        let correction = entry.gold.is_some();
-        let first = !correction && entry.held.is_none();
+        if let Some(old) = entry.taught.clone() {
+            return self.again(id, &text, *old, gold, reporter, w);
+        }
+        if entry
+            .held
+            .as_ref()
+            .is_some_and(|h| h.repeated_by(gold.as_slice(), reporter.as_deref()))
+        {
+            return self.repeated();
+        }
+        let first = entry.held.is_none();
         let (predicted, score) = (entry.predicted.clone(), entry.score);
         let held = entry.held.clone();
         let ids = match self.gold_ids(&gold) {
@@ -132,29 +147,46 @@ impl Pipeline {
         }
         self.count_weighed(weight, reporter.as_deref());
         let fp = self.report_fingerprint(&text, self.model.task());
-        self.note_report(fp, &ids, weight, reporter.as_deref());
-        if let Some(weight) = weight {
-            self.learn_features(&w.features, &ids, None, weight);
-        }
-        if let Some(e) = self.cache.get_mut(id) {
-            match weight {
-                Some(_) => {
-                    e.gold = Some(gold_names);
-                    e.held = None;
+        let voted = self.note_report(fp, &ids, weight, reporter.as_deref());
+        match weight {
+            Some(weight) => {
+                let lesson = self.learn_features(&w.features, &ids, None, weight);
+                self.cache
+                    .teach(id, Some(Box::new(Taught::new(gold_names, reporter, voted, lesson))));
+            }
+            None => {
+                if let Some(e) = self.cache.get_mut(id) {
+                    e.held = Some(Held::new(gold_names, reporter));
                 }
-                None => e.held = Some(Held::new(gold_names, reporter)),
             }
         }
         self.counters.feedback_matched += 1;
-        if correction {
-            self.counters.feedback_corrections += 1;
+        Outcome::FeedbackMatched {
+            correct,
+            correction: false,
         }
-        Outcome::FeedbackMatched { correct, correction }
+    }
+}
+
+impl Taught {
+    pub(super) fn new(labels: Vec<String>, reporter: Option<String>, voted: bool, lesson: Lesson) -> Self {
+        Taught {
+            labels,
+            reporter: reporter.unwrap_or_else(|| ANONYMOUS.to_string()),
+            voted,
+            lesson: Some(lesson),
+        }
     }
 }
 
 impl Held {
-    fn new(labels: Vec<String>, reporter: Option<String>) -> Self {
+    /// Whether `labels` from `reporter` say again what this held label
+    /// says, from the same reporter: nothing new.
+    fn repeated_by(&self, labels: &[String], reporter: Option<&str>) -> bool {
+        self.reporter == reporter.unwrap_or(ANONYMOUS) && same_set(&self.labels, labels)
+    }
+
+    pub(super) fn new(labels: Vec<String>, reporter: Option<String>) -> Self {
         Held {
             labels,
             reporter: reporter.unwrap_or_else(|| ANONYMOUS.to_string()),

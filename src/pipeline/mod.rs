@@ -9,6 +9,7 @@
 //! pipeline. Transports (JSON lines, Kafka) only move bytes and positions.
 
 mod cache;
+mod corrections;
 mod example;
 mod labels;
 mod noise;
@@ -25,7 +26,7 @@ mod weighing;
 
 use foldhash::HashMap;
 
-pub use cache::{CacheEntry, FeedbackCache, Held, Packed};
+pub use cache::{CacheEntry, FeedbackCache, Held, Packed, Taught};
 use example::Work;
 use labels::Labeled;
 pub use noise::LabelNoise;
@@ -90,6 +91,18 @@ pub struct Counters {
     pub labels_down_weighted: u64,
     pub labels_held: u64,
     pub labels_corroborated: u64,
+    /// Labels as facts (docs/feedback.md): a label that said again what
+    /// was known of its message (not learned); a label that replaced
+    /// another (taken back, then learned); a message's label forgotten;
+    /// a forget of an id not in the record; a forget its reporter may
+    /// not make; a label replaced or forgotten whose step was not kept (a
+    /// checkpoint from before it was): learned on top, as before.
+    pub labels_repeated: u64,
+    pub labels_replaced: u64,
+    pub labels_forgotten: u64,
+    pub forgets_unmatched: u64,
+    pub forgets_refused: u64,
+    pub labels_unrecorded: u64,
     /// Raw e-mails cut at one of their bounds (and classified as cut).
     pub emails_cut: u64,
     /// Predictions published, by label name.
@@ -342,6 +355,8 @@ impl Pipeline {
             Err(bad) => Outcome::Bad(bad),
             Ok(Message::Feedback { .. }) if self.cfg.role == Role::Predictor => self.passed(),
             Ok(Message::Feedback { id, gold, reporter }) => self.feedback(&id, gold, reporter, &mut w),
+            Ok(Message::Forget { .. }) if self.cfg.role == Role::Predictor => self.passed(),
+            Ok(Message::Forget { id, reporter }) => self.forget(&id, reporter, &mut w),
             Ok(Message::Example { gold: Some(_), .. }) if self.cfg.role == Role::Predictor => self.passed(),
             Ok(Message::Example {
                 id, text, gold: None, ..
@@ -509,7 +524,7 @@ impl Pipeline {
             text: Packed::Plain(text),
             predicted: Some(prediction.labels.clone()),
             score,
-            gold: None,
+            taught: None,
             held: None,
             at_ms: now_ms,
         };
@@ -542,7 +557,7 @@ impl Pipeline {
             text: Packed::Plain(text),
             predicted: None,
             score: None,
-            gold: None,
+            taught: None,
             held: None,
             at_ms: now_ms,
         };
@@ -589,9 +604,9 @@ impl Pipeline {
                 self.work = w;
                 Ok(prediction)
             }
-            Message::Feedback { .. } => Err(Bad::new(
+            Message::Feedback { .. } | Message::Forget { .. } => Err(Bad::new(
                 BadReason::MissingText,
-                "a feedback label has no text to predict",
+                "a feedback line has no text to predict",
             )),
         }
     }

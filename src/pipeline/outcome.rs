@@ -21,6 +21,12 @@ pub enum Outcome {
     FeedbackMatched { correct: Option<bool>, correction: bool },
     /// A late label whose message is not (or no longer) in the cache.
     FeedbackUnmatched,
+    /// A label that says again what was learned for its message (or
+    /// held on it, from the same reporter): nothing learned.
+    Repeated,
+    /// A forget: `found` when its message was in the record (and its label
+    /// taken back, unless its reporter may not).
+    Forgotten { found: bool },
     /// Bad input, for the dead-letter output.
     Bad(Bad),
     /// A blank line.

@@ -108,6 +108,24 @@ impl Reported {
         }
     }
 
+    /// Takes back a label `class` that [`Reported::vote`] counted for
+    /// `fp` (a label replaced or forgotten): the lead it gave, or the lead
+    /// it took from another class. A message whose vote had tied (and was
+    /// forgotten) or left the memory is left as it is.
+    pub fn unvote(&mut self, fp: u64, class: usize) {
+        let class = class as u32;
+        let Some(v) = self.map.get_mut(&fp) else {
+            return;
+        };
+        if v.class != class {
+            v.lead = v.lead.saturating_add(1);
+        } else if v.lead > 1 {
+            v.lead -= 1;
+        } else {
+            self.map.remove(&fp);
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
@@ -180,19 +198,27 @@ impl Pipeline {
     /// Counts the label `gold` of the message of fingerprint `fp`, learned
     /// with `weight` from `reporter`, in the message's vote: single-label
     /// tasks, reporters in good standing (trusted, or trust at least
-    /// [`UNRELIABLE_BELOW`]), labels not held.
-    pub(super) fn note_report(&mut self, fp: Option<u64>, gold: &[usize], weight: Option<f32>, reporter: Option<&str>) {
+    /// [`UNRELIABLE_BELOW`]), labels not held. Returns whether it voted.
+    pub(super) fn note_report(
+        &mut self,
+        fp: Option<u64>,
+        gold: &[usize],
+        weight: Option<f32>,
+        reporter: Option<&str>,
+    ) -> bool {
         let (Some(fp), &[class], Some(_)) = (fp, gold, weight) else {
-            return;
+            return false;
         };
         let name = reporter.unwrap_or(ANONYMOUS);
         let standing = |r: &super::Reporter| {
             let judged = r.recent >= SHARE_AFTER_LABELS && r.share() > MAX_SHARE;
             r.trust() >= UNRELIABLE_BELOW && !judged
         };
-        if self.cfg.trust.trusts(name) || self.reporters.get(name).is_none_or(standing) {
+        let votes = self.cfg.trust.trusts(name) || self.reporters.get(name).is_none_or(standing);
+        if votes {
             self.reported.vote(fp, class, self.cfg.trust.reported);
         }
+        votes
     }
 }
 

@@ -145,7 +145,7 @@ impl Pipeline {
         let (id, text, buckets) = match first {
             Some((Ok(Message::Example { id, text, .. }), buckets)) => (id.unwrap_or_else(default_id), text, buckets),
             Some((Err(bad), _)) => return Err(bad),
-            Some((Ok(Message::Feedback { .. }), _)) => {
+            Some((Ok(Message::Feedback { .. } | Message::Forget { .. }), _)) => {
                 return Err(Bad::new(
                     BadReason::MissingText,
                     "a feedback label has no text to predict: labels go to the feedback topic",

@@ -73,6 +73,8 @@ pub struct Reporter {
     pub labels: u64,
     /// Labels held for it (its trust too low to learn them alone).
     pub held: u64,
+    /// Labels of its that another reporter replaced or forgot.
+    pub overridden: u64,
     /// Decayed count of its recent labels.
     pub recent: f32,
     /// Decayed count of those that contradicted a confident prediction.
@@ -173,6 +175,22 @@ impl Reporters {
     /// `name`'s record, if kept.
     pub fn get(&self, name: &str) -> Option<&Reporter> {
         self.table.get(name)
+    }
+
+    /// The trust `name`'s next label is weighed by ([`Reporters::observe`]):
+    /// its record's, or whole for a reporter not kept or alone.
+    pub fn standing(&self, name: &str) -> f32 {
+        if self.table.len() <= 1 {
+            return 1.0;
+        }
+        self.table.get(name).map_or(1.0, Reporter::trust)
+    }
+
+    /// Counts a label of `name`'s that another reporter overrode.
+    pub fn count_overridden(&mut self, name: &str) {
+        if let Some(r) = self.table.get_mut(name) {
+            r.overridden += 1;
+        }
     }
 
     /// Counts a label held for `name`.

@@ -114,9 +114,14 @@ fn pipeline_with(learner: Learner, idf: bool, byte_lr: ByteLrWhen) -> Pipeline {
     Pipeline::new(Model::new(Hyper::defaults(learner), features), cfg)
 }
 
+/// Each line is a message of its own: its default id is unique across
+/// calls (a label for an id already learned is a fact known, not learned
+/// again: docs/feedback.md).
 fn feed(p: &mut Pipeline, lines: &[impl AsRef<str>]) {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     for (i, l) in lines.iter().enumerate() {
-        p.handle(l.as_ref().as_bytes(), &|| format!("l{i}"), i as u64);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        p.handle(l.as_ref().as_bytes(), &|| format!("l{n}"), i as u64);
     }
 }
 

@@ -325,16 +325,28 @@ impl<K: Sink> Core<K> {
         Ok(())
     }
 
-    /// Logs what the run did.
+    /// Logs what the run did: the progressive accuracy of its labeled
+    /// messages and the accuracy of its published predictions that late
+    /// labels judged (NaN where there were none: a run whose labels all
+    /// came late has no progressive examples, not an accuracy of 0).
     pub fn report(&self) {
         let p = &self.pipeline;
-        let r = p.progressive().report();
+        let c = p.counters();
+        let or_nan = |r: &crate::eval::Progressive| {
+            let t = r.total();
+            if t.examples > 0 { t.accuracy() } else { f64::NAN }
+        };
         tracing::info!(
             messages = self.messages,
-            learned = p.counters().learned,
-            predicted = p.counters().predicted,
-            bad = p.counters().bad_total(),
-            accuracy = r.accuracy,
+            learned = c.learned,
+            predicted = c.predicted,
+            bad = c.bad_total(),
+            accuracy = or_nan(p.progressive()),
+            published_judged = p.published().total().examples,
+            published_accuracy = or_nan(p.published()),
+            labels_repeated = c.labels_repeated,
+            labels_replaced = c.labels_replaced,
+            labels_forgotten = c.labels_forgotten,
             "run finished"
         );
     }

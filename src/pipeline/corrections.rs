@@ -1,0 +1,421 @@
+//! A label is a fact about its message, not an event (docs/feedback.md):
+//! the same label again changes nothing; another label replaces the first
+//! (what the first taught is taken back, then the new one is learned); a
+//! forget takes the message's label back and drops its record. The record
+//! is the late-label cache's entry of the message ([`super::cache::Taught`]):
+//! its text, the label, who gave it, its vote, and the step it took.
+//!
+//! Who may override whom: a trusted reporter (`--trusted-reporter`)
+//! replaces or forgets any label; nobody else replaces or forgets a
+//! trusted reporter's label (theirs is held on the message, as a label of
+//! an untrusted reporter is held); a reporter whose labels are held
+//! ([`super::weighing::HOLD_BELOW`]) replaces nothing; anyone else, the
+//! anonymous reporter among them, replaces an untrusted label.
+
+use super::cache::{Held, Taught};
+use super::example::Work;
+use super::trust::ANONYMOUS;
+use super::weighing::HOLD_BELOW;
+use super::{Outcome, Pipeline, same_set};
+use crate::message::Gold;
+
+impl Pipeline {
+    /// The label learned for the message cached under `id`, when `text`
+    /// is that message's (a redelivery, not another message under the id).
+    pub(super) fn taught_for(&self, id: &str, text: &str) -> Option<Taught> {
+        let entry = self.cache.get(id)?;
+        let taught = entry.taught.as_ref()?;
+        (entry.text.text().as_deref() == Some(text)).then(|| (**taught).clone())
+    }
+
+    /// A label for message `id` (of `text`) that was learned as `old`:
+    /// nothing when it says the same, else a replacement.
+    pub(super) fn again(
+        &mut self,
+        id: &str,
+        text: &str,
+        old: Taught,
+        gold: Gold,
+        reporter: Option<String>,
+        w: &mut Work,
+    ) -> Outcome {
+        if same_set(&old.labels, gold.as_slice()) {
+            return self.repeated();
+        }
+        self.relabel(id, text, old, gold, reporter, w)
+    }
+
+    /// A label that says again what is known of its message: not learned.
+    pub(super) fn repeated(&mut self) -> Outcome {
+        self.counters.labels_repeated += 1;
+        Outcome::Repeated
+    }
+
+    /// Whether `by` may replace or forget a label that `of` gave.
+    fn may_override(&self, of: &str, by: &str) -> bool {
+        let trust = &self.cfg.trust;
+        if trust.trusts(by) {
+            return true;
+        }
+        !trust.trusts(of) && self.reporters.standing(by) >= HOLD_BELOW
+    }
+
+    /// Replaces the label `old` of message `id` by `gold`, when its
+    /// reporter may: takes back what `old` taught, then learns `gold` as
+    /// weighed like any label (weighed before the old one is taken back,
+    /// so that a label held leaves the model as it was).
+    fn relabel(
+        &mut self,
+        id: &str,
+        text: &str,
+        old: Taught,
+        gold: Gold,
+        reporter: Option<String>,
+        w: &mut Work,
+    ) -> Outcome {
+        let name = reporter.as_deref().unwrap_or(ANONYMOUS);
+        if !self.may_override(&old.reporter, name) {
+            return self.hold_relabel(id, gold, reporter);
+        }
+        let ids = match self.gold_ids(&gold) {
+            Ok(ids) => ids,
+            Err(bad) => return Outcome::Bad(bad),
+        };
+        self.finish_unseen(text, &mut w.features);
+        let weight = if self.cfg.trust.margin > 0.0 {
+            self.model.predict(&w.features.x, &mut w.scored);
+            self.label_weight(&w.scored, &ids, reporter.as_deref())
+        } else {
+            Some(1.0)
+        };
+        let Some(weight) = weight else {
+            self.recount(&w.features);
+            return self.hold_relabel(id, gold, reporter);
+        };
+        let fp = self.report_fingerprint(text, self.model.task());
+        self.take_back(&old, fp, name, w);
+        self.count_weighed(Some(weight), reporter.as_deref());
+        let voted = self.note_report(fp, &ids, Some(weight), reporter.as_deref());
+        let lesson = self.learn_features(&w.features, &ids, None, weight);
+        self.cache.teach(
+            id,
+            Some(Box::new(Taught::new(gold.into_vec(), reporter, voted, lesson))),
+        );
+        self.counters.feedback_matched += 1;
+        self.counters.feedback_corrections += 1;
+        self.counters.labels_replaced += 1;
+        Outcome::FeedbackMatched {
+            correct: None,
+            correction: true,
+        }
+    }
+
+    /// A relabel its reporter may not make alone: held on the message
+    /// (the learned label stays) until a reporter who may confirms it.
+    fn hold_relabel(&mut self, id: &str, gold: Gold, reporter: Option<String>) -> Outcome {
+        self.count_weighed(None, reporter.as_deref());
+        if let Some(e) = self.cache.get_mut(id) {
+            e.held = Some(Held::new(gold.into_vec(), reporter));
+        }
+        self.counters.feedback_matched += 1;
+        Outcome::FeedbackMatched {
+            correct: None,
+            correction: true,
+        }
+    }
+
+    /// Takes back what `old` taught for the message whose features `w`
+    /// holds as [`Pipeline::finish_unseen`] finished them (fingerprint
+    /// `fp`), on behalf of reporter `by`: its step, its vote, and a mark
+    /// on its reporter's record when someone else overrode it.
+    fn take_back(&mut self, old: &Taught, fp: Option<u64>, by: &str, w: &Work) {
+        match &old.lesson {
+            Some(lesson) => self.unlearn_features(&w.features, lesson),
+            None => self.counters.labels_unrecorded += 1,
+        }
+        if let (true, Some(fp), [label]) = (old.voted, fp, &old.labels[..])
+            && let Some(class) = self.model.labels().get(label)
+        {
+            self.reported.unvote(fp, class);
+        }
+        if old.reporter != by {
+            self.reporters.count_overridden(&old.reporter);
+        }
+    }
+
+    /// `{"id": X, "forget": true}`: takes back what message X's label
+    /// taught (when its reporter may) and drops its record; an id not in
+    /// the record is counted.
+    pub(super) fn forget(&mut self, id: &str, reporter: Option<String>, w: &mut Work) -> Outcome {
+        let Some((taught, text)) = self.cache.get(id).map(|e| (e.taught.clone(), e.text.text())) else {
+            self.counters.forgets_unmatched += 1;
+            return Outcome::Forgotten { found: false };
+        };
+        let by = reporter.as_deref().unwrap_or(ANONYMOUS);
+        let Some(old) = taught else {
+            // Nothing learned (unlabeled, or its label held): only the record goes.
+            self.cache.remove(id);
+            self.counters.labels_forgotten += 1;
+            return Outcome::Forgotten { found: true };
+        };
+        if !self.may_override(&old.reporter, by) {
+            self.counters.forgets_refused += 1;
+            return Outcome::Forgotten { found: true };
+        }
+        if let Some(text) = text {
+            self.finish_unseen(&text, &mut w.features);
+            let fp = self.report_fingerprint(&text, self.model.task());
+            self.take_back(&old, fp, by, w);
+        }
+        self.cache.remove(id);
+        self.counters.labels_forgotten += 1;
+        Outcome::Forgotten { found: true }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::pipeline;
+    use super::super::{Outcome, Pipeline, PipelineConfig, TrustConfig};
+    use crate::checkpoint::{capture, model_digest, restore};
+    use crate::features::FeatureConfig;
+    use crate::model::{Hyper, Learner, Model, State};
+
+    const TEXTS: [(&str, &str); 6] = [
+        ("win cash prize now, call to claim", "spam"),
+        ("lunch at noon tomorrow?", "ham"),
+        ("free entry in a weekly competition", "spam"),
+        ("see you at the station at six", "ham"),
+        ("urgent: your mobile has won a prize", "spam"),
+        ("can you pick up some milk on the way", "ham"),
+    ];
+
+    fn id0() -> String {
+        "line-0".into()
+    }
+
+    fn send(p: &mut Pipeline, line: serde_json::Value) -> Outcome {
+        p.handle(line.to_string().as_bytes(), &id0, 0)
+    }
+
+    /// Every text unlabeled under id m-i, then its label from `r1`.
+    fn learned(mut p: Pipeline) -> Pipeline {
+        for (i, (text, label)) in TEXTS.iter().enumerate() {
+            send(&mut p, serde_json::json!({"id": format!("m-{i}"), "text": text}));
+            send(
+                &mut p,
+                serde_json::json!({"id": format!("m-{i}"), "label": label, "reporter": "r1"}),
+            );
+        }
+        p
+    }
+
+    /// Naive Bayes counts equal but for the rounding of a sum less a
+    /// term (`(c + v) - v` is `c` within an ulp).
+    fn same_counts(a: &Model, b: &Model) {
+        let (State::NaiveBayes(a), State::NaiveBayes(b)) = (a.state(), b.state()) else {
+            panic!("not naive Bayes");
+        };
+        assert_eq!(
+            (a.docs, &a.class_docs, a.vocabulary),
+            (b.docs, &b.class_docs, b.vocabulary)
+        );
+        let close = |x: f64, y: f64| (x - y).abs() <= 1e-5 * (1.0 + x.abs());
+        assert!(close(a.mass, b.mass), "{} {}", a.mass, b.mass);
+        assert!(a.class_mass.iter().zip(&b.class_mass).all(|(&x, &y)| close(x, y)));
+        let off = a
+            .counts
+            .iter()
+            .zip(&b.counts)
+            .filter(|&(&x, &y)| !close(x as f64, y as f64))
+            .count();
+        assert_eq!((a.counts.len(), off), (b.counts.len(), 0));
+    }
+
+    fn score(p: &Pipeline, text: &str, label: &str) -> f32 {
+        let mut p = Pipeline::new(p.model().clone(), p.config().clone());
+        let line = serde_json::json!({"id": "probe", "text": text}).to_string();
+        let prediction = p.predict_only(line.as_bytes(), &id0).unwrap();
+        prediction
+            .margins
+            .iter()
+            .find(|(l, _)| l == label)
+            .map_or(f32::NAN, |m| m.1)
+    }
+
+    /// A label delivered again, as a labeled message or as feedback, is
+    /// no update: the same model, version and reporter record; counted.
+    #[test]
+    fn the_same_label_again_changes_nothing() {
+        let mut p = learned(pipeline(PipelineConfig::default()));
+        let (digest, version) = (model_digest(p.model()), p.model().version());
+        let labels = p.reporters().get("r1").unwrap().labels;
+        let again = serde_json::json!({"id": "m-2", "label": "spam", "reporter": "r1"});
+        assert_eq!(send(&mut p, again), Outcome::Repeated);
+        send(
+            &mut p,
+            serde_json::json!({"id": "x", "text": TEXTS[0].0, "label": "spam"}),
+        );
+        let version = (version + 1, model_digest(p.model()));
+        assert_eq!(
+            send(
+                &mut p,
+                serde_json::json!({"id": "x", "text": TEXTS[0].0, "label": "spam"})
+            ),
+            Outcome::Repeated
+        );
+        assert_eq!((p.model().version(), model_digest(p.model())), version);
+        assert_ne!(digest, version.1);
+        assert_eq!(p.reporters().get("r1").unwrap().labels, labels);
+        assert_eq!(p.counters().labels_repeated, 2);
+        // Another message under a known id is a new message, learned.
+        send(
+            &mut p,
+            serde_json::json!({"id": "x", "text": "other words", "label": "spam"}),
+        );
+        assert_eq!(p.model().version(), version.0 + 1);
+        // A request sent again keeps its message's learned label; another
+        // text under the id starts a new record.
+        send(&mut p, serde_json::json!({"id": "m-1", "text": TEXTS[1].0}));
+        let again = serde_json::json!({"id": "m-1", "label": "ham", "reporter": "r1"});
+        assert_eq!(send(&mut p, again.clone()), Outcome::Repeated);
+        send(&mut p, serde_json::json!({"id": "m-1", "text": "a new text"}));
+        assert!(matches!(
+            send(&mut p, again),
+            Outcome::FeedbackMatched {
+                correct: Some(_),
+                correction: false
+            }
+        ));
+    }
+
+    /// Naive Bayes: a label replaced right after it was learned leaves
+    /// exactly the counts of the new label alone; forgetting it leaves
+    /// those of the message never labeled. Both survive a checkpoint.
+    #[test]
+    fn naive_bayes_counts_are_taken_back_exactly() {
+        let nb = || {
+            let features = FeatureConfig {
+                bits: 12,
+                ..FeatureConfig::default()
+            };
+            Pipeline::new(
+                Model::new(Hyper::defaults(Learner::NaiveBayes), features),
+                PipelineConfig::default(),
+            )
+        };
+        let mut relabeled = learned(nb());
+        let mut direct = learned(nb());
+        let mut never = learned(nb());
+        for p in [&mut relabeled, &mut direct, &mut never] {
+            send(
+                p,
+                serde_json::json!({"id": "q", "text": "call now to claim your free milk"}),
+            );
+        }
+        send(&mut relabeled, serde_json::json!({"id": "q", "label": "spam"}));
+        let back = restore(capture(&relabeled, &Default::default()), relabeled.config().clone())
+            .unwrap()
+            .0;
+        assert_eq!(back.cache(), relabeled.cache());
+        relabeled = back;
+        let out = send(&mut relabeled, serde_json::json!({"id": "q", "label": "ham"}));
+        assert_eq!(
+            out,
+            Outcome::FeedbackMatched {
+                correct: None,
+                correction: true
+            }
+        );
+        send(&mut direct, serde_json::json!({"id": "q", "label": "ham"}));
+        same_counts(relabeled.model(), direct.model());
+        assert_eq!(relabeled.counters().labels_replaced, 1);
+        assert_eq!(
+            send(&mut relabeled, serde_json::json!({"id": "q", "forget": true})),
+            Outcome::Forgotten { found: true }
+        );
+        same_counts(relabeled.model(), never.model());
+        assert_eq!(relabeled.model().doc_freq(), never.model().doc_freq());
+        // Gone from the record: a forget again, or a label, finds nothing.
+        assert_eq!(
+            send(&mut relabeled, serde_json::json!({"id": "q", "forget": true})),
+            Outcome::Forgotten { found: false }
+        );
+        assert_eq!(
+            send(&mut relabeled, serde_json::json!({"id": "q", "label": "ham"})),
+            Outcome::FeedbackUnmatched
+        );
+        assert_eq!(relabeled.counters().forgets_unmatched, 1);
+    }
+
+    /// The linear model: a replaced label's copy is scored on the new
+    /// label's side; a label forgotten right away leaves the scores as
+    /// they were (the fusion off: its stacking weight keeps what it learned).
+    #[test]
+    fn a_linear_model_takes_its_step_back() {
+        let mut hyper = Hyper::defaults(Learner::Logistic);
+        hyper.fusion = false;
+        let features = FeatureConfig {
+            bits: 16,
+            ..FeatureConfig::default()
+        };
+        let mut p = learned(Pipeline::new(Model::new(hyper, features), PipelineConfig::default()));
+        let text = "pick up your free prize at the station";
+        let before = score(&p, text, "spam");
+        send(&mut p, serde_json::json!({"id": "q", "text": text}));
+        send(&mut p, serde_json::json!({"id": "q", "label": "spam"}));
+        assert!(score(&p, text, "spam") > before + 0.1);
+        send(&mut p, serde_json::json!({"id": "q", "label": "ham"}));
+        assert!(score(&p, text, "spam") < 0.0, "{}", score(&p, text, "spam"));
+        send(&mut p, serde_json::json!({"id": "q", "forget": true}));
+        let after = score(&p, text, "spam");
+        assert!(
+            (after - before).abs() < 0.05 * before.abs().max(0.1),
+            "{before} then {after}"
+        );
+        for (t, _) in TEXTS {
+            assert!(score(&p, t, "spam").is_finite());
+        }
+    }
+
+    /// A trusted reporter's label stands against an untrusted relabel or
+    /// forget (held, the model unchanged); a trusted relabel replaces an
+    /// untrusted label and marks its reporter's record.
+    #[test]
+    fn who_may_override_whom() {
+        let trust = TrustConfig {
+            trusted: vec!["reviewer".into()],
+            ..TrustConfig::default()
+        };
+        let cfg = PipelineConfig {
+            trust,
+            ..PipelineConfig::default()
+        };
+        let mut p = learned(pipeline(cfg));
+        send(
+            &mut p,
+            serde_json::json!({"id": "m-1", "label": "spam", "reporter": "reviewer"}),
+        );
+        assert_eq!(p.counters().labels_replaced, 1);
+        assert_eq!(p.reporters().get("r1").unwrap().overridden, 1);
+        let digest = model_digest(p.model());
+        for line in [
+            serde_json::json!({"id": "m-1", "label": "ham", "reporter": "r1"}),
+            serde_json::json!({"id": "m-1", "label": "ham"}),
+            serde_json::json!({"id": "m-1", "forget": true, "reporter": "r1"}),
+        ] {
+            send(&mut p, line);
+        }
+        assert_eq!(model_digest(p.model()), digest);
+        assert_eq!(p.counters().labels_replaced, 1);
+        assert_eq!(p.counters().forgets_refused, 1);
+        assert!(p.cache().get("m-1").unwrap().held.is_some());
+        // The reviewer itself may take it back.
+        send(
+            &mut p,
+            serde_json::json!({"id": "m-1", "forget": true, "reporter": "reviewer"}),
+        );
+        assert_ne!(model_digest(p.model()), digest);
+        assert!(p.cache().get("m-1").is_none());
+    }
+}
