@@ -38,10 +38,10 @@ pub fn capture_with(p: &Pipeline, positions: &Positions, weights: WeightsPlaceme
             test: Some(progressive_to_pb(&p.test)),
             published: Some(progressive_to_pb(&p.published)),
             cache: match weights {
-                WeightsPlacement::Inline => p.cache.entries().into_iter().map(cache_entry_to_pb).collect(),
+                WeightsPlacement::Inline => p.ledger.cache.entries().into_iter().map(cache_entry_to_pb).collect(),
                 WeightsPlacement::Apart => Vec::new(),
             },
-            counters: Some(counters_to_pb(&p.counters, &p.cache)),
+            counters: Some(counters_to_pb(&p.counters, &p.ledger.cache)),
             review: Some({
                 let (recent, band, tokens, seen) = p.review().state();
                 pb::ReviewState {
@@ -51,8 +51,9 @@ pub fn capture_with(p: &Pipeline, positions: &Positions, weights: WeightsPlaceme
                     seen,
                 }
             }),
-            contradictions: p.contradictions,
+            contradictions: p.ledger.contradictions,
             reporters: p
+                .ledger
                 .reporters
                 .iter()
                 .map(|(name, r)| pb::ReporterRecord {
@@ -65,11 +66,11 @@ pub fn capture_with(p: &Pipeline, positions: &Positions, weights: WeightsPlaceme
                     overridden: r.overridden,
                 })
                 .collect(),
-            reporters_evicted: p.reporters.evicted,
-            reported_fingerprints: p.reported.entries().map(|(fp, _)| fp).collect(),
-            reported_classes: p.reported.entries().map(|(_, v)| v.class).collect(),
-            reported_leads: p.reported.entries().map(|(_, v)| v.lead).collect(),
-            reported_evicted: p.reported.evicted,
+            reporters_evicted: p.ledger.reporters.evicted,
+            reported_fingerprints: p.ledger.reported.entries().map(|(fp, _)| fp).collect(),
+            reported_classes: p.ledger.reported.entries().map(|(_, v)| v.class).collect(),
+            reported_leads: p.ledger.reported.entries().map(|(_, v)| v.lead).collect(),
+            reported_evicted: p.ledger.reported.evicted,
         }),
         positions,
         position_marks,
@@ -111,7 +112,7 @@ fn lesson_to_pb(l: &Lesson) -> pb::Lesson {
 /// thousand entries per piece, in the cache's order (pieces merge by
 /// appending, as [`fragments`] do).
 pub fn cache_fragments<E>(p: &Pipeline, each: &mut dyn FnMut(&pb::Checkpoint) -> Result<(), E>) -> Result<(), E> {
-    let entries = p.cache.entries();
+    let entries = p.ledger.cache.entries();
     for chunk in entries.chunks(4096) {
         let piece = pb::Checkpoint {
             pipeline: Some(pb::PipelineState {

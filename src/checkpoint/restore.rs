@@ -11,8 +11,8 @@ use crate::model::fusion::Fusion;
 use crate::model::weights::WeightsParts;
 use crate::model::{Hyper, HyperChoice, Labels, Lesson, Model, NaiveBayes, NameSketch, State, Task, Weights};
 use crate::pipeline::{
-    CacheEntry, Counters, FeedbackCache, Held, Packed, Pipeline, PipelineConfig, Reported, Reporter, Reporters, Taught,
-    Vote,
+    CacheEntry, Counters, FeedbackCache, Held, Ledger, Packed, Pipeline, PipelineConfig, Reported, Reporter, Reporters,
+    Taught, Vote,
 };
 
 // ---- restore: protobuf -> pipeline ----
@@ -121,18 +121,18 @@ pub(super) fn restore_with(
             counters.bad[r.index()] = v;
         }
     }
-    let mut pipeline = Pipeline::from_parts(model, cfg, progressive, test, published, cache, counters);
-    if let Some(r) = ps.review {
-        pipeline.review_mut().restore(r.recent, r.band, r.tokens, r.seen);
-    }
-    pipeline.contradictions = ps.contradictions;
-    pipeline.reporters = reporters_from_pb(ps.reporters, pipeline.cfg.trust.max_reporters, ps.reporters_evicted);
-    pipeline.reported = reported_from_pb(
+    let reporters = reporters_from_pb(ps.reporters, cfg.trust.max_reporters, ps.reporters_evicted);
+    let reported = reported_from_pb(
         ps.reported_fingerprints,
         ps.reported_classes,
         ps.reported_leads,
         ps.reported_evicted,
     )?;
+    let ledger = Ledger::from_parts(cache, ps.contradictions, reporters, reported);
+    let mut pipeline = Pipeline::from_parts(model, cfg, progressive, test, published, ledger, counters);
+    if let Some(r) = ps.review {
+        pipeline.review_mut().restore(r.recent, r.band, r.tokens, r.seen);
+    }
     let positions = Positions::from_maps(c.positions, c.position_marks).map_err(|e| RestoreError(e.to_string()))?;
     Ok((pipeline, positions))
 }

@@ -15,7 +15,6 @@
 use super::cache::{Held, Taught};
 use super::example::Work;
 use super::trust::ANONYMOUS;
-use super::weighing::HOLD_BELOW;
 use super::{Outcome, Pipeline, same_set};
 use crate::message::Gold;
 
@@ -23,7 +22,7 @@ impl Pipeline {
     /// The label learned for the message cached under `id`, when `text`
     /// is that message's (a redelivery, not another message under the id).
     pub(super) fn taught_for(&self, id: &str, text: &str) -> Option<Taught> {
-        let entry = self.cache.get(id)?;
+        let entry = self.ledger.cache.get(id)?;
         let taught = entry.taught.as_ref()?;
         (entry.text.text().as_deref() == Some(text)).then(|| (**taught).clone())
     }
@@ -51,15 +50,6 @@ impl Pipeline {
         Outcome::Repeated
     }
 
-    /// Whether `by` may replace or forget a label that `of` gave.
-    fn may_override(&self, of: &str, by: &str) -> bool {
-        let trust = &self.cfg.trust;
-        if trust.trusts(by) {
-            return true;
-        }
-        !trust.trusts(of) && self.reporters.standing(by) >= HOLD_BELOW
-    }
-
     /// Replaces the label `old` of message `id` by `gold`, when its
     /// reporter may: takes back what `old` taught, then learns `gold` as
     /// weighed like any label (weighed before the old one is taken back,
@@ -74,7 +64,7 @@ impl Pipeline {
         w: &mut Work,
     ) -> Outcome {
         let name = reporter.as_deref().unwrap_or(ANONYMOUS);
-        if !self.may_override(&old.reporter, name) {
+        if !self.ledger.may_override(&self.cfg.trust, &old.reporter, name) {
             return self.hold_relabel(id, gold, reporter);
         }
         let ids = match self.gold_ids(&gold) {
@@ -97,7 +87,7 @@ impl Pipeline {
         self.count_weighed(Some(weight), reporter.as_deref());
         let voted = self.note_report(fp, &ids, Some(weight), reporter.as_deref());
         let lesson = self.learn_features(&w.features, &ids, None, weight);
-        self.cache.teach(
+        self.ledger.cache.teach(
             id,
             Some(Box::new(Taught::new(gold.into_vec(), reporter, voted, lesson))),
         );
@@ -114,7 +104,7 @@ impl Pipeline {
     /// (the learned label stays) until a reporter who may confirms it.
     fn hold_relabel(&mut self, id: &str, gold: Gold, reporter: Option<String>) -> Outcome {
         self.count_weighed(None, reporter.as_deref());
-        if let Some(e) = self.cache.get_mut(id) {
+        if let Some(e) = self.ledger.cache.get_mut(id) {
             e.held = Some(Held::new(gold.into_vec(), reporter));
         }
         self.counters.feedback_matched += 1;
@@ -136,10 +126,10 @@ impl Pipeline {
         if let (true, Some(fp), [label]) = (old.voted, fp, &old.labels[..])
             && let Some(class) = self.model.labels().get(label)
         {
-            self.reported.unvote(fp, class);
+            self.ledger.reported.unvote(fp, class);
         }
         if old.reporter != by {
-            self.reporters.count_overridden(&old.reporter);
+            self.ledger.reporters.count_overridden(&old.reporter);
         }
     }
 
@@ -147,18 +137,18 @@ impl Pipeline {
     /// taught (when its reporter may) and drops its record; an id not in
     /// the record is counted.
     pub(super) fn forget(&mut self, id: &str, reporter: Option<String>, w: &mut Work) -> Outcome {
-        let Some((taught, text)) = self.cache.get(id).map(|e| (e.taught.clone(), e.text.text())) else {
+        let Some((taught, text)) = self.ledger.cache.get(id).map(|e| (e.taught.clone(), e.text.text())) else {
             self.counters.forgets_unmatched += 1;
             return Outcome::Forgotten { found: false };
         };
         let by = reporter.as_deref().unwrap_or(ANONYMOUS);
         let Some(old) = taught else {
             // Nothing learned (unlabeled, or its label held): only the record goes.
-            self.cache.remove(id);
+            self.ledger.cache.remove(id);
             self.counters.labels_forgotten += 1;
             return Outcome::Forgotten { found: true };
         };
-        if !self.may_override(&old.reporter, by) {
+        if !self.ledger.may_override(&self.cfg.trust, &old.reporter, by) {
             self.counters.forgets_refused += 1;
             return Outcome::Forgotten { found: true };
         }
@@ -167,7 +157,7 @@ impl Pipeline {
             let fp = self.report_fingerprint(&text, self.model.task());
             self.take_back(&old, fp, by, w);
         }
-        self.cache.remove(id);
+        self.ledger.cache.remove(id);
         self.counters.labels_forgotten += 1;
         Outcome::Forgotten { found: true }
     }

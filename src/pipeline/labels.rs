@@ -72,7 +72,7 @@ impl Pipeline {
         } else {
             entry.held = Some(Held::new(gold_vec, reporter));
         }
-        self.cache.insert(id, entry, &self.cfg);
+        self.ledger.cache.insert(id, entry, &self.cfg);
         Outcome::Learned { correct }
     }
 
@@ -101,7 +101,7 @@ impl Pipeline {
         if let Err(bad) = self.check_gold(&gold) {
             return Outcome::Bad(bad);
         }
-        let Some(entry) = self.cache.get(id) else {
+        let Some(entry) = self.ledger.cache.get(id) else {
             self.counters.feedback_unmatched += 1;
             return Outcome::FeedbackUnmatched;
         };
@@ -151,11 +151,12 @@ impl Pipeline {
         match weight {
             Some(weight) => {
                 let lesson = self.learn_features(&w.features, &ids, None, weight);
-                self.cache
+                self.ledger
+                    .cache
                     .teach(id, Some(Box::new(Taught::new(gold_names, reporter, voted, lesson))));
             }
             None => {
-                if let Some(e) = self.cache.get_mut(id) {
+                if let Some(e) = self.ledger.cache.get_mut(id) {
                     e.held = Some(Held::new(gold_names, reporter));
                 }
             }

@@ -12,6 +12,7 @@ mod cache;
 mod corrections;
 mod example;
 mod labels;
+mod ledger;
 mod noise;
 mod outcome;
 mod prediction;
@@ -29,6 +30,7 @@ use foldhash::HashMap;
 pub use cache::{CacheEntry, FeedbackCache, Held, Packed, Taught};
 use example::Work;
 use labels::Labeled;
+pub use ledger::Ledger;
 pub use noise::LabelNoise;
 pub use outcome::{Outcome, Prediction};
 pub use prediction::Contribution;
@@ -131,7 +133,6 @@ pub struct Pipeline {
     pub(crate) test: Progressive,
     /// Published predictions judged by late feedback.
     pub(crate) published: Progressive,
-    pub(crate) cache: FeedbackCache,
     pub(crate) counters: Counters,
     /// Drift tests on the progressive and published errors.
     drift: DriftWatch,
@@ -140,17 +141,10 @@ pub struct Pipeline {
     /// The buffers a message's stages pass along (see [`example`]),
     /// kept between messages only for their allocations.
     work: Work,
-    /// The recent share of labels that contradicted a confident
-    /// prediction (with `--contradiction-margin`; checkpointed).
-    pub(crate) contradictions: f32,
-    /// Who sent labels, and how far they are believed (checkpointed).
-    pub(crate) reporters: Reporters,
-    /// Messages whose label contradicted the model, by fingerprint
-    /// (checkpointed; see [`reported`]).
-    pub(crate) reported: Reported,
-    /// When a reporter was last logged as unreliable, and how many were
-    /// not logged since (see [`Pipeline::label_weight`]).
-    warned: Option<(std::time::Instant, u64)>,
+    /// What is known of labels: the record of recent messages and their
+    /// labels, the reporters, the reported messages (checkpointed; see
+    /// [`ledger`]).
+    pub(crate) ledger: Ledger,
     /// Where the predictions of requests answered apart go (see
     /// [`request`]).
     requests: Requests,
@@ -168,7 +162,7 @@ impl Pipeline {
         let test = Progressive::new(cfg.window, cfg.positive_label.clone());
         let published = Progressive::new(cfg.window, cfg.positive_label.clone());
         let review = Review::new(cfg.review);
-        let reporters = Reporters::new(cfg.trust.max_reporters);
+        let ledger = Ledger::new(&cfg.trust);
         Pipeline {
             cfg,
             model,
@@ -177,15 +171,11 @@ impl Pipeline {
             progressive,
             test,
             published,
-            cache: FeedbackCache::default(),
             counters: Counters::default(),
             drift: DriftWatch::default(),
             review,
             work: Work::default(),
-            contradictions: 0.0,
-            reporters,
-            reported: Reported::default(),
-            warned: None,
+            ledger,
             requests: Requests::Kept,
             eval: EvalKnobs::default(),
             held_back: HeldBack::default(),
@@ -199,14 +189,14 @@ impl Pipeline {
         progressive: Progressive,
         test: Progressive,
         published: Progressive,
-        cache: FeedbackCache,
+        ledger: Ledger,
         counters: Counters,
     ) -> Self {
         let mut p = Pipeline::new(model, cfg);
         p.progressive = progressive;
         p.test = test;
         p.published = published;
-        p.cache = cache;
+        p.ledger = ledger;
         p.counters = counters;
         p
     }
@@ -251,21 +241,25 @@ impl Pipeline {
     pub(crate) fn review_mut(&mut self) -> &mut Review {
         &mut self.review
     }
-    pub fn cache(&self) -> &FeedbackCache {
-        &self.cache
-    }
     pub fn counters(&self) -> &Counters {
         &self.counters
     }
+    /// What is known of labels (see [`Ledger`]).
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+    pub fn cache(&self) -> &FeedbackCache {
+        self.ledger.cache()
+    }
     pub fn reporters(&self) -> &Reporters {
-        &self.reporters
+        self.ledger.reporters()
     }
     pub fn reported(&self) -> &Reported {
-        &self.reported
+        self.ledger.reported()
     }
     /// The recent share of labels that contradicted a confident prediction.
     pub fn contradiction_share(&self) -> f32 {
-        self.contradictions
+        self.ledger.contradiction_share()
     }
 
     /// A front stage for this pipeline's model, to run apart (e.g. on a
@@ -346,7 +340,7 @@ impl Pipeline {
             return Outcome::Skipped;
         };
         self.absorb_requests();
-        self.cache.expire(now_ms, self.cfg.cache_ttl_ms);
+        self.ledger.cache.expire(now_ms, self.cfg.cache_ttl_ms);
         if let Ok(Message::Example { email, .. }) = &message {
             self.offer_byte_lr(*email);
         }
@@ -531,7 +525,7 @@ impl Pipeline {
         let id = prediction.id.clone();
         match &mut self.requests {
             Requests::Handed(held) => *held = Some(Answered { id, entry }),
-            _ => self.cache.insert(id, entry, &self.cfg),
+            _ => self.ledger.cache.insert(id, entry, &self.cfg),
         }
     }
 
@@ -561,7 +555,7 @@ impl Pipeline {
             held: None,
             at_ms: now_ms,
         };
-        self.cache.insert(id, entry, &self.cfg);
+        self.ledger.cache.insert(id, entry, &self.cfg);
         self.counters.passed += 1;
         Outcome::Passed
     }

@@ -182,17 +182,19 @@ impl Pipeline {
     /// instead of the model's own `scored`, when a copy of it was reported
     /// (`scored` itself is left for learning).
     pub(super) fn recalled_named(&self, fp: Option<u64>, scored: &Scored) -> Option<(Vec<String>, Option<f32>)> {
-        let class = self.reported.recall(fp?)?;
+        let class = self.ledger.reported.recall(fp?)?;
         let mut moved = scored.clone();
         recalled(&mut moved, class);
         Some(self.named(&moved))
     }
 
     fn recall(&self, text: &str) -> Option<usize> {
-        if self.reported.is_empty() {
+        if self.ledger.reported.is_empty() {
             return None;
         }
-        self.reported.recall(self.report_fingerprint(text, self.model.task())?)
+        self.ledger
+            .reported
+            .recall(self.report_fingerprint(text, self.model.task())?)
     }
 
     /// Counts the label `gold` of the message of fingerprint `fp`, learned
@@ -214,9 +216,9 @@ impl Pipeline {
             let judged = r.recent >= SHARE_AFTER_LABELS && r.share() > MAX_SHARE;
             r.trust() >= UNRELIABLE_BELOW && !judged
         };
-        let votes = self.cfg.trust.trusts(name) || self.reporters.get(name).is_none_or(standing);
+        let votes = self.cfg.trust.trusts(name) || self.ledger.reporters.get(name).is_none_or(standing);
         if votes {
-            self.reported.vote(fp, class, self.cfg.trust.reported);
+            self.ledger.reported.vote(fp, class, self.cfg.trust.reported);
         }
         votes
     }

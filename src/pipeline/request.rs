@@ -78,7 +78,7 @@ impl Pipeline {
             return;
         };
         while let Ok(Answered { id, entry }) = from.try_recv() {
-            self.cache.insert(id, entry, &self.cfg);
+            self.ledger.cache.insert(id, entry, &self.cfg);
         }
     }
 
@@ -86,7 +86,7 @@ impl Pipeline {
     /// reported messages (a vote is counted only with a label learned, so
     /// they change only with the model's version) and the review's band.
     pub fn follow(&mut self, from: &Pipeline) {
-        self.reported.clone_from(&from.reported);
+        self.ledger.reported.clone_from(&from.ledger.reported);
         self.review.set_band(from.review.band());
     }
 
@@ -165,7 +165,7 @@ impl Pipeline {
         let confidence = review::confidence(&w.scored, task, self.model.hyper().threshold);
         prediction.uncertain = self.review.is_uncertain(confidence);
         self.work = w;
-        self.cache.expire(now_ms, self.cfg.cache_ttl_ms);
+        self.ledger.cache.expire(now_ms, self.cfg.cache_ttl_ms);
         self.keep_predicted(&prediction, text, score, now_ms);
         Ok(prediction)
     }

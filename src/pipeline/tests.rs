@@ -355,9 +355,9 @@ fn confident_contradictions_weigh_less_only_when_they_are_common() {
     assert_eq!(p.label_weight(&scored, &[0], None), Some(1.0));
     // Rare: in full (the share is now 2 %, the bottom of the band).
     assert_eq!(p.label_weight(&scored, &[1], None), Some(1.0));
-    assert!((p.contradictions - 0.02).abs() < 1e-6);
+    assert!((p.ledger.contradictions - 0.02).abs() < 1e-6);
     // Common: (1 / 6)^2.
-    p.contradictions = 0.05;
+    p.ledger.contradictions = 0.05;
     let w = p.label_weight(&scored, &[1], None).unwrap();
     assert!((w - 1.0 / 36.0).abs() < 1e-4, "{w}");
     // Off: every label in full, and nothing tracked.
@@ -371,14 +371,14 @@ fn confident_contradictions_weigh_less_only_when_they_are_common() {
             ..PipelineConfig::default()
         },
     );
-    off.contradictions = 0.5;
+    off.ledger.contradictions = 0.5;
     assert_eq!(off.label_weight(&scored, &[1], None), Some(1.0));
     assert!(off.reporters().is_empty());
-    assert_eq!(off.contradictions, 0.5);
+    assert_eq!(off.ledger.contradictions, 0.5);
     // The share survives a checkpoint.
     let (back, _) =
         crate::checkpoint::restore(crate::checkpoint::capture(&p, &Default::default()), p.config().clone()).unwrap();
-    assert_eq!(back.contradictions, p.contradictions);
+    assert_eq!(back.ledger.contradictions, p.ledger.contradictions);
 }
 
 /// A request prepared apart (outside the daemon's lock) is answered as one

@@ -1,18 +1,15 @@
 //! How far one label is believed: weighed against the model's confident
 //! prediction of the same message and its reporter's trust
 //! ([`super::trust`]), before it is learned in full, with less weight, or
-//! held ([`Pipeline::label_weight`]); the recent share of confident
-//! contradictions that the weighing follows; and the log line that names
-//! a reporter judged unreliable.
+//! held ([`Pipeline::label_weight`]), and the recent share of confident
+//! contradictions that the weighing follows.
 
-use super::{Pipeline, Reporter, trust};
+use super::{Pipeline, trust};
 use crate::model::{Scored, Task};
 
 /// A label whose reporter's trust is under this is held (not learned
 /// unless another reporter confirms it).
 pub(super) const HOLD_BELOW: f32 = 0.05;
-/// At most one log line naming an unreliable reporter this often.
-const WARN_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The recent share of confident contradictions is a moving average over
 /// about 1 / this many labels.
@@ -72,16 +69,20 @@ impl Pipeline {
         let trusted = self.cfg.trust.trusts(name);
         let (trust, crossed) = match trusted {
             true => (1.0, false),
-            false => self.reporters.observe(name, confident, self.contradictions),
+            false => self
+                .ledger
+                .reporters
+                .observe(name, confident, self.ledger.contradictions),
         };
         if crossed {
-            self.warn_unreliable(name);
+            self.ledger.warn_unreliable(name);
         }
         if trust < HOLD_BELOW {
             // Held labels are not what everyone says: they stay out of the share.
             return None;
         }
-        self.contradictions += CONTRADICTION_ALPHA * (f32::from(u8::from(confident)) - self.contradictions);
+        self.ledger.contradictions +=
+            CONTRADICTION_ALPHA * (f32::from(u8::from(confident)) - self.ledger.contradictions);
         if trusted {
             return Some(1.0);
         }
@@ -92,9 +93,9 @@ impl Pipeline {
             return Some(trust);
         }
         let (lo, hi) = CONTRADICTION_BAND;
-        let s = ((self.contradictions - lo) / (hi - lo)).clamp(0.0, 1.0);
+        let s = ((self.ledger.contradictions - lo) / (hi - lo)).clamp(0.0, 1.0);
         let (lo, hi) = CHANGE_BAND;
-        let s = s * (1.0 - ((self.contradictions - lo) / (hi - lo)).clamp(0.0, 1.0));
+        let s = s * (1.0 - ((self.ledger.contradictions - lo) / (hi - lo)).clamp(0.0, 1.0));
         let w = (r / margin) * (r / margin);
         Some(trust * (1.0 - s * (1.0 - w)))
     }
@@ -105,35 +106,10 @@ impl Pipeline {
         match weight {
             None => {
                 c.labels_held += 1;
-                self.reporters.count_held(reporter.unwrap_or(trust::ANONYMOUS));
+                self.ledger.reporters.count_held(reporter.unwrap_or(trust::ANONYMOUS));
             }
             Some(w) if w < 1.0 => c.labels_down_weighted += 1,
             Some(_) => c.labels_in_full += 1,
         }
-    }
-
-    /// Logs that `name`'s trust fell under [`trust::UNRELIABLE_BELOW`], at
-    /// most once every [`WARN_EVERY`] (the ones left out are counted in
-    /// the next line).
-    fn warn_unreliable(&mut self, name: &str) {
-        let now = std::time::Instant::now();
-        if self.warned.is_some_and(|(at, _)| now.duration_since(at) < WARN_EVERY) {
-            if let Some((_, quiet)) = &mut self.warned {
-                *quiet += 1;
-            }
-            return;
-        }
-        let quiet = self.warned.map_or(0, |(_, q)| q);
-        self.warned = Some((now, 0));
-        let everyone = self.contradictions;
-        let share = self.reporters.get(name).map_or(0.0, Reporter::share);
-        tracing::warn!(
-            reporter = name,
-            contradiction_share = share,
-            everyone_share = everyone,
-            others_since_last_line = quiet,
-            "reporter judged unreliable: its labels contradict confident predictions far more often than \
-             everyone's; they are held until another reporter confirms them"
-        );
     }
 }
