@@ -176,6 +176,7 @@ fn kafka_settings(
         checkpoint_dir: a.checkpoint_dir,
         model_topic: a.model_topic,
         reporter_header: a.reporter_header,
+        user_header: a.user_header,
         email_input: (a.input_format == classifyd::config::InputFormat::Email).then_some(a.label_header),
         create_topics: a.create_topics,
         topic_partitions: a.topic_partitions,

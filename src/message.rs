@@ -27,10 +27,11 @@ pub enum BadReason {
     TooManyClasses,
     BadReporter,
     BadEmail,
+    BadUser,
 }
 
 impl BadReason {
-    pub const ALL: [BadReason; 9] = [
+    pub const ALL: [BadReason; 10] = [
         BadReason::InvalidUtf8,
         BadReason::TooLarge,
         BadReason::BadJson,
@@ -40,6 +41,7 @@ impl BadReason {
         BadReason::TooManyClasses,
         BadReason::BadReporter,
         BadReason::BadEmail,
+        BadReason::BadUser,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -53,6 +55,7 @@ impl BadReason {
             BadReason::TooManyClasses => "too_many_classes",
             BadReason::BadReporter => "bad_reporter",
             BadReason::BadEmail => "bad_email",
+            BadReason::BadUser => "bad_user",
         }
     }
 
@@ -135,12 +138,17 @@ pub enum Message {
         /// It came as a raw e-mail (`"email"`, `"email_base64"`, or a
         /// raw e-mail record), not as text.
         email: bool,
+        /// Who it is for (`"user"`), if anyone said: their own evidence
+        /// joins the shared model's (docs/model.md).
+        user: Option<String>,
     },
-    /// A late gold label for an earlier message, and who gave it.
+    /// A late gold label for an earlier message, who gave it, and who the
+    /// message is for (when the message itself did not say).
     Feedback {
         id: String,
         gold: Gold,
         reporter: Option<String>,
+        user: Option<String>,
     },
     /// `{"id": ..., "forget": true}`: undo what an earlier message's label
     /// taught, and drop its record (docs/feedback.md).
@@ -172,6 +180,34 @@ impl Message {
             Message::Example { gold: None, .. } => {}
         }
     }
+
+    /// Names `user` as the one the message is for (a Kafka record header,
+    /// which wins over the JSON field).
+    pub fn set_user(&mut self, name: String) {
+        match self {
+            Message::Example { user, .. } | Message::Feedback { user, .. } => *user = Some(name),
+            Message::Forget { .. } => {}
+        }
+    }
+}
+
+/// Checks a user's name: a non-empty string of at most
+/// [`MAX_REPORTER_BYTES`] without control characters (as a reporter's).
+pub fn check_user(name: &str) -> Result<(), Bad> {
+    check_reporter(name).map_err(|_| {
+        let shown: String = name.chars().take(40).collect();
+        Bad::new(
+            BadReason::BadUser,
+            format!("user {shown:?} is empty, longer than {MAX_REPORTER_BYTES} bytes or has control characters"),
+        )
+    })
+}
+
+/// A user header's bytes as a checked name.
+pub fn user_from_header(bytes: &[u8]) -> Result<String, Bad> {
+    let name = std::str::from_utf8(bytes).map_err(|_| Bad::new(BadReason::BadUser, "the user header is not UTF-8"))?;
+    check_user(name)?;
+    Ok(name.to_string())
 }
 
 /// Checks a reporter's name: a non-empty string of at most
@@ -255,6 +291,9 @@ struct Raw {
     reporter: Option<AnyString>,
     /// `true`: a feedback line that takes its message's label back.
     forget: Option<bool>,
+    /// Who the message is for. `None`: absent; `Some(None)`: not a string.
+    #[serde(default, deserialize_with = "present")]
+    user: Option<AnyString>,
     /// A raw RFC 5322 message in place of "text": as a string ...
     email: Option<String>,
     /// ... or as its bytes in base64 (8-bit mail).
@@ -412,6 +451,7 @@ pub fn parse_email(bytes: &[u8], id: Option<String>, label: Option<&[u8]>, readi
         reporter: None,
         cut: r.cut,
         email: true,
+        user: None,
     })
 }
 
@@ -490,6 +530,11 @@ pub fn parse_with(bytes: &[u8], reading: &Reading) -> Result<Message, Bad> {
     } = document(&mut raw, reading.email_views)?;
     let id = raw.id.take().map(Scalar::into_string).or(message_id);
     let reporter = reporter_field(raw.reporter.take())?;
+    let user = match raw.user.take() {
+        None => None,
+        Some(AnyString(None)) => return Err(Bad::new(BadReason::BadUser, "\"user\" must be a string")),
+        Some(AnyString(Some(name))) => check_user(&name).map(|()| Some(name))?,
+    };
     match (text, gold, id) {
         (Some(text), gold, id) => {
             // An unlabeled message's reporter names no label's source.
@@ -502,9 +547,15 @@ pub fn parse_with(bytes: &[u8], reading: &Reading) -> Result<Message, Bad> {
                 reporter,
                 cut,
                 email,
+                user,
             })
         }
-        (None, Some(gold), Some(id)) => Ok(Message::Feedback { id, gold, reporter }),
+        (None, Some(gold), Some(id)) => Ok(Message::Feedback {
+            id,
+            gold,
+            reporter,
+            user,
+        }),
         (None, Some(_), None) => Err(Bad::new(
             BadReason::MissingText,
             "no \"text\", and a feedback label needs an \"id\"",

@@ -94,6 +94,7 @@ fn cache_entry_to_pb((id, e): (&str, &CacheEntry)) -> pb::CacheEntry {
         held: e.held.as_ref().map(|h| h.labels.clone()).unwrap_or_default(),
         held_reporter: e.held.as_ref().map(|h| h.reporter.clone()).unwrap_or_default(),
         at_ms: e.at_ms,
+        user: e.user.clone().unwrap_or_default(),
     }
 }
 

@@ -81,6 +81,7 @@ pub(super) fn restore_with(
                             reporter: e.held_reporter,
                         }),
                         at_ms: e.at_ms,
+                        user: (!e.user.is_empty()).then_some(e.user),
                     },
                 )
             })

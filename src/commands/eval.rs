@@ -49,6 +49,10 @@ pub struct EvalResult {
     pub test: Option<Report>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub published: Option<Report>,
+    /// A stream whose messages name a user: progressive accuracy by band
+    /// of the user's labels before the example.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub users: Option<Vec<crate::eval::users::Band>>,
     /// Where the Page-Hinkley test found the progressive error rate rising:
     /// the labeled examples seen by then (the first hundred).
     pub drift_detections: Vec<u64>,
@@ -142,6 +146,8 @@ struct FirstPass {
     /// Lines and bytes read.
     number: u64,
     bytes: u64,
+    /// Progressive accuracy by band of the user's labels.
+    users: crate::eval::users::UserBands,
     curve: Option<crate::plot::Curve>,
     plot_every: u64,
     next_plot: u64,
@@ -197,13 +203,19 @@ impl FirstPass {
             self.number += 1;
             let number = self.number;
             let id = || number.to_string();
+            let user = batch.prepared.user(i).map(str::to_string);
             // The stream's clock: line n is n seconds in (messages carry
             // no time), so `--feedback-ttl-secs 60` is 60 lines.
-            if let Outcome::Bad(bad) =
-                pipeline.handle_prepared(&mut batch.prepared, i, &id, number.saturating_mul(1000))
-            {
-                dead.write(&format!("{path}:{number}"), &bad, line)
-                    .map_err(CommandError::Output)?;
+            match pipeline.handle_prepared(&mut batch.prepared, i, &id, number.saturating_mul(1000)) {
+                Outcome::Bad(bad) => dead
+                    .write(&format!("{path}:{number}"), &bad, line)
+                    .map_err(CommandError::Output)?,
+                Outcome::Learned { correct } => {
+                    if let Some(u) = user {
+                        self.users.record(&u, correct);
+                    }
+                }
+                _ => {}
             }
             if let Some(c) = &mut self.curve
                 && self.bytes >= self.next_plot
@@ -259,6 +271,7 @@ fn report(pipeline: &Pipeline, pass: &FirstPass, passes: usize, (seconds, cpu_se
         progressive: pipeline.progressive().report(),
         test: (pipeline.counters().test_scored > 0).then(|| pipeline.test_metrics().report()),
         published: (pipeline.published().total().examples > 0).then(|| pipeline.published().report()),
+        users: (!pass.users.is_empty()).then(|| pass.users.report()),
         drift_detections: pipeline.drift().progressive_at.clone(),
         label_budget: pipeline.eval_knobs().query_labels.then(|| {
             let review = pipeline.review().config();
@@ -414,6 +427,15 @@ impl EvalResult {
         }
         if let Some(p) = &self.published {
             s.push_str(&p.render("published predictions judged by late labels"));
+        }
+        if let Some(bands) = &self.users {
+            s.push_str("progressive accuracy by the user's labels before the example:\n");
+            for b in bands {
+                s.push_str(&format!(
+                    "  {:>8} labels: {:>7} examples, accuracy {:.4}, {} users\n",
+                    b.band, b.examples, b.accuracy, b.users
+                ));
+            }
         }
         if let Some(b) = &self.label_budget {
             s.push_str(&format!(

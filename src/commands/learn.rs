@@ -75,6 +75,7 @@ fn learn_one(pipeline: &mut Pipeline, item: Item, args: &LearnArgs, summary: &mu
                 id: Some(&id),
                 label: Some(args.label.as_bytes()),
                 reporter: args.reporter.as_deref().map(str::as_bytes),
+                user: args.user.as_deref().map(str::as_bytes),
             };
             let outcome = pipeline.handle_email(&bytes, record, &|| id.clone(), crate::clock::now_ms());
             (id, outcome)

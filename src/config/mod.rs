@@ -271,6 +271,11 @@ pub struct RunArgs {
     /// JSON "reporter" field).
     #[arg(long, env = "CLASSIFYD_REPORTER_HEADER", default_value = "reporter", hide = true)]
     pub reporter_header: String,
+    /// The Kafka record header that names who a message or a label is for
+    /// (over the JSON "user" field): their personal features learn from
+    /// their labels (docs/model.md).
+    #[arg(long, env = "CLASSIFYD_USER_HEADER", default_value = "user", hide = true)]
+    pub user_header: String,
     /// A learner publishes a new model version at most this often (ms).
     #[arg(long, env = "CLASSIFYD_MODEL_PUBLISH_MS", default_value_t = 250, hide = true)]
     pub model_publish_ms: u64,
@@ -415,6 +420,10 @@ pub struct LearnArgs {
     /// Who gave these labels (a reporter, as a label's "reporter" field).
     #[arg(long, env = "CLASSIFYD_LEARN_REPORTER")]
     pub reporter: Option<String>,
+    /// Whose mail this is (a message's "user" field): the folders teach
+    /// that user's personal features too (docs/model.md).
+    #[arg(long, env = "CLASSIFYD_LEARN_USER")]
+    pub user: Option<String>,
     /// Checkpoints kept in the directory.
     #[arg(long, env = "CLASSIFYD_KEEP_CHECKPOINTS", default_value_t = crate::checkpoint::DEFAULT_KEEP, value_parser = at_least_one_usize(), hide = true)]
     pub keep_checkpoints: usize,

@@ -544,6 +544,7 @@ pub(crate) fn splitmix64(mut z: u64) -> u64 {
 
 pub mod drift;
 pub mod ranking;
+pub mod users;
 
 #[cfg(test)]
 mod tests;

@@ -10,11 +10,13 @@ mod count;
 mod hash;
 mod head;
 mod idf;
+mod personal;
 mod tokenize;
 
 pub use head::{BYTE_LR_BITS, HEAD_BYTES, HeadGrams};
 pub use idf::DocFreq;
 pub(crate) use idf::prefetch;
+pub use personal::{personal_bucket, personalize, user_key};
 pub use tokenize::tokenize;
 
 use count::{CountTable, count_into};

@@ -129,6 +129,11 @@ mod tests {
             let want = reference.classify_request(ask, &id, 9, None).expect("a text");
             assert_eq!(images.classify(ask, None).expect("a text"), want, "after line {n}");
         }
+        // A user's request is answered with that user's personal features.
+        let for_user = br#"{"id": "u", "text": "a cash prize for the team lunch", "user": "u-1"}"#;
+        let mut reference = Pipeline::new(p.model().clone(), p.config().clone());
+        let want = reference.classify_request(for_user, &id, 9, None).expect("a text");
+        assert_eq!(images.classify(for_user, None).expect("a text"), want);
         // Asked of the copies, labeled later: joined by the learner.
         let label = br#"{"id": "asked", "label": "ham"}"#;
         assert!(matches!(p.handle(label, &id, 10), Outcome::FeedbackMatched { .. }));

@@ -20,7 +20,8 @@ fn parses_the_contract() {
             split: None,
             reporter: None,
             cut: false,
-            email: false
+            email: false,
+            user: None
         })
     );
     assert_eq!(
@@ -35,7 +36,8 @@ fn parses_the_contract() {
             split: Some(Split::Test),
             reporter: None,
             cut: false,
-            email: false
+            email: false,
+            user: None
         })
     );
     assert_eq!(
@@ -43,7 +45,8 @@ fn parses_the_contract() {
         Ok(Message::Feedback {
             id: "m-43".into(),
             gold: Gold::One("1".into()),
-            reporter: None
+            reporter: None,
+            user: None
         })
     );
 }
@@ -57,7 +60,8 @@ fn reporters_are_strings_within_the_cap() {
         Ok(Message::Feedback {
             id: "m-43".into(),
             gold: Gold::One("ham".into()),
-            reporter: Some("u-17".into())
+            reporter: Some("u-17".into()),
+            user: None
         })
     );
     assert!(matches!(
@@ -233,4 +237,22 @@ fn a_forget_line_names_its_message_and_nothing_else() {
         reason(br#"{"id": "m3", "forget": true, "reporter": 5}"#),
         BadReason::BadReporter
     );
+}
+
+/// `"user"` names who a message or a label is for: a checked name like a
+/// reporter's; anything else is bad input of its own reason.
+#[test]
+fn a_user_is_a_checked_name() {
+    let Ok(Message::Example { user, .. }) = parse(br#"{"text": "hi", "user": "u-1"}"#, 1000) else {
+        panic!("a message");
+    };
+    assert_eq!(user.as_deref(), Some("u-1"));
+    let Ok(Message::Feedback { user, .. }) = parse(br#"{"id": "m", "label": "spam", "user": "u-2"}"#, 1000) else {
+        panic!("a late label");
+    };
+    assert_eq!(user.as_deref(), Some("u-2"));
+    assert_eq!(reason(br#"{"text": "hi", "user": 7}"#), BadReason::BadUser);
+    assert_eq!(reason(br#"{"text": "hi", "user": ""}"#), BadReason::BadUser);
+    assert_eq!(reason(br#"{"text": "hi", "user": "a\u0000b"}"#), BadReason::BadUser);
+    assert_eq!(user_from_header(b"\xff").unwrap_err().reason, BadReason::BadUser);
 }

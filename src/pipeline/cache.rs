@@ -112,6 +112,9 @@ pub struct CacheEntry {
     pub held: Option<Held>,
     /// When it was cached (event time, ms).
     pub at_ms: u64,
+    /// Who it is for, if anyone said: its label learns their personal
+    /// features too.
+    pub user: Option<String>,
 }
 
 /// A label learned for a cached message (docs/feedback.md).
@@ -323,6 +326,7 @@ mod tests {
             taught: None,
             held: None,
             at_ms,
+            user: None,
         }
     }
 

@@ -14,6 +14,7 @@
 
 use super::cache::{Held, Taught};
 use super::example::Work;
+use super::reported::Print;
 use super::trust::ANONYMOUS;
 use super::{Outcome, Pipeline, same_set};
 use crate::message::Gold;
@@ -82,7 +83,7 @@ impl Pipeline {
             self.recount(&w.features);
             return self.hold_relabel(id, gold, reporter);
         };
-        let fp = self.report_fingerprint(text, self.model.task());
+        let fp = self.report_fingerprint(text, self.model.task(), w.features.user);
         self.take_back(&old, fp, name, w);
         self.count_weighed(Some(weight), reporter.as_deref());
         let voted = self.note_report(fp, &ids, Some(weight), reporter.as_deref());
@@ -118,7 +119,7 @@ impl Pipeline {
     /// holds as [`Pipeline::finish_unseen`] finished them (fingerprint
     /// `fp`), on behalf of reporter `by`: its step, its vote, and a mark
     /// on its reporter's record when someone else overrode it.
-    fn take_back(&mut self, old: &Taught, fp: Option<u64>, by: &str, w: &Work) {
+    fn take_back(&mut self, old: &Taught, fp: Option<Print>, by: &str, w: &Work) {
         match &old.lesson {
             Some(lesson) => self.unlearn_features(&w.features, lesson),
             None => self.counters.labels_unrecorded += 1,
@@ -126,7 +127,7 @@ impl Pipeline {
         if let (true, Some(fp), [label]) = (old.voted, fp, &old.labels[..])
             && let Some(class) = self.model.labels().get(label)
         {
-            self.ledger.reported.unvote(fp, class);
+            self.unvote(fp, class);
         }
         if old.reporter != by {
             self.ledger.reporters.count_overridden(&old.reporter);
@@ -137,10 +138,16 @@ impl Pipeline {
     /// taught (when its reporter may) and drops its record; an id not in
     /// the record is counted.
     pub(super) fn forget(&mut self, id: &str, reporter: Option<String>, w: &mut Work) -> Outcome {
-        let Some((taught, text)) = self.ledger.cache.get(id).map(|e| (e.taught.clone(), e.text.text())) else {
+        let Some((taught, text, user)) = self
+            .ledger
+            .cache
+            .get(id)
+            .map(|e| (e.taught.clone(), e.text.text(), e.user.clone()))
+        else {
             self.counters.forgets_unmatched += 1;
             return Outcome::Forgotten { found: false };
         };
+        w.features.user = self.user_key(user.as_deref());
         let by = reporter.as_deref().unwrap_or(ANONYMOUS);
         let Some(old) = taught else {
             // Nothing learned (unlabeled, or its label held): only the record goes.
@@ -154,7 +161,7 @@ impl Pipeline {
         }
         if let Some(text) = text {
             self.finish_unseen(&text, &mut w.features);
-            let fp = self.report_fingerprint(&text, self.model.task());
+            let fp = self.report_fingerprint(&text, self.model.task(), w.features.user);
             self.take_back(&old, fp, by, w);
         }
         self.ledger.cache.remove(id);

@@ -13,8 +13,12 @@ use crate::model::{Lesson, Scored, Task};
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Features {
     pub(crate) x: SparseVec,
-    /// How many of `x`'s entries are the document's own (the bias may follow).
+    /// How many of `x`'s entries are the document's own (the bias and the
+    /// personal copies may follow).
     doc_len: usize,
+    /// The key of the user the message is for ([`crate::features::user_key`]):
+    /// finishing adds their personal features.
+    pub(crate) user: Option<u64>,
 }
 
 impl Features {
@@ -74,6 +78,14 @@ impl Pipeline {
         self.prep
             .featurizer
             .finalize_prefetching(&mut f.x, model.doc_freq(), |b| model.prefetch_row(b));
+        if let Some(user) = f.user {
+            crate::features::personalize(&mut f.x, user, model.features());
+        }
+    }
+
+    /// The key of `user`'s personal features in this model, if a user is named.
+    pub(super) fn user_key(&self, user: Option<&str>) -> Option<u64> {
+        user.map(|u| crate::features::user_key(self.model.features(), u))
     }
 
     /// Predicts finished features into `scored`; returns the predicted

@@ -16,12 +16,19 @@ pub(super) struct Labeled {
     pub(super) id: String,
     pub(super) gold: Gold,
     pub(super) reporter: Option<String>,
+    /// Who the message is for.
+    pub(super) user: Option<String>,
 }
 
 impl Pipeline {
     /// Learns a labeled example; `keep` returns its raw features too.
     pub(super) fn train(&mut self, labeled: Labeled, text: String, now_ms: u64, keep: bool, w: &mut Work) -> Outcome {
-        let Labeled { id, gold, reporter } = labeled;
+        let Labeled {
+            id,
+            gold,
+            reporter,
+            user,
+        } = labeled;
         // Check the labels before touching the model or the metrics.
         if let Err(bad) = self.check_gold(&gold) {
             return Outcome::Bad(bad);
@@ -34,7 +41,7 @@ impl Pipeline {
         let raw = self.finish(&text, true, keep, &mut w.features);
         let (predicted, score) = self.predict_features(&w.features, &mut w.scored);
         // The gold fits the model's task (checked above).
-        let fp = self.report_fingerprint(&text, Some(Self::task_of(&gold)));
+        let fp = self.report_fingerprint(&text, Some(Self::task_of(&gold)), w.features.user);
         // What is counted is what would have been published: a reported
         // copy's label. What is learned from is the model's own scores.
         let (predicted, score) = self.recalled_named(fp, &w.scored).unwrap_or((predicted, score));
@@ -61,6 +68,7 @@ impl Pipeline {
             taught: None,
             held: None,
             at_ms: now_ms,
+            user,
         };
         if let Some(weight) = weight {
             let lesson = self.learn_features(&w.features, &ids, Some(&w.scored), weight);
@@ -97,7 +105,16 @@ impl Pipeline {
     /// for it (the first label only), and learns it as weighed: a held
     /// label waits on the entry, and a later label from another reporter
     /// that agrees with it is learned in full.
-    pub(super) fn feedback(&mut self, id: &str, gold: Gold, reporter: Option<String>, w: &mut Work) -> Outcome {
+    /// The message's user (as cached), else the label's, names the
+    /// personal features it learns.
+    pub(super) fn feedback(
+        &mut self,
+        id: &str,
+        gold: Gold,
+        reporter: Option<String>,
+        user: Option<String>,
+        w: &mut Work,
+    ) -> Outcome {
         if let Err(bad) = self.check_gold(&gold) {
             return Outcome::Bad(bad);
         }
@@ -105,6 +122,7 @@ impl Pipeline {
             self.counters.feedback_unmatched += 1;
             return Outcome::FeedbackUnmatched;
         };
+        w.features.user = self.user_key(entry.user.as_deref().or(user.as_deref()));
         let Some(text) = entry.text.text() else {
             self.counters.feedback_unmatched += 1;
             return Outcome::FeedbackUnmatched;
@@ -146,7 +164,7 @@ impl Pipeline {
             self.counters.labels_corroborated += 1;
         }
         self.count_weighed(weight, reporter.as_deref());
-        let fp = self.report_fingerprint(&text, self.model.task());
+        let fp = self.report_fingerprint(&text, self.model.task(), w.features.user);
         let voted = self.note_report(fp, &ids, weight, reporter.as_deref());
         match weight {
             Some(weight) => {

@@ -58,6 +58,8 @@ pub struct EmailRecord<'a> {
     pub label: Option<&'a [u8]>,
     /// Who gave the label, from a record header.
     pub reporter: Option<&'a [u8]>,
+    /// Who the message is for, from a record header.
+    pub user: Option<&'a [u8]>,
 }
 
 /// Counters of what the pipeline has done, by kind and outcome.
@@ -271,22 +273,24 @@ impl Pipeline {
     /// Handles one raw message. `default_id` names it when it has no "id"
     /// (its position in the source); `now_ms` is its event time.
     pub fn handle(&mut self, raw: &[u8], default_id: &dyn Fn() -> String, now_ms: u64) -> Outcome {
-        self.handle_reported(raw, None, default_id, now_ms)
+        self.handle_reported(raw, None, None, default_id, now_ms)
     }
 
-    /// [`Pipeline::handle`], with the reporter of the message's label named
-    /// by a transport's record header (see [`Prepared::set_reporter`]).
+    /// [`Pipeline::handle`], with the reporter of the message's label and
+    /// its user named by a transport's record headers (see
+    /// [`Prepared::set_reporter`], [`Prepared::set_user`]).
     pub fn handle_reported(
         &mut self,
         raw: &[u8],
         reporter: Option<&[u8]>,
+        user: Option<&[u8]>,
         default_id: &dyn Fn() -> String,
         now_ms: u64,
     ) -> Outcome {
         let mut p = std::mem::take(&mut self.spare);
         p.clear();
         self.prep.prepare(raw, false, &mut p);
-        self.handle_spare(p, reporter, default_id, now_ms)
+        self.handle_spare(p, reporter, user, default_id, now_ms)
     }
 
     /// A raw e-mail record (Kafka `--input-format email`): `record` says
@@ -302,7 +306,7 @@ impl Pipeline {
         p.clear();
         self.prep
             .prepare_email(raw, record.id.map(str::to_string), record.label, &mut p);
-        self.handle_spare(p, record.reporter, default_id, now_ms)
+        self.handle_spare(p, record.reporter, record.user, default_id, now_ms)
     }
 
     /// Handles the one message prepared into `p` (the pipeline's spare batch).
@@ -310,11 +314,15 @@ impl Pipeline {
         &mut self,
         mut p: Prepared,
         reporter: Option<&[u8]>,
+        user: Option<&[u8]>,
         default_id: &dyn Fn() -> String,
         now_ms: u64,
     ) -> Outcome {
         if let Some(header) = reporter {
             p.set_reporter(0, header);
+        }
+        if let Some(header) = user {
+            p.set_user(0, header);
         }
         let outcome = self.handle_prepared(&mut p, 0, default_id, now_ms);
         self.spare = p;
@@ -345,18 +353,28 @@ impl Pipeline {
             self.offer_byte_lr(*email);
         }
         let mut w = std::mem::take(&mut self.work);
+        w.features.user = None;
         let outcome = match message {
             Err(bad) => Outcome::Bad(bad),
             Ok(Message::Feedback { .. }) if self.cfg.role == Role::Predictor => self.passed(),
-            Ok(Message::Feedback { id, gold, reporter }) => self.feedback(&id, gold, reporter, &mut w),
+            Ok(Message::Feedback {
+                id,
+                gold,
+                reporter,
+                user,
+            }) => self.feedback(&id, gold, reporter, user, &mut w),
             Ok(Message::Forget { .. }) if self.cfg.role == Role::Predictor => self.passed(),
             Ok(Message::Forget { id, reporter }) => self.forget(&id, reporter, &mut w),
             Ok(Message::Example { gold: Some(_), .. }) if self.cfg.role == Role::Predictor => self.passed(),
             Ok(Message::Example {
-                id, text, gold: None, ..
+                id,
+                text,
+                gold: None,
+                user,
+                ..
             }) if self.cfg.role == Role::Learner => {
                 let id = id.unwrap_or_else(default_id);
-                self.keep_for_feedback(id, text, now_ms)
+                self.keep_for_feedback(id, text, user, now_ms)
             }
             Ok(Message::Example {
                 id,
@@ -365,9 +383,11 @@ impl Pipeline {
                 split,
                 reporter,
                 cut,
+                user,
                 ..
             }) => {
                 self.counters.emails_cut += u64::from(cut);
+                w.features.user = self.user_key(user.as_deref());
                 match counted {
                     Some(r) => w.features.set_counted(&p.counted.idx[r.clone()], &p.counted.val[r]),
                     None => self
@@ -380,10 +400,15 @@ impl Pipeline {
                     (Some(gold), Some(Split::Test)) => self.test_example(&text, gold, &mut w),
                     (Some(gold), split) => {
                         let keep = self.eval.keep_train && split == Some(Split::Train);
-                        let labeled = Labeled { id, gold, reporter };
+                        let labeled = Labeled {
+                            id,
+                            gold,
+                            reporter,
+                            user,
+                        };
                         self.train(labeled, text, now_ms, keep, &mut w)
                     }
-                    (None, _) => self.predict(id, text, now_ms, &mut w),
+                    (None, _) => self.predict(id, text, user, now_ms, &mut w),
                 }
             }
         };
@@ -493,7 +518,7 @@ impl Pipeline {
         }
     }
 
-    fn predict(&mut self, id: String, text: String, now_ms: u64, w: &mut Work) -> Outcome {
+    fn predict(&mut self, id: String, text: String, user: Option<String>, now_ms: u64, w: &mut Work) -> Outcome {
         let (mut prediction, score) = self.prediction(id, &text, w);
         let verdict = self.review_current(&w.scored, self.cfg.review_output);
         prediction.uncertain = verdict.uncertain;
@@ -502,7 +527,7 @@ impl Pipeline {
             *self.counters.predicted_by_label.entry(l.clone()).or_default() += 1;
         }
         self.counters.predicted += 1;
-        self.keep_predicted(&prediction, text, score, now_ms);
+        self.keep_predicted(&prediction, text, user, score, now_ms);
         Outcome::Predicted(prediction)
     }
 
@@ -510,7 +535,14 @@ impl Pipeline {
     /// its late labels go to the learner, nothing to join here).
     /// A copy that answers requests hands it back, for the pipeline that
     /// learns ([`Pipeline::hand_requests_back`]).
-    fn keep_predicted(&mut self, prediction: &Prediction, text: String, score: Option<f32>, now_ms: u64) {
+    fn keep_predicted(
+        &mut self,
+        prediction: &Prediction,
+        text: String,
+        user: Option<String>,
+        score: Option<f32>,
+        now_ms: u64,
+    ) {
         if self.cfg.role == Role::Predictor {
             return;
         }
@@ -521,6 +553,7 @@ impl Pipeline {
             taught: None,
             held: None,
             at_ms: now_ms,
+            user,
         };
         let id = prediction.id.clone();
         match &mut self.requests {
@@ -546,7 +579,7 @@ impl Pipeline {
     /// A learner's unlabeled message: kept for its late label, not
     /// predicted (a replica predicts it); what was published for it is not
     /// known here.
-    fn keep_for_feedback(&mut self, id: String, text: String, now_ms: u64) -> Outcome {
+    fn keep_for_feedback(&mut self, id: String, text: String, user: Option<String>, now_ms: u64) -> Outcome {
         let entry = CacheEntry {
             text: Packed::Plain(text),
             predicted: None,
@@ -554,6 +587,7 @@ impl Pipeline {
             taught: None,
             held: None,
             at_ms: now_ms,
+            user,
         };
         self.ledger.cache.insert(id, entry, &self.cfg);
         self.counters.passed += 1;
@@ -591,8 +625,9 @@ impl Pipeline {
     /// the `predict` command. Feedback lines and bad input are refused.
     pub fn predict_only(&mut self, raw: &[u8], default_id: &dyn Fn() -> String) -> Result<Prediction, Bad> {
         match message::parse_with(raw, &self.cfg.reading())? {
-            Message::Example { id, text, .. } => {
+            Message::Example { id, text, user, .. } => {
                 let mut w = std::mem::take(&mut self.work);
+                w.features.user = self.user_key(user.as_deref());
                 self.featurize(&text, &mut w.features);
                 let prediction = self.prediction(id.unwrap_or_else(default_id), &text, &mut w).0;
                 self.work = w;

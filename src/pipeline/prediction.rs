@@ -40,7 +40,7 @@ impl Pipeline {
         let (scores, margins) = (named(&w.scored.scores), named(&margins));
         let explanation = match (self.cfg.explain, w.scored.labels.first()) {
             (0, _) | (_, None) => None,
-            (n, Some(&class)) => Some(self.explanation(text, &w.features.x, class, n)),
+            (n, Some(&class)) => Some(self.explanation(text, &w.features.x, w.features.user, class, n)),
         };
         let prediction = Prediction {
             id,
@@ -57,12 +57,36 @@ impl Pipeline {
     }
 
     /// The `n` features of `x` (finished) that add most to `class`'s
-    /// score, named from `text`.
-    fn explanation(&mut self, text: &str, x: &SparseVec, class: usize, n: usize) -> Vec<Contribution> {
+    /// score, named from `text`; a personal copy of a word for the user of
+    /// key `user` is named as the word, marked `(personal)`: which part
+    /// decided, the shared or the user's own.
+    fn explanation(
+        &mut self,
+        text: &str,
+        x: &SparseVec,
+        user: Option<u64>,
+        class: usize,
+        n: usize,
+    ) -> Vec<Contribution> {
         let values: Vec<(u32, f32)> = x.iter().collect();
         let mut scratch = SparseVec::default();
         let names = self.prep.featurizer.featurize_raw_named(text, &mut scratch);
-        top_contributions(&self.model, &values, names.iter(), class, n)
+        let cfg = self.model.features();
+        let personal: Vec<(u32, String)> = match user {
+            Some(u) => names
+                .iter()
+                .filter(|&(b, _)| b < cfg.words_end() || !cfg.split_views)
+                .map(|(b, name)| {
+                    (
+                        crate::features::personal_bucket(cfg, b, u),
+                        format!("{name} (personal)"),
+                    )
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let all = names.iter().chain(personal.iter().map(|(b, s)| (*b, s.as_str())));
+        top_contributions(&self.model, &values, all, class, n)
     }
 }
 

@@ -58,6 +58,31 @@ impl Prepared {
         self.messages.is_empty()
     }
 
+    /// Message `i`'s user, when it is an example that names one (for
+    /// `eval`'s figures by user).
+    pub fn user(&self, i: usize) -> Option<&str> {
+        match self.messages.get(i)?.message.as_ref()? {
+            Ok(Message::Example { user, .. }) => user.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Names who message `i` is for from a transport's record header (over
+    /// the JSON field); a header that is no valid name makes the message
+    /// bad input.
+    pub fn set_user(&mut self, i: usize, header: &[u8]) {
+        let Some(prepared) = self.messages.get_mut(i) else {
+            return;
+        };
+        let Some(Ok(message)) = &mut prepared.message else {
+            return;
+        };
+        match message::user_from_header(header) {
+            Ok(name) => message.set_user(name),
+            Err(bad) => prepared.message = Some(Err(bad)),
+        }
+    }
+
     /// Names the reporter of message `i`'s label from a transport's
     /// record header (over the JSON field); a header that is no valid
     /// name makes a labeled message bad input. Unlabeled messages are

@@ -52,6 +52,41 @@ pub fn fingerprint(text: &str) -> u64 {
     xxh3_64_with_seed(text.as_bytes(), SEED)
 }
 
+/// A message's fingerprints: its text's, which every user's labels vote
+/// on, and for a message for a named user, its text's for that user,
+/// which only that user's labels vote on. A copy for a user takes their
+/// own vote first: one user's "spam" on a newsletter does not turn the
+/// copy of another user who labelled it otherwise, while spam one user
+/// reported still protects everyone who did not say.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Print {
+    shared: u64,
+    personal: Option<u64>,
+}
+
+impl Print {
+    /// The prints of a text of fingerprint `shared`, for the user of key
+    /// `user` if any.
+    fn new(shared: u64, user: Option<u64>) -> Self {
+        // SplitMix64's finalizer over the pair: stable, like the seed.
+        let mix = |u: u64| {
+            let mut z = shared ^ u.rotate_left(17);
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        Print {
+            shared,
+            personal: user.map(mix),
+        }
+    }
+
+    /// Both prints, the user's first.
+    fn each(self) -> impl Iterator<Item = u64> {
+        self.personal.into_iter().chain(std::iter::once(self.shared))
+    }
+}
+
 /// A message's vote: the leading class and how many labels it leads by.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Vote {
@@ -163,38 +198,46 @@ impl Pipeline {
     /// label names and the positive-class score.
     pub(super) fn predict_recalled(&self, text: &str, f: &Features, scored: &mut Scored) -> (Vec<String>, Option<f32>) {
         self.model.predict(&f.x, scored);
-        if let Some(class) = self.recall(text) {
+        if let Some(class) = self.recall(text, f.user) {
             recalled(scored, class);
         }
         self.named(scored)
     }
 
-    /// The fingerprint of `text`, when the memory is on and `task` (the
-    /// model's, or a labeled message's before the model knows one) is
-    /// single-label: taken once a message, then recalled
-    /// ([`Pipeline::recalled_named`]) and voted ([`Pipeline::note_report`]).
-    pub(super) fn report_fingerprint(&self, text: &str, task: Option<Task>) -> Option<u64> {
+    /// The fingerprints of `text` for the user of key `user` (if any),
+    /// when the memory is on and `task` (the model's, or a labeled
+    /// message's before the model knows one) is single-label: taken once a
+    /// message, then recalled ([`Pipeline::recalled_named`]) and voted
+    /// ([`Pipeline::note_report`]).
+    pub(super) fn report_fingerprint(&self, text: &str, task: Option<Task>, user: Option<u64>) -> Option<Print> {
         let on = self.cfg.trust.reported > 0 && task == Some(Task::SingleLabel);
-        on.then(|| fingerprint(text))
+        on.then(|| Print::new(fingerprint(text), user))
     }
 
-    /// What to publish and count for the message of fingerprint `fp`
+    /// What to publish and count for the message of fingerprints `fp`
     /// instead of the model's own `scored`, when a copy of it was reported
     /// (`scored` itself is left for learning).
-    pub(super) fn recalled_named(&self, fp: Option<u64>, scored: &Scored) -> Option<(Vec<String>, Option<f32>)> {
-        let class = self.ledger.reported.recall(fp?)?;
+    pub(super) fn recalled_named(&self, fp: Option<Print>, scored: &Scored) -> Option<(Vec<String>, Option<f32>)> {
+        let class = fp?.each().find_map(|p| self.ledger.reported.recall(p))?;
         let mut moved = scored.clone();
         recalled(&mut moved, class);
         Some(self.named(&moved))
     }
 
-    fn recall(&self, text: &str) -> Option<usize> {
+    fn recall(&self, text: &str, user: Option<u64>) -> Option<usize> {
         if self.ledger.reported.is_empty() {
             return None;
         }
-        self.ledger
-            .reported
-            .recall(self.report_fingerprint(text, self.model.task())?)
+        let fp = self.report_fingerprint(text, self.model.task(), user)?;
+        fp.each().find_map(|p| self.ledger.reported.recall(p))
+    }
+
+    /// Takes back the vote of a label `class` for the message of
+    /// fingerprints `fp` (a label replaced or forgotten).
+    pub(super) fn unvote(&mut self, fp: Print, class: usize) {
+        for p in fp.each() {
+            self.ledger.reported.unvote(p, class);
+        }
     }
 
     /// Counts the label `gold` of the message of fingerprint `fp`, learned
@@ -203,7 +246,7 @@ impl Pipeline {
     /// [`UNRELIABLE_BELOW`]), labels not held. Returns whether it voted.
     pub(super) fn note_report(
         &mut self,
-        fp: Option<u64>,
+        fp: Option<Print>,
         gold: &[usize],
         weight: Option<f32>,
         reporter: Option<&str>,
@@ -218,7 +261,9 @@ impl Pipeline {
         };
         let votes = self.cfg.trust.trusts(name) || self.ledger.reporters.get(name).is_none_or(standing);
         if votes {
-            self.ledger.reported.vote(fp, class, self.cfg.trust.reported);
+            for p in fp.each() {
+                self.ledger.reported.vote(p, class, self.cfg.trust.reported);
+            }
         }
         votes
     }
@@ -327,6 +372,37 @@ mod tests {
             assert_eq!(back.reported(), p.reported());
             assert_eq!(back.reported().recall(fingerprint(text)), Some(1));
         }
+    }
+
+    /// Per user (issue 49): one user's report protects everyone who did
+    /// not say, but a user who labelled a copy otherwise keeps their own
+    /// label, and so does the first user.
+    #[test]
+    fn a_users_own_label_wins_over_another_users_report() {
+        let text = "win a cash prize now, win a cash prize now";
+        let mut p = confident(DEFAULT_REPORTED);
+        let for_user = |p: &mut super::Pipeline, id: &str, user: &str| {
+            let line = serde_json::json!({"id": id, "text": text, "user": user}).to_string();
+            match p.handle(line.as_bytes(), &|| String::new(), 0) {
+                Outcome::Predicted(pred) => pred.labels,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(for_user(&mut p, "a-1", "a"), ["spam"]);
+        p.handle(
+            br#"{"id": "a-1", "label": "ham", "reporter": "u-1"}"#,
+            &|| String::new(),
+            0,
+        );
+        assert_eq!(for_user(&mut p, "c-1", "c"), ["ham"], "a's report protects c");
+        assert_eq!(for_user(&mut p, "b-1", "b"), ["ham"]);
+        p.handle(
+            br#"{"id": "b-1", "label": "spam", "reporter": "u-2"}"#,
+            &|| String::new(),
+            0,
+        );
+        assert_eq!(for_user(&mut p, "b-2", "b"), ["spam"], "b's own label");
+        assert_eq!(for_user(&mut p, "a-2", "a"), ["ham"], "a's own label");
     }
 
     #[test]

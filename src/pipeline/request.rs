@@ -142,8 +142,10 @@ impl Pipeline {
             .messages
             .first_mut()
             .and_then(|m| Some((m.message.take()?, m.buckets.clone())));
-        let (id, text, buckets) = match first {
-            Some((Ok(Message::Example { id, text, .. }), buckets)) => (id.unwrap_or_else(default_id), text, buckets),
+        let (id, text, user, buckets) = match first {
+            Some((Ok(Message::Example { id, text, user, .. }), buckets)) => {
+                (id.unwrap_or_else(default_id), text, user, buckets)
+            }
             Some((Err(bad), _)) => return Err(bad),
             Some((Ok(Message::Feedback { .. } | Message::Forget { .. }), _)) => {
                 return Err(Bad::new(
@@ -154,6 +156,7 @@ impl Pipeline {
             None => return Err(Bad::new(BadReason::BadJson, "the message is empty")),
         };
         let mut w = std::mem::take(&mut self.work);
+        w.features.user = self.user_key(user.as_deref());
         self.prep
             .featurizer
             .count_buckets(&p.buckets[buckets], &mut w.features.x);
@@ -166,7 +169,7 @@ impl Pipeline {
         prediction.uncertain = self.review.is_uncertain(confidence);
         self.work = w;
         self.ledger.cache.expire(now_ms, self.cfg.cache_ttl_ms);
-        self.keep_predicted(&prediction, text, score, now_ms);
+        self.keep_predicted(&prediction, text, user, score, now_ms);
         Ok(prediction)
     }
 }

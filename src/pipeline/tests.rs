@@ -484,3 +484,68 @@ fn the_byte_lr_joins_at_the_first_e_mail() {
         }
     }
 }
+
+/// Personal features (issue 49): a user's labels move that user's scores
+/// more than another's; a message without a user is scored by the shared
+/// part alone; the late label of a message for a user learns that user's
+/// part (the user kept in the cache, and across a checkpoint).
+#[test]
+fn a_users_labels_teach_their_personal_part() {
+    let mut p = pipeline(PipelineConfig {
+        explain: 3,
+        ..PipelineConfig::default()
+    });
+    for i in 0..40 {
+        let (text, label) = match i % 2 {
+            0 => ("win a cash prize now", "spam"),
+            _ => ("lunch at noon tomorrow", "ham"),
+        };
+        p.handle(
+            serde_json::json!({"text": text, "label": label}).to_string().as_bytes(),
+            &id0,
+            0,
+        );
+    }
+    let margin = |p: &mut Pipeline, user: Option<&str>| {
+        let mut v = serde_json::json!({"id": "q", "text": "the weekly newsletter of the club"});
+        if let Some(u) = user {
+            v["user"] = u.into();
+        }
+        let pred = p.predict_only(v.to_string().as_bytes(), &id0).unwrap();
+        pred.margins.iter().find(|m| m.0 == "spam").unwrap().1
+    };
+    let (a0, b0, none0) = (
+        margin(&mut p, Some("a")),
+        margin(&mut p, Some("b")),
+        margin(&mut p, None),
+    );
+    for i in 0..10 {
+        let id = format!("n-{i}");
+        let msg = serde_json::json!({"id": id, "text": "the weekly newsletter of the club", "user": "a"});
+        p.handle(msg.to_string().as_bytes(), &id0, 0);
+        if i == 5 {
+            let (back, _) =
+                crate::checkpoint::restore(crate::checkpoint::capture(&p, &Default::default()), p.config().clone())
+                    .unwrap();
+            assert_eq!(back.cache(), p.cache());
+            p = back;
+        }
+        let label = serde_json::json!({"id": id, "label": "spam"});
+        p.handle(label.to_string().as_bytes(), &id0, 0);
+    }
+    let (a1, b1, none1) = (
+        margin(&mut p, Some("a")),
+        margin(&mut p, Some("b")),
+        margin(&mut p, None),
+    );
+    assert!(a1 - a0 > (b1 - b0) + 0.5, "a {a0} -> {a1}, b {b0} -> {b1}");
+    assert!((b1 - b0 - (none1 - none0)).abs() < 1e-3, "b moves as the shared part");
+    // The explanation says which part decided.
+    let q = serde_json::json!({"text": "the weekly newsletter of the club", "user": "a"});
+    let why = p
+        .predict_only(q.to_string().as_bytes(), &id0)
+        .unwrap()
+        .explanation
+        .unwrap();
+    assert!(why.iter().any(|c| c.feature.ends_with("(personal)")), "{why:?}");
+}

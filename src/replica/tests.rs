@@ -624,3 +624,31 @@ fn a_growing_model_stays_on_deltas() {
     assert_eq!(kinds[0], Kind::Full);
     assert!(kinds[1..].iter().all(|k| *k == Kind::Delta), "{kinds:?}");
 }
+
+/// A replica scores a user's message as the learner does: the personal
+/// features learned from that user's labels travel in the weights, and a
+/// replica crosses the message with its user the same way.
+#[test]
+fn a_replica_answers_for_any_user_as_the_learner() {
+    let mut p = pipeline(Learner::Logistic, true);
+    let lines: Vec<String> = sms()
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["user"] = format!("u{}", i % 3).into();
+            v.to_string()
+        })
+        .collect();
+    feed(&mut p, &lines);
+    let served = model_of(&scoring_image(p.model()));
+    let ask = |model: Model, user: &str| {
+        let mut q = Pipeline::new(model, PipelineConfig::default());
+        let raw = serde_json::json!({"text": "free cash prize, call now", "user": user}).to_string();
+        q.predict_only(raw.as_bytes(), &|| "probe".into()).unwrap().margins
+    };
+    for user in ["u0", "u1", "somebody new"] {
+        assert_eq!(ask(served.clone(), user), ask(p.model().clone(), user), "{user}");
+    }
+    assert_ne!(ask(p.model().clone(), "u0"), ask(p.model().clone(), "u1"));
+}

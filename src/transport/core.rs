@@ -79,6 +79,8 @@ pub struct Record<'a> {
     pub key: Option<&'a [u8]>,
     /// Who gave its label, from a record header.
     pub reporter: Option<&'a [u8]>,
+    /// Who it is for, from a record header.
+    pub user: Option<&'a [u8]>,
     /// When the transport says it was written (ms since the epoch).
     pub stamp_ms: Option<u64>,
     pub position: Position<'a>,
@@ -208,7 +210,10 @@ impl<K: Sink> Core<K> {
         let now = record.stamp_ms.unwrap_or_else(now_ms);
         let started = Instant::now();
         let outcome = match record.payload {
-            Payload::Json(bytes) => self.pipeline.handle_reported(bytes, record.reporter, &default_id, now),
+            Payload::Json(bytes) => {
+                self.pipeline
+                    .handle_reported(bytes, record.reporter, record.user, &default_id, now)
+            }
             Payload::Email { raw, label } => {
                 let email = EmailRecord {
                     id: record
@@ -217,6 +222,7 @@ impl<K: Sink> Core<K> {
                         .filter(|k| !k.is_empty()),
                     label,
                     reporter: record.reporter,
+                    user: record.user,
                 };
                 self.pipeline.handle_email(raw, email, &default_id, now)
             }

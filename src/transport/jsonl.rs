@@ -225,6 +225,7 @@ impl<'a> JsonlDaemon<'a> {
             payload: Payload::Json(&bytes),
             key: None,
             reporter: None,
+            user: None,
             stamp_ms: None,
             position: Position::Line { number },
         };

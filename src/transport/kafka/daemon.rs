@@ -248,7 +248,7 @@ impl<'a> Daemon<'a> {
 
 /// What the core needs of a consumed record: its payload (a raw e-mail
 /// on an e-mail input topic, whose label is in a header), key, reporter
-/// header, timestamp and offset.
+/// and user headers, timestamp and offset.
 fn record<'m>(s: &'m KafkaSettings, msg: &'m BorrowedMessage<'m>) -> Record<'m> {
     let header = |name: &str| {
         msg.headers()
@@ -266,6 +266,7 @@ fn record<'m>(s: &'m KafkaSettings, msg: &'m BorrowedMessage<'m>) -> Record<'m> 
         payload,
         key: msg.key(),
         reporter: header(&s.reporter_header),
+        user: header(&s.user_header),
         stamp_ms: msg.timestamp().to_millis().and_then(|t| u64::try_from(t).ok()),
         position: Position::Offset {
             topic: msg.topic(),

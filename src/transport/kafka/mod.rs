@@ -59,6 +59,8 @@ pub struct KafkaSettings {
     pub model_topic: String,
     /// The record header that names a label's reporter (`--reporter-header`).
     pub reporter_header: String,
+    /// The record header that names who a message is for (`--user-header`).
+    pub user_header: String,
     /// With `--input-format email`, the input topic's values are raw
     /// e-mails, and this record header holds their label.
     pub email_input: Option<String>,
