@@ -418,6 +418,34 @@ fn forget(mut raw: Raw, labeled: bool) -> Result<Message, Bad> {
     Ok(Message::Forget { id, reporter })
 }
 
+/// The `"label"` or `"labels"` field, checked: absent, or valid labels.
+fn gold_field(raw: &mut Raw) -> Result<Option<Gold>, Bad> {
+    let gold = match (raw.label.take(), raw.labels.take()) {
+        (Some(_), Some(_)) => {
+            return Err(Bad::new(
+                BadReason::BadLabel,
+                "both \"label\" and \"labels\" are present",
+            ));
+        }
+        (Some(l), None) => Some(Gold::One(l.into_string())),
+        (None, Some(ls)) => Some(Gold::Set(ls.into_iter().map(Scalar::into_string).collect())),
+        (None, None) => None,
+    };
+    if let Some(g) = &gold {
+        check_labels(g.as_slice())?;
+    }
+    Ok(gold)
+}
+
+/// The `"user"` field, checked: absent, or a valid name.
+fn user_field(field: Option<AnyString>) -> Result<Option<String>, Bad> {
+    match field {
+        None => Ok(None),
+        Some(AnyString(None)) => Err(Bad::new(BadReason::BadUser, "\"user\" must be a string")),
+        Some(AnyString(Some(name))) => check_user(&name).map(|()| Some(name)),
+    }
+}
+
 fn reporter_field(field: Option<AnyString>) -> Result<Option<String>, Bad> {
     match field {
         None => Ok(None),
@@ -494,20 +522,7 @@ pub fn parse_with(bytes: &[u8], reading: &Reading) -> Result<Message, Bad> {
         };
         Bad::new(reason, e.to_string())
     })?;
-    let gold = match (raw.label.take(), raw.labels.take()) {
-        (Some(_), Some(_)) => {
-            return Err(Bad::new(
-                BadReason::BadLabel,
-                "both \"label\" and \"labels\" are present",
-            ));
-        }
-        (Some(l), None) => Some(Gold::One(l.into_string())),
-        (None, Some(ls)) => Some(Gold::Set(ls.into_iter().map(Scalar::into_string).collect())),
-        (None, None) => None,
-    };
-    if let Some(g) = &gold {
-        check_labels(g.as_slice())?;
-    }
+    let gold = gold_field(&mut raw)?;
     if raw.forget == Some(true) {
         return forget(raw, gold.is_some());
     }
@@ -530,11 +545,7 @@ pub fn parse_with(bytes: &[u8], reading: &Reading) -> Result<Message, Bad> {
     } = document(&mut raw, reading.email_views)?;
     let id = raw.id.take().map(Scalar::into_string).or(message_id);
     let reporter = reporter_field(raw.reporter.take())?;
-    let user = match raw.user.take() {
-        None => None,
-        Some(AnyString(None)) => return Err(Bad::new(BadReason::BadUser, "\"user\" must be a string")),
-        Some(AnyString(Some(name))) => check_user(&name).map(|()| Some(name))?,
-    };
+    let user = user_field(raw.user.take())?;
     match (text, gold, id) {
         (Some(text), gold, id) => {
             // An unlabeled message's reporter names no label's source.

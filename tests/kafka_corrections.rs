@@ -57,8 +57,8 @@ fn duplicates_relabels_forgets_and_users_on_kafka() {
         labels.push((format!("q-{i}"), v.to_string().into_bytes(), None));
         labels.push((format!("q-{i}"), v.to_string().into_bytes(), None));
     }
-    for i in 0..6 {
-        let v = serde_json::json!({"id": format!("q-{i}"), "label": other(&requests[i].1), "reporter": "reviewer"});
+    for (i, (_, label)) in requests.iter().enumerate().take(6) {
+        let v = serde_json::json!({"id": format!("q-{i}"), "label": other(label), "reporter": "reviewer"});
         labels.push((format!("q-{i}"), v.to_string().into_bytes(), None));
     }
     for id in ["q-10", "q-11", "q-12", "never-seen"] {

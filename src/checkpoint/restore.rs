@@ -90,6 +90,25 @@ pub(super) fn restore_with(
         counters_pb.cache_evicted,
         cfg.cache_bytes,
     );
+    let counters = counters_from_pb(counters_pb);
+    let reporters = reporters_from_pb(ps.reporters, cfg.trust.max_reporters, ps.reporters_evicted);
+    let reported = reported_from_pb(
+        ps.reported_fingerprints,
+        ps.reported_classes,
+        ps.reported_leads,
+        ps.reported_evicted,
+    )?;
+    let ledger = Ledger::from_parts(cache, ps.contradictions, reporters, reported);
+    let mut pipeline = Pipeline::from_parts(model, cfg, progressive, test, published, ledger, counters);
+    if let Some(r) = ps.review {
+        pipeline.review_mut().restore(r.recent, r.band, r.tokens, r.seen);
+    }
+    let positions = Positions::from_maps(c.positions, c.position_marks).map_err(|e| RestoreError(e.to_string()))?;
+    Ok((pipeline, positions))
+}
+
+/// The counters as a checkpoint holds them.
+fn counters_from_pb(counters_pb: pb::Counters) -> Counters {
     let mut counters = Counters {
         learned: counters_pb.learned,
         predicted: counters_pb.predicted,
@@ -122,20 +141,7 @@ pub(super) fn restore_with(
             counters.bad[r.index()] = v;
         }
     }
-    let reporters = reporters_from_pb(ps.reporters, cfg.trust.max_reporters, ps.reporters_evicted);
-    let reported = reported_from_pb(
-        ps.reported_fingerprints,
-        ps.reported_classes,
-        ps.reported_leads,
-        ps.reported_evicted,
-    )?;
-    let ledger = Ledger::from_parts(cache, ps.contradictions, reporters, reported);
-    let mut pipeline = Pipeline::from_parts(model, cfg, progressive, test, published, ledger, counters);
-    if let Some(r) = ps.review {
-        pipeline.review_mut().restore(r.recent, r.band, r.tokens, r.seen);
-    }
-    let positions = Positions::from_maps(c.positions, c.position_marks).map_err(|e| RestoreError(e.to_string()))?;
-    Ok((pipeline, positions))
+    counters
 }
 
 /// A learned label's step; a move whose class and gradient lists differ

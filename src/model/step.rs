@@ -103,34 +103,7 @@ impl Model {
                     .map(|(c, &g)| (c, g)),
             );
         } else {
-            // The classes that move: softmax moves every class a little;
-            // past two, those it moves by less than the cut-off are left
-            // (see SOFTMAX_CUTOFF).
-            let cutoff = if task == Task::SingleLabel && k > 2 && h.learner == Learner::Logistic {
-                SOFTMAX_CUTOFF
-            } else {
-                0.0
-            };
-            self.active.clear();
-            // Class 0 of a mirrored pair moves with class 1.
-            let first = w.mirrored() as usize;
-            self.active.extend(
-                self.grad
-                    .iter()
-                    .enumerate()
-                    .skip(first)
-                    .filter(|(_, g)| g.abs() > cutoff)
-                    .map(|(c, &g)| (c, g)),
-            );
-            if h.schedule == Schedule::AdaGrad {
-                w.adagrad_step(x, &self.active, eta, h.adagrad_beta);
-            } else {
-                for (f, val) in x.iter() {
-                    for &(c, g) in &self.active {
-                        w.add(f, c, eta * g * val);
-                    }
-                }
-            }
+            step_moving(w, x, h, task, &self.grad, &mut self.active, eta);
             lesson.keep_moves(self.active.iter().copied());
         }
         w.end_step();
@@ -159,6 +132,45 @@ impl Model {
             b.learn_weight(own_1 - own_0, margin, gold, weight);
         }
         b.learn(&x.head, margin, gold == 1, weight)
+    }
+}
+
+/// A plain or AdaGrad step of `w` at rate `eta` along `grad` for the
+/// classes that move, which it leaves in `active`: softmax moves every
+/// class a little; past two, those it moves by less than the cut-off are
+/// left (see SOFTMAX_CUTOFF). Class 0 of a mirrored pair moves with class 1.
+fn step_moving(
+    w: &mut Weights,
+    x: &SparseVec,
+    h: &super::Hyper,
+    task: Task,
+    grad: &[f32],
+    active: &mut Vec<(usize, f32)>,
+    eta: f32,
+) {
+    let k = grad.len();
+    let cutoff = if task == Task::SingleLabel && k > 2 && h.learner == Learner::Logistic {
+        SOFTMAX_CUTOFF
+    } else {
+        0.0
+    };
+    active.clear();
+    let first = w.mirrored() as usize;
+    active.extend(
+        grad.iter()
+            .enumerate()
+            .skip(first)
+            .filter(|(_, g)| g.abs() > cutoff)
+            .map(|(c, &g)| (c, g)),
+    );
+    if h.schedule == Schedule::AdaGrad {
+        w.adagrad_step(x, active, eta, h.adagrad_beta);
+    } else {
+        for (f, val) in x.iter() {
+            for &(c, g) in active.iter() {
+                w.add(f, c, eta * g * val);
+            }
+        }
     }
 }
 
