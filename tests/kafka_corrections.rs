@@ -12,18 +12,6 @@ use std::time::Duration;
 
 use common::*;
 
-fn sms(from: usize, n: usize) -> Vec<(String, String)> {
-    sms_lines()
-        .iter()
-        .skip(from)
-        .take(n)
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            (v["text"].as_str().unwrap().into(), v["label"].as_str().unwrap().into())
-        })
-        .collect()
-}
-
 fn other(label: &str) -> &'static str {
     if label == "spam" { "ham" } else { "spam" }
 }
@@ -31,7 +19,7 @@ fn other(label: &str) -> &'static str {
 #[test]
 fn duplicates_relabels_forgets_and_users_on_kafka() {
     let topics = Topics::create(1);
-    let (train, requests) = (sms(0, 300), sms(300, 60));
+    let (train, requests) = (sms_examples(0, 300), sms_examples(300, 60));
     let mut input: Vec<Headed> = Vec::new();
     for (i, (text, label)) in train.iter().enumerate() {
         let v = serde_json::json!({"id": format!("t-{i}"), "text": text, "label": label});

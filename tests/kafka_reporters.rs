@@ -9,22 +9,6 @@ use std::time::Duration;
 
 use common::*;
 
-/// The SMS stream's texts and labels from line `from`, `n` of them.
-fn sms_examples(from: usize, n: usize) -> Vec<(String, String)> {
-    sms_lines()
-        .iter()
-        .skip(from)
-        .take(n)
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            (
-                v["text"].as_str().unwrap().to_string(),
-                v["label"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
 /// Every third request's label comes from "flooder" (named by the header,
 /// over the JSON field's "r-1"), flipped; the rest from honest reporters
 /// named in the JSON field. Then a label whose JSON reporter is not a

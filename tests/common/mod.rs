@@ -86,6 +86,22 @@ pub fn sms_lines() -> Vec<String> {
         .collect()
 }
 
+/// The SMS slice's texts and labels from line `from`, `n` of them.
+pub fn sms_examples(from: usize, n: usize) -> Vec<(String, String)> {
+    sms_lines()
+        .iter()
+        .skip(from)
+        .take(n)
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["text"].as_str().unwrap().to_string(),
+                v["label"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
 /// Writes `lines` to `path` as JSON lines (each ended by a newline).
 pub fn write_lines(path: &Path, lines: &[String]) {
     fs::write(path, lines.join("\n") + "\n").unwrap();
