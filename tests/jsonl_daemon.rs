@@ -222,10 +222,14 @@ fn an_input_that_only_begins_like_another_is_refused_until_named() {
     // Day 2 read whole; its first line is day 1's first message again (the
     // same id, text and label): a fact already known, not learned twice.
     assert_eq!(learned(ck), 700, "day 2 learned whole, once");
-    // Day 1 again, grown by a line: it still resumes, past its own 300 lines.
+    // Day 1 again, grown by a line: it still resumes, past its own 300
+    // lines, and reads only the new one (day 2 had learned it already).
     write_lines(&day1, &lines[..301]);
     run_file(&day1, &dir, &[]);
-    assert_eq!(learned(newest_checkpoint(&dir).unwrap()), 701);
+    let ck = newest_checkpoint(&dir).unwrap();
+    assert_eq!(ck.positions.get(&position_key(lines[0].as_bytes())), Some(&301));
+    let counters = ck.pipeline.clone().unwrap().counters.unwrap();
+    assert_eq!((learned(ck), counters.labels_repeated), (700, 2));
 }
 
 /// A checkpoint written before positions were kept per input (one "jsonl"
