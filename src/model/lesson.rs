@@ -31,14 +31,14 @@ use crate::features::SparseVec;
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Lesson {
     /// The gold classes it was learned as.
-    pub classes: Vec<u32>,
+    pub classes: Few<u32>,
     /// How far the label was believed: the step's scale.
     pub weight: f32,
     /// The linear step's learning rate.
     pub rate: f32,
     /// Per class the linear step moved, its gradient (the label's weight
     /// in it): the step on a feature is this times the feature's value.
-    pub moves: Vec<(u32, f32)>,
+    pub moves: Few<(u32, f32)>,
     /// The step each of the byte LR's grams took (0: none).
     pub head_step: f32,
 }
@@ -54,17 +54,58 @@ impl Lesson {
 
     /// Keeps the classes a step moved, with their gradients.
     pub(super) fn keep_moves(&mut self, moves: impl Iterator<Item = (usize, f32)>) {
-        self.moves.clear();
-        self.moves.extend(
-            moves
-                .filter(|&(_, g)| g != 0.0 && g.is_finite())
-                .map(|(c, g)| (c as u32, g)),
-        );
+        self.moves = moves
+            .filter(|&(_, g)| g != 0.0 && g.is_finite())
+            .map(|(c, g)| (c as u32, g))
+            .collect();
     }
 
     /// Bytes it holds, for the bound of the record that keeps it.
     pub fn bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + self.classes.len() * 4 + self.moves.len() * 8
+        std::mem::size_of::<Self>() + self.classes.rest.len() * 4 + self.moves.rest.len() * 8
+    }
+}
+
+/// A short list whose first item is held inline: a binary model's step
+/// has one gold class and moves one class, so its lesson, kept for every
+/// learned message, costs no allocation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Few<T> {
+    first: Option<T>,
+    rest: Vec<T>,
+}
+
+impl<T> Default for Few<T> {
+    fn default() -> Self {
+        Few {
+            first: None,
+            rest: Vec::new(),
+        }
+    }
+}
+
+impl<T: Copy> Few<T> {
+    /// The items, in order.
+    pub fn iter(&self) -> impl Iterator<Item = T> + '_ {
+        self.first.into_iter().chain(self.rest.iter().copied())
+    }
+
+    pub fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+}
+
+impl<T> FromIterator<T> for Few<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Self {
+        let mut items = items.into_iter();
+        Few {
+            first: items.next(),
+            rest: items.collect(),
+        }
     }
 }
 
@@ -75,7 +116,7 @@ impl Model {
     pub fn unlearn(&mut self, x: &SparseVec, lesson: &Lesson) {
         self.version += 1;
         self.mark(x.idx.iter().copied());
-        let gold: Vec<usize> = lesson.classes.iter().map(|&c| c as usize).collect();
+        let gold: Vec<usize> = lesson.classes.iter().map(|c| c as usize).collect();
         if gold.iter().any(|&c| c >= self.labels.len()) {
             return;
         }
@@ -90,7 +131,7 @@ impl Model {
         let h = &self.hyper;
         let single = self.task != Some(Task::MultiLabel);
         for (f, val) in x.iter() {
-            for &(c, g) in &lesson.moves {
+            for (c, g) in lesson.moves.iter() {
                 let c = c as usize;
                 match h.schedule {
                     Schedule::AdaGrad => w.adagrad_undo(f, c, lesson.rate, h.adagrad_beta, g * val),

@@ -27,7 +27,7 @@ pub mod weights;
 use foldhash::HashMap;
 
 pub use hyper::{Hyper, HyperChoice, Learner, Schedule};
-pub use lesson::Lesson;
+pub use lesson::{Few, Lesson};
 pub use limits::Limits;
 pub use logistic::{sigmoid, softmax};
 pub use naive_bayes::NaiveBayes;

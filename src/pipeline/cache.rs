@@ -20,6 +20,7 @@
 //! label comes.
 
 use hashlink::LinkedHashMap;
+use hashlink::linked_hash_map::Entry;
 
 use super::PipelineConfig;
 use crate::model::Lesson;
@@ -172,18 +173,26 @@ impl FeedbackCache {
                 return;
             }
         }
-        // The same message cached again under its id (a request sent
-        // again) keeps what was learned or held of it: a label is a fact
-        // about the message. Another text under the id is a new message.
-        if let Some(old) = self.map.get(&id)
-            && (old.taught.is_some() || old.held.is_some())
-            && old.text == entry.text
-        {
-            entry.taught.clone_from(&old.taught);
-            entry.held.clone_from(&old.held);
-        }
-        self.bytes += held(&entry);
-        if let Some(old) = self.map.insert(id, entry) {
+        let old = match self.map.entry(id) {
+            Entry::Occupied(mut o) => {
+                // The same message cached again under its id (a request
+                // sent again) keeps what was learned or held of it: a label
+                // is a fact about the message. Another text is a new one.
+                let old = o.get();
+                if (old.taught.is_some() || old.held.is_some()) && old.text == entry.text {
+                    entry.taught.clone_from(&old.taught);
+                    entry.held.clone_from(&old.held);
+                }
+                self.bytes += held(&entry);
+                Some(o.insert(entry))
+            }
+            Entry::Vacant(v) => {
+                self.bytes += held(&entry);
+                v.insert(entry);
+                None
+            }
+        };
+        if let Some(old) = old {
             self.bytes -= held(&old);
         }
         if self.bytes > cfg.cache_bytes {
@@ -355,10 +364,10 @@ mod tests {
     #[test]
     fn learned_steps_count_toward_the_byte_cap() {
         let lesson = Lesson {
-            classes: vec![1],
+            classes: [1].into_iter().collect(),
             weight: 1.0,
             rate: 0.5,
-            moves: vec![(1, 0.25)],
+            moves: [(1, 0.25)].into_iter().collect(),
             head_step: 0.0,
         };
         let taught = || {
