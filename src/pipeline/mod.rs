@@ -523,6 +523,7 @@ impl Pipeline {
         let verdict = self.review_current(&w.scored, self.cfg.review_output);
         prediction.uncertain = verdict.uncertain;
         prediction.review = verdict.ask.then(|| text.clone());
+        prediction.user.clone_from(&user);
         for l in &prediction.labels {
             *self.counters.predicted_by_label.entry(l.clone()).or_default() += 1;
         }
@@ -629,7 +630,8 @@ impl Pipeline {
                 let mut w = std::mem::take(&mut self.work);
                 w.features.user = self.user_key(user.as_deref());
                 self.featurize(&text, &mut w.features);
-                let prediction = self.prediction(id.unwrap_or_else(default_id), &text, &mut w).0;
+                let mut prediction = self.prediction(id.unwrap_or_else(default_id), &text, &mut w).0;
+                prediction.user = user;
                 self.work = w;
                 Ok(prediction)
             }

@@ -54,6 +54,9 @@ pub struct Prediction {
     /// The message's text, when it is to be reviewed (asked for within the
     /// review budget): the transport writes [`Prediction::write_review_json`].
     pub review: Option<String>,
+    /// Who the message is for, when it said: written beside its id (a
+    /// reviewer of personal mail needs to know whose it is).
+    pub user: Option<String>,
 }
 
 impl Prediction {
@@ -123,6 +126,8 @@ impl Prediction {
         struct Out<'a> {
             id: &'a str,
             #[serde(skip_serializing_if = "Option::is_none")]
+            user: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
             text: Option<&'a str>,
             #[serde(skip_serializing_if = "Option::is_none")]
             label: Option<Option<&'a str>>,
@@ -138,6 +143,7 @@ impl Prediction {
         }
         let o = Out {
             id: &self.id,
+            user: self.user.as_deref(),
             text,
             label: (!self.multilabel).then(|| self.labels.first().map(String::as_str)),
             labels: self.multilabel.then_some(&self.labels[..]),

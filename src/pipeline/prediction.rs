@@ -52,6 +52,7 @@ impl Pipeline {
             explanation,
             uncertain: false,
             review: None,
+            user: None,
         };
         (prediction, score)
     }

@@ -163,6 +163,7 @@ impl Pipeline {
         let configured = self.cfg.explain;
         self.cfg.explain = explain.unwrap_or(configured);
         let (mut prediction, score) = self.prediction(id, &text, &mut w);
+        prediction.user.clone_from(&user);
         self.cfg.explain = configured;
         let task = self.model.task().unwrap_or(Task::SingleLabel);
         let confidence = review::confidence(&w.scored, task, self.model.hyper().threshold);

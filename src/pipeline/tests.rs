@@ -540,12 +540,23 @@ fn a_users_labels_teach_their_personal_part() {
     );
     assert!(a1 - a0 > (b1 - b0) + 0.5, "a {a0} -> {a1}, b {b0} -> {b1}");
     assert!((b1 - b0 - (none1 - none0)).abs() < 1e-3, "b moves as the shared part");
-    // The explanation says which part decided.
+    // The explanation says which part decided, and the prediction (and a
+    // review record) whose mail it is.
     let q = serde_json::json!({"text": "the weekly newsletter of the club", "user": "a"});
-    let why = p
-        .predict_only(q.to_string().as_bytes(), &id0)
-        .unwrap()
-        .explanation
-        .unwrap();
+    let pred = p.predict_only(q.to_string().as_bytes(), &id0).unwrap();
+    let why = pred.explanation.as_ref().unwrap();
     assert!(why.iter().any(|c| c.feature.ends_with("(personal)")), "{why:?}");
+    let mut json = Vec::new();
+    pred.write_json(&mut json);
+    let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    assert_eq!(v["user"], "a");
+    let review = Prediction {
+        review: Some("the weekly newsletter of the club".into()),
+        ..pred
+    };
+    json.clear();
+    review.write_review_json(&mut json);
+    let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    assert_eq!(v["user"], "a");
+    assert_eq!(v["text"], "the weekly newsletter of the club");
 }
