@@ -122,13 +122,13 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     // reported from its progressive pass, and the model is not kept.
     let passes = if test.is_empty() { 1 } else { args.passes };
     for _ in 1..passes {
-        for (x, gold) in &train {
-            pipeline.relearn(x, gold);
+        for held in &train {
+            pipeline.relearn(held);
         }
     }
     drop(train);
-    for (x, gold) in &test {
-        pipeline.score_test(x, gold);
+    for held in &test {
+        pipeline.score_test(held);
     }
     progress.finish_and_clear();
     if let (Some(c), Some(plot)) = (&mut pass.curve, &args.plot) {

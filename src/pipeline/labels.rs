@@ -5,6 +5,7 @@
 
 use super::cache::{CacheEntry, Held, Packed, Taught};
 use super::example::Work;
+use super::settings::HeldExample;
 use super::trust::ANONYMOUS;
 use super::{Outcome, Pipeline, same_set};
 use crate::eval::drift::Watched;
@@ -74,7 +75,12 @@ impl Pipeline {
             let lesson = self.learn_features(&w.features, &ids, Some(&w.scored), weight);
             self.counters.learned += 1;
             if let Some(raw) = raw {
-                self.held_back.train.push((raw, gold_vec.clone()));
+                let held = HeldExample {
+                    raw,
+                    gold: gold_vec.clone(),
+                    user: w.features.user,
+                };
+                self.held_back.train.push(held);
             }
             entry.taught = Some(Box::new(Taught::new(gold_vec, reporter, voted, lesson)));
         } else {

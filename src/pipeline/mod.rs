@@ -40,12 +40,11 @@ pub use request::Answered;
 use request::Requests;
 pub use review::{Query, Review, ReviewConfig, Verdict};
 pub use role::Role;
-pub use settings::{ByteLrWhen, EvalKnobs, HeldBack, PipelineConfig};
+pub use settings::{ByteLrWhen, EvalKnobs, HeldBack, HeldExample, PipelineConfig};
 pub use trust::{DEFAULT_CONTRADICTION_MARGIN, DEFAULT_MAX_REPORTERS, Reporter, Reporters, TrustConfig};
 
 use crate::eval::Progressive;
 use crate::eval::drift::DriftWatch;
-use crate::features::SparseVec;
 use crate::message::{self, Bad, BadReason, Gold, Message, Split};
 use crate::model::{Model, ModelError, Task};
 
@@ -482,20 +481,27 @@ impl Pipeline {
             return Outcome::Bad(bad);
         }
         let raw = self.finish(text, false, true, &mut w.features).unwrap_or_default();
+        let held = HeldExample {
+            raw,
+            gold: gold.as_slice().to_vec(),
+            user: w.features.user,
+        };
         if self.eval.defer_test {
-            self.held_back.test.push((raw, gold.as_slice().to_vec()));
+            self.held_back.test.push(held);
             return Outcome::Test;
         }
         self.model.ensure_task(Self::task_of(&gold));
-        self.score_test(&raw, gold.as_slice());
+        self.score_test(&held);
         Outcome::Test
     }
 
     /// Scores a held-out example (raw features, as [`HeldBack::test`] holds
     /// them) with the model as it stands.
-    pub fn score_test(&mut self, raw: &SparseVec, gold: &[String]) {
+    pub fn score_test(&mut self, held: &HeldExample) {
+        let (raw, gold) = (&held.raw, &held.gold[..]);
         let mut w = std::mem::take(&mut self.work);
         w.features.set_raw(raw);
+        w.features.user = held.user;
         self.finalize(&mut w.features);
         self.model.predict(&w.features.x, &mut w.scored);
         let predicted: Vec<&str> = w.scored.labels.iter().map(|&c| self.model.labels().name(c)).collect();
@@ -505,13 +511,14 @@ impl Pipeline {
         self.work = w;
     }
 
-    /// Learns an example again (extra passes of `eval`, raw features as
-    /// [`HeldBack::train`] keeps them), without metrics or new document counts.
-    pub fn relearn(&mut self, raw: &SparseVec, gold: &[String]) {
-        let ids: Option<Vec<usize>> = gold.iter().map(|l| self.model.labels().get(l)).collect();
+    /// Learns an example again (extra passes of `eval`, as
+    /// [`HeldBack::train`] keeps it), without metrics or new document counts.
+    pub fn relearn(&mut self, held: &HeldExample) {
+        let ids: Option<Vec<usize>> = held.gold.iter().map(|l| self.model.labels().get(l)).collect();
         if let Some(ids) = ids {
             let mut w = std::mem::take(&mut self.work);
-            w.features.set_raw(raw);
+            w.features.set_raw(&held.raw);
+            w.features.user = held.user;
             self.finalize(&mut w.features);
             let _ = self.model.learn(&w.features.x, &ids);
             self.work = w;

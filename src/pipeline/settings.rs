@@ -98,9 +98,19 @@ impl Default for PipelineConfig {
 #[derive(Clone, Debug, Default)]
 pub struct HeldBack {
     /// Learned training examples, to learn again in later passes.
-    pub train: Vec<(SparseVec, Vec<String>)>,
+    pub train: Vec<HeldExample>,
     /// Test examples, to score after all training.
-    pub test: Vec<(SparseVec, Vec<String>)>,
+    pub test: Vec<HeldExample>,
+}
+
+/// An example held back for `eval`: its raw features, its gold labels,
+/// and the key of the user it is for (its personal features are added
+/// when it is finished again).
+#[derive(Clone, Debug, Default)]
+pub struct HeldExample {
+    pub raw: SparseVec,
+    pub gold: Vec<String>,
+    pub user: Option<u64>,
 }
 
 /// What `eval` asks of the pipeline beyond what a daemon does: set only by

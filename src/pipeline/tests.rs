@@ -560,3 +560,32 @@ fn a_users_labels_teach_their_personal_part() {
     assert_eq!(v["user"], "a");
     assert_eq!(v["text"], "the weekly newsletter of the club");
 }
+
+/// `eval`'s held-back examples keep their user: learned again in a later
+/// pass, an example for user "a" moves a's personal part, not b's (the
+/// work buffers' user of the last message handled does not leak into it).
+#[test]
+fn held_back_examples_keep_their_user() {
+    let mut p = pipeline(PipelineConfig::default()).for_eval(EvalKnobs {
+        keep_train: true,
+        ..EvalKnobs::default()
+    });
+    for (i, label) in ["spam", "ham"].iter().cycle().take(20).enumerate() {
+        let v = serde_json::json!({"text": format!("newsletter of the club {}", i % 2), "label": label, "user": "a", "split": "train"});
+        p.handle(v.to_string().as_bytes(), &id0, 0);
+    }
+    p.handle(br#"{"text": "last message", "label": "ham", "user": "b"}"#, &id0, 0);
+    let held = p.take_held_back().train;
+    assert!(held.iter().all(|h| h.user == held[0].user && h.user.is_some()));
+    let margin = |p: &mut Pipeline, user: &str| {
+        let v = serde_json::json!({"text": "newsletter of the club 0", "user": user});
+        let pred = p.predict_only(v.to_string().as_bytes(), &id0).unwrap();
+        pred.margins.iter().find(|m| m.0 == "spam").unwrap().1
+    };
+    let (a0, b0) = (margin(&mut p, "a"), margin(&mut p, "b"));
+    for h in &held {
+        p.relearn(h);
+    }
+    let (a1, b1) = (margin(&mut p, "a"), margin(&mut p, "b"));
+    assert!((a1 - a0).abs() > (b1 - b0).abs(), "a {a0} -> {a1}, b {b0} -> {b1}");
+}
