@@ -100,7 +100,6 @@ fn cache_entry_to_pb((id, e): (&str, &CacheEntry)) -> pb::CacheEntry {
 
 fn lesson_to_pb(l: &Lesson) -> pb::Lesson {
     pb::Lesson {
-        classes: l.classes.iter().collect(),
         weight: l.weight,
         rate: l.rate,
         move_classes: l.moves.iter().map(|m| m.0).collect(),

@@ -148,7 +148,6 @@ fn counters_from_pb(counters_pb: pb::Counters) -> Counters {
 /// in length keeps the pairs both have.
 fn lesson_from_pb(l: pb::Lesson) -> Lesson {
     Lesson {
-        classes: l.classes.into_iter().collect(),
         weight: l.weight,
         rate: l.rate,
         moves: l.move_classes.into_iter().zip(l.move_grads).collect(),

@@ -212,7 +212,7 @@ impl FirstPass {
                     .map_err(CommandError::Output)?,
                 Outcome::Learned { correct } => {
                     if let Some(u) = user {
-                        self.users.record(&u, correct);
+                        self.users.record(u, correct);
                     }
                 }
                 _ => {}

@@ -31,9 +31,10 @@ pub struct Band {
 
 impl UserBands {
     /// Counts a labeled example of `user`, predicted `correct`ly or not.
-    pub fn record(&mut self, user: &str, correct: bool) {
-        let before = self.seen.get(user).copied().unwrap_or(0);
-        *self.seen.entry(user.to_string()).or_default() += 1;
+    pub fn record(&mut self, user: String, correct: bool) {
+        let seen = self.seen.entry(user).or_default();
+        let before = *seen;
+        *seen += 1;
         let band = BANDS.iter().rposition(|&lo| before >= lo).unwrap_or(0);
         let (examples, right) = &mut self.counts[band];
         *examples += 1;
@@ -81,9 +82,9 @@ mod tests {
     fn an_example_counts_in_the_band_of_the_labels_before_it() {
         let mut b = UserBands::default();
         for i in 0..60 {
-            b.record("busy", i % 2 == 0);
+            b.record("busy".into(), i % 2 == 0);
         }
-        b.record("quiet", false);
+        b.record("quiet".into(), false);
         let r = b.report();
         assert_eq!((r[0].examples, r[1].examples, r[2].examples), (51, 10, 0));
         assert_eq!(r[0].accuracy, 25.0 / 51.0);

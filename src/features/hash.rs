@@ -18,6 +18,15 @@ pub(super) fn combine(acc: u64, next: u64) -> u64 {
     (acc.rotate_left(27) ^ next).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
+/// SplitMix64's finalizer: mixes every bit of `z` into every bit of the
+/// result. Cheap and stable forever: personal buckets and per-user
+/// fingerprints, both kept in checkpoints, are made with it.
+pub fn splitmix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// xxh3-64 of exactly 3 or 4 bytes with a fixed seed: the values
 /// `xxh3_64_with_seed` gives (the XXH3 specification's 1-to-3 and 4-to-8
 /// byte paths, each for its one length), without its dispatch on the length

@@ -16,10 +16,11 @@ mod tokenize;
 pub use head::{BYTE_LR_BITS, HEAD_BYTES, HeadGrams};
 pub use idf::DocFreq;
 pub(crate) use idf::prefetch;
-pub use personal::{personal_bucket, personalize, user_key};
+pub use personal::{crossed, personal_bucket, personalize, user_key};
 pub use tokenize::tokenize;
 
 use count::{CountTable, count_into};
+pub use hash::splitmix;
 use hash::{NS_BIAS, NS_CHAR, NS_WORD, ShortHash, combine};
 
 use std::fmt;

@@ -22,7 +22,7 @@
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use super::{FeatureConfig, SparseVec, bias_bucket};
+use super::{FeatureConfig, SparseVec, bias_bucket, splitmix};
 
 /// The namespace of user keys.
 const NS_USER: u64 = 0x5851_F42D_4C95_7F2D;
@@ -40,11 +40,7 @@ pub fn user_key(cfg: &FeatureConfig, user: &str) -> u64 {
 /// The bucket of the personal copy of `bucket` for the user of key `user`.
 #[inline]
 pub fn personal_bucket(cfg: &FeatureConfig, bucket: u32, user: u64) -> u32 {
-    // SplitMix64's finalizer over the pair: cheap, and stable forever.
-    let mut z = user ^ u64::from(bucket).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
+    let z = splitmix(user ^ u64::from(bucket).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let buckets = cfg.buckets() as u64;
     let (lo, span) = if cfg.split_views {
         let end = u64::from(cfg.words_end());
@@ -56,17 +52,23 @@ pub fn personal_bucket(cfg: &FeatureConfig, bucket: u32, user: u64) -> u32 {
     (lo + (z & (span - 1))) as u32
 }
 
+/// Whether the feature of `bucket` gets a personal copy: a word feature
+/// (with a split table; any feature without one), not the bias.
+#[inline]
+pub fn crossed(cfg: &FeatureConfig, bucket: u32, bias: u32) -> bool {
+    bucket != bias && (bucket < cfg.words_end() || !cfg.split_views)
+}
+
 /// Appends to the finished features `x` the personal copies, for the user
-/// of key `user`, of its word features (with a split table; of every
-/// feature but the bias without one).
+/// of key `user`, of its [`crossed`] features.
 pub fn personalize(x: &mut SparseVec, user: u64, cfg: &FeatureConfig) {
-    let (end, bias) = (cfg.words_end(), bias_bucket(cfg));
+    let bias = bias_bucket(cfg);
     let n = x.idx.len();
     x.idx.reserve(n);
     x.val.reserve(n);
     for i in 0..n {
         let (b, v) = (x.idx[i], x.val[i]);
-        if b != bias && (b < end || !cfg.split_views) {
+        if crossed(cfg, b, bias) {
             x.idx.push(personal_bucket(cfg, b, user));
             x.val.push(v * PERSONAL_SCALE);
         }

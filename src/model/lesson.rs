@@ -1,10 +1,11 @@
 //! What one learning step taught, kept so that it can be taken back: a
 //! label replaced by another, or a message forgotten (docs/feedback.md).
 //!
-//! A [`Lesson`] is the step's own record, a few numbers: the classes and
-//! the label's weight, the linear step's rate and its gradient per class
-//! that moved, and the byte LR's step. [`Model::unlearn`] takes the step
-//! back at the message's features (featurized again from its text):
+//! A [`Lesson`] is the step's own record, a few numbers: the label's
+//! weight, the linear step's rate and its gradient per class that moved,
+//! and the byte LR's step (the classes are the label's, which the record
+//! that keeps the lesson holds). [`Model::unlearn`] takes the step back at
+//! the message's features (featurized again from its text):
 //!
 //! - naive Bayes counts (the learner's or the fused member's): exactly,
 //!   but for rounding, at the features the message was learned with (the
@@ -30,8 +31,6 @@ use crate::features::SparseVec;
 /// One learning step's record (see the module doc).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Lesson {
-    /// The gold classes it was learned as.
-    pub classes: Few<u32>,
     /// How far the label was believed: the step's scale.
     pub weight: f32,
     /// The linear step's learning rate.
@@ -44,9 +43,8 @@ pub struct Lesson {
 }
 
 impl Lesson {
-    pub(super) fn new(gold: &[usize], weight: f32) -> Self {
+    pub(super) fn new(weight: f32) -> Self {
         Lesson {
-            classes: gold.iter().map(|&c| c as u32).collect(),
             weight,
             ..Lesson::default()
         }
@@ -62,13 +60,13 @@ impl Lesson {
 
     /// Bytes it holds, for the bound of the record that keeps it.
     pub fn bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + self.classes.rest.len() * 4 + self.moves.rest.len() * 8
+        std::mem::size_of::<Self>() + self.moves.rest.len() * 8
     }
 }
 
 /// A short list whose first item is held inline: a binary model's step
-/// has one gold class and moves one class, so its lesson, kept for every
-/// learned message, costs no allocation.
+/// moves one class, so its lesson, kept for every learned message, costs
+/// no allocation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Few<T> {
     first: Option<T>,
@@ -89,14 +87,6 @@ impl<T: Copy> Few<T> {
     pub fn iter(&self) -> impl Iterator<Item = T> + '_ {
         self.first.into_iter().chain(self.rest.iter().copied())
     }
-
-    pub fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.rest.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.first.is_none()
-    }
 }
 
 impl<T> FromIterator<T> for Few<T> {
@@ -110,20 +100,19 @@ impl<T> FromIterator<T> for Few<T> {
 }
 
 impl Model {
-    /// Takes back what `lesson` taught at `x`, the same message's features
-    /// finished as they were when it was learned (see the module doc for
-    /// how exactly), as a new version of the model.
-    pub fn unlearn(&mut self, x: &SparseVec, lesson: &Lesson) {
+    /// Takes back what `lesson` taught at `x` as gold classes `gold`: the
+    /// same message's features finished as they were when it was learned
+    /// (see the module doc for how exactly), as a new version of the model.
+    pub fn unlearn(&mut self, x: &SparseVec, gold: &[usize], lesson: &Lesson) {
         self.version += 1;
         self.mark(x.idx.iter().copied());
-        let gold: Vec<usize> = lesson.classes.iter().map(|c| c as usize).collect();
         if gold.iter().any(|&c| c >= self.labels.len()) {
             return;
         }
         let weight = lesson.weight;
         let w = match &mut self.state {
             State::NaiveBayes(nb) => {
-                nb.unlearn_entries(x.iter().map(|(b, v)| (b, v * weight)), &gold);
+                nb.unlearn_entries(x.iter().map(|(b, v)| (b, v * weight)), gold);
                 return;
             }
             State::Linear(w) => w,
@@ -140,7 +129,7 @@ impl Model {
                 }
             }
         }
-        if let (Some(fusion), [gold], true) = (&mut self.fusion, &gold[..], single) {
+        if let (Some(fusion), [gold], true) = (&mut self.fusion, gold, single) {
             fusion.unlearn(x, *gold, weight);
         }
         if let Some(b) = self.byte_lr.as_mut().filter(|_| !x.head.is_empty()) {

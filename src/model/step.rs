@@ -44,7 +44,7 @@ impl Model {
         }
         self.version += 1;
         self.mark(x.idx.iter().copied());
-        let mut lesson = Lesson::new(gold, weight);
+        let mut lesson = Lesson::new(weight);
         let w = match &mut self.state {
             State::NaiveBayes(nb) if weight == 1.0 => {
                 nb.learn(x, gold);

@@ -364,7 +364,6 @@ mod tests {
     #[test]
     fn learned_steps_count_toward_the_byte_cap() {
         let lesson = Lesson {
-            classes: [1].into_iter().collect(),
             weight: 1.0,
             rate: 0.5,
             moves: [(1, 0.25)].into_iter().collect(),

@@ -28,9 +28,18 @@ impl Pipeline {
         (entry.text.text().as_deref() == Some(text)).then(|| (**taught).clone())
     }
 
-    /// A label for message `id` (of `text`) that was learned as `old`:
-    /// nothing when it says the same, else a replacement.
-    pub(super) fn again(
+    /// A label that says again what is known of its message: not learned.
+    pub(super) fn repeated(&mut self) -> Outcome {
+        self.counters.labels_repeated += 1;
+        Outcome::Repeated
+    }
+
+    /// A label `gold` for message `id` (of `text`), which was learned as
+    /// `old`: nothing when it says the same; else, when its reporter may,
+    /// a replacement: what `old` taught is taken back, then `gold` is
+    /// learned as weighed like any label (weighed before the old one is
+    /// taken back, so that a label held leaves the model as it was).
+    pub(super) fn relabel(
         &mut self,
         id: &str,
         text: &str,
@@ -42,28 +51,6 @@ impl Pipeline {
         if same_set(&old.labels, gold.as_slice()) {
             return self.repeated();
         }
-        self.relabel(id, text, old, gold, reporter, w)
-    }
-
-    /// A label that says again what is known of its message: not learned.
-    pub(super) fn repeated(&mut self) -> Outcome {
-        self.counters.labels_repeated += 1;
-        Outcome::Repeated
-    }
-
-    /// Replaces the label `old` of message `id` by `gold`, when its
-    /// reporter may: takes back what `old` taught, then learns `gold` as
-    /// weighed like any label (weighed before the old one is taken back,
-    /// so that a label held leaves the model as it was).
-    fn relabel(
-        &mut self,
-        id: &str,
-        text: &str,
-        old: Taught,
-        gold: Gold,
-        reporter: Option<String>,
-        w: &mut Work,
-    ) -> Outcome {
         let name = reporter.as_deref().unwrap_or(ANONYMOUS);
         if !self.ledger.may_override(&self.cfg.trust, &old.reporter, name) {
             return self.hold_relabel(id, gold, reporter);
@@ -120,14 +107,14 @@ impl Pipeline {
     /// `fp`), on behalf of reporter `by`: its step, its vote, and a mark
     /// on its reporter's record when someone else overrode it.
     fn take_back(&mut self, old: &Taught, fp: Option<Print>, by: &str, w: &Work) {
+        // Labels are never removed, so a learned label still has its class.
+        let ids: Vec<usize> = old.labels.iter().filter_map(|l| self.model.labels().get(l)).collect();
         match &old.lesson {
-            Some(lesson) => self.unlearn_features(&w.features, lesson),
+            Some(lesson) => self.unlearn_features(&w.features, &ids, lesson),
             None => self.counters.labels_unrecorded += 1,
         }
-        if let (true, Some(fp), [label]) = (old.voted, fp, &old.labels[..])
-            && let Some(class) = self.model.labels().get(label)
-        {
-            self.unvote(fp, class);
+        if let (true, Some(fp), [class]) = (old.voted, fp, &ids[..]) {
+            self.unvote(fp, *class);
         }
         if old.reporter != by {
             self.ledger.reporters.count_overridden(&old.reporter);

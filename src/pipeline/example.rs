@@ -159,8 +159,8 @@ impl Pipeline {
     }
 
     /// Takes back at `f` (from [`Pipeline::finish_unseen`]) what `lesson`
-    /// taught.
-    pub(super) fn unlearn_features(&mut self, f: &Features, lesson: &Lesson) {
-        self.model.unlearn(&f.x, lesson);
+    /// taught as classes `ids`.
+    pub(super) fn unlearn_features(&mut self, f: &Features, ids: &[usize], lesson: &Lesson) {
+        self.model.unlearn(&f.x, ids, lesson);
     }
 }

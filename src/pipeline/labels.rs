@@ -37,7 +37,7 @@ impl Pipeline {
         // The same message labeled again: a fact already known, or one
         // that replaces it (another message under the same id is new).
         if let Some(old) = self.taught_for(&id, &text) {
-            return self.again(&id, &text, old, gold, reporter, w);
+            return self.relabel(&id, &text, old, gold, reporter, w);
         }
         let raw = self.finish(&text, true, keep, &mut w.features);
         let (predicted, score) = self.predict_features(&w.features, &mut w.scored);
@@ -134,7 +134,7 @@ impl Pipeline {
             return Outcome::FeedbackUnmatched;
         };
         if let Some(old) = entry.taught.clone() {
-            return self.again(id, &text, *old, gold, reporter, w);
+            return self.relabel(id, &text, *old, gold, reporter, w);
         }
         if entry
             .held

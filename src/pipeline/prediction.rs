@@ -73,10 +73,11 @@ impl Pipeline {
         let mut scratch = SparseVec::default();
         let names = self.prep.featurizer.featurize_raw_named(text, &mut scratch);
         let cfg = self.model.features();
+        let bias = crate::features::bias_bucket(cfg);
         let personal: Vec<(u32, String)> = match user {
             Some(u) => names
                 .iter()
-                .filter(|&(b, _)| b < cfg.words_end() || !cfg.split_views)
+                .filter(|&(b, _)| crate::features::crossed(cfg, b, bias))
                 .map(|(b, name)| {
                     (
                         crate::features::personal_bucket(cfg, b, u),

@@ -68,16 +68,9 @@ impl Print {
     /// The prints of a text of fingerprint `shared`, for the user of key
     /// `user` if any.
     fn new(shared: u64, user: Option<u64>) -> Self {
-        // SplitMix64's finalizer over the pair: stable, like the seed.
-        let mix = |u: u64| {
-            let mut z = shared ^ u.rotate_left(17);
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        };
         Print {
             shared,
-            personal: user.map(mix),
+            personal: user.map(|u| crate::features::splitmix(shared ^ u.rotate_left(17))),
         }
     }
 
