@@ -137,9 +137,11 @@ fn kill_9_mid_stream_then_resume_learns_each_message_once() {
     // Small poll batches so the kills land mid-stream.
     let flags = ["--checkpoint-every-updates", "60", "-X", "max.poll.interval.ms=10000"];
     let mut produced = 0;
+    let mut mid_stream = 0;
     for kill_after in [150usize, 480, 800] {
-        // The stream grows past the kill point, so the process always holds
-        // messages its last checkpoint does not cover when it dies.
+        // The stream grows past the kill point, so the process usually
+        // holds messages its last checkpoint does not cover when it dies
+        // (unless a checkpoint, once a second, caught it up first).
         produce(&topics.input, Some(0), &msgs[produced..kill_after + 45]);
         produced = kill_after + 45;
         let mut child = spawn_daemon(&topics, &group, &dir, &flags);
@@ -149,11 +151,9 @@ fn kill_9_mid_stream_then_resume_learns_each_message_once() {
         child.kill().unwrap(); // SIGKILL: no shutdown, no final checkpoint
         child.wait().unwrap();
         let at = consumed(&newest_checkpoint(&dir).unwrap(), &topics.input);
-        assert!(
-            at < produced as u64,
-            "killed with uncheckpointed messages in hand ({at} of {produced})"
-        );
+        mid_stream += usize::from(at < produced as u64);
     }
+    assert!(mid_stream > 0, "no kill landed with uncheckpointed messages in hand");
     produce(&topics.input, Some(0), &msgs[produced..]);
     let daemon = spawn_daemon(&topics, &group, &dir, &flags);
     wait_for("the rest", Duration::from_secs(120), || {
