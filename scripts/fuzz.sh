@@ -2,7 +2,7 @@
 # Fuzzes every target in fuzz/ (cargo-fuzz, on the nightly toolchain these
 # machines have): input message parsing and the pipeline behind it,
 # tokenizing and feature extraction, checkpoint decoding, model-topic
-# records, raw e-mail. Each target starts from a seed corpus made from tests/data and
+# records, raw e-mail, the mail protocols. Each target starts from a seed corpus made from tests/data and
 # keeps what it finds in fuzz/corpus (not committed); a crash stops the
 # script with the input in fuzz/artifacts.
 #
@@ -26,7 +26,7 @@ root=$PWD
 seed=$(mktemp -d)
 trap 'rm -rf "$seed"' EXIT
 cargo build --release -q
-for t in message features checkpoint model_record email; do mkdir -p "fuzz/corpus/$t"; done
+for t in message features checkpoint model_record email mail; do mkdir -p "fuzz/corpus/$t"; done
 # Small seeds: a run handles every line of its input through the pipeline.
 rm -f fuzz/corpus/message/sms_demo
 split -l 8 -a 3 <(head -n 200 tests/data/sms_demo.jsonl) fuzz/corpus/message/sms-
@@ -44,8 +44,13 @@ if [[ -d $raw ]]; then
     head -c 4096 "$raw/$file" > "fuzz/corpus/email/sa-$pos"
   done
 fi
+# mail: the heads spamc sends.
+printf 'CHECK SPAMC/1.5\r\nUser: root\r\nContent-length: 12\r\n\r\nSubject: x\r\n' > fuzz/corpus/mail/check
+printf 'TELL SPAMC/1.5\r\nMessage-class: spam\r\nSet: local,remote\r\nUser: root\r\nContent-length: 0\r\n\r\n' > fuzz/corpus/mail/tell
+printf 'TELL SPAMC/1.5\r\nMessage-class: ham\r\nSet: local\r\nRemove: remote\r\n\r\n' > fuzz/corpus/mail/revoke
+printf 'PING SPAMC/1.5\r\n\r\n' > fuzz/corpus/mail/ping
 cd fuzz
-for t in message features checkpoint model_record email; do
+for t in message features checkpoint model_record email mail; do
   out=$(cargo +nightly fuzz run -O -s "${FUZZ_SANITIZER:-address}" "$t" "corpus/$t" -- -runs="$runs" -rss_limit_mb=2048 -max_len=4096 2>&1) || {
     echo "$out" | tail -n 40
     echo "fuzz target $t failed: see fuzz/artifacts/$t" >&2

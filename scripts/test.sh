@@ -19,10 +19,16 @@ if [[ -z ${KAFKA_BOOTSTRAP:-} ]]; then
   export KAFKA_BOOTSTRAP KAFKA_BROKER_PID
   echo "test broker (tansu) on $KAFKA_BOOTSTRAP, pid $KAFKA_BROKER_PID" >&2
 fi
-# Prometheus (Debian's package) for the scrape test, and promtool for deploy/check.sh.
-if ! command -v prometheus >/dev/null 2>&1; then
+# Debian's packages: Prometheus for the scrape test (and promtool for
+# deploy/check.sh); the mail protocols' own clients, spamc (tests/spamd.rs)
+# and rspamd's rspamc (tests/rspamd.rs; the rspamd daemon is not started).
+packages=()
+command -v prometheus >/dev/null 2>&1 || packages+=(prometheus)
+command -v spamc >/dev/null 2>&1 || packages+=(spamc)
+command -v rspamc >/dev/null 2>&1 || packages+=(rspamd)
+if [[ ${#packages[@]} -gt 0 ]]; then
   sudo=""; [[ $(id -u) -eq 0 ]] || sudo=sudo
-  $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 fi
 export PROMETHEUS_BIN=${PROMETHEUS_BIN:-$(command -v prometheus)}
 cargo test --release "$@"

@@ -24,6 +24,8 @@
 //! - [`plot`]: the learning-curve SVG of `eval --plot`.
 //! - [`metrics`]: the Prometheus endpoint, `/healthz` and `/readyz`.
 //! - [`http`]: predictions on request, `POST /v1/classify` (`--http-addr`).
+//! - [`mail`]: the mail servers' protocols, spamd (`--spamd-addr`) and
+//!   rspamd (`--rspamd-addr`, `--rspamd-controller-addr`).
 //! - [`shutdown`]: SIGTERM/SIGINT handling.
 //! - [`clock`]: the wall clock in the pipeline's unit.
 //! - [`demo`]: `classifyd demo-produce`, a labeled stream with late feedback.
@@ -40,6 +42,7 @@ pub(crate) mod eval;
 pub mod features;
 pub(crate) mod http;
 pub(crate) mod hugepages;
+pub mod mail;
 pub(crate) mod mailbox;
 pub mod message;
 pub mod metrics;

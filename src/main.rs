@@ -149,7 +149,10 @@ fn daemon(a: RunArgs, file: &ConfigFile) -> anyhow::Result<()> {
         features,
         hyper,
         pipeline,
-        http: a.http.settings(),
+        http: a.http.settings(a.mail.learn_password.as_deref()),
+        mail: a
+            .mail
+            .settings(a.pipeline.max_message_bytes, a.http.http_max_concurrent),
     };
     jsonl::run_jsonl(&settings, &shutdown, telemetry.as_ref())?;
     Ok(())
@@ -189,7 +192,10 @@ fn kafka_settings(
         checkpoint_every_updates: a.checkpoint_every_updates,
         keep_checkpoints: a.keep_checkpoints,
         flush_timeout: Duration::from_secs(a.shutdown_timeout_secs),
-        http: a.http.settings(),
+        http: a.http.settings(a.mail.learn_password.as_deref()),
+        mail: a
+            .mail
+            .settings(a.pipeline.max_message_bytes, a.http.http_max_concurrent),
         features,
         hyper,
         pipeline,

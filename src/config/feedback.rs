@@ -12,7 +12,7 @@ pub struct FeedbackArgs {
     /// label contradicting a confident prediction counts against its
     /// reporter, and while such labels are common it is learned with
     /// weight (this / margin)^2. 0: every label learned in full.
-    #[arg(long, env = "CLASSIFYD_CONTRADICTION_MARGIN", default_value_t = crate::pipeline::DEFAULT_CONTRADICTION_MARGIN)]
+    #[arg(long, env = "CLASSIFYD_CONTRADICTION_MARGIN", default_value_t = crate::pipeline::DEFAULT_CONTRADICTION_MARGIN, hide = true)]
     pub contradiction_margin: f32,
     /// Most reporters whose record is kept (the least recently heard from
     /// go first).

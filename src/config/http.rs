@@ -35,11 +35,13 @@ pub struct HttpArgs {
 }
 
 impl HttpArgs {
-    /// The endpoint's settings, if it is on.
-    pub fn settings(&self) -> Option<HttpSettings> {
+    /// The endpoint's settings, if it is on; `password` (`--learn-password`)
+    /// is asked of every request.
+    pub fn settings(&self, password: Option<&str>) -> Option<HttpSettings> {
         let addr = self.http_addr.as_ref()?;
         Some(HttpSettings {
             addr: addr.clone(),
+            password: password.map(str::to_string),
             max_body_bytes: self.http_max_body_bytes,
             max_connections: self.http_max_connections,
             max_concurrent: self.http_max_concurrent,

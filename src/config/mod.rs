@@ -10,6 +10,7 @@ pub mod bytes;
 mod feedback;
 mod file;
 pub mod http;
+pub mod mail;
 mod model;
 pub mod properties;
 pub mod review;
@@ -326,6 +327,8 @@ pub struct RunArgs {
     pub review: review::ReviewArgs,
     #[command(flatten)]
     pub http: http::HttpArgs,
+    #[command(flatten)]
+    pub mail: mail::MailArgs,
 }
 
 impl RunArgs {
@@ -333,6 +336,7 @@ impl RunArgs {
     /// not apply to the chosen transport or role is refused with what to
     /// use instead, never ignored.
     pub fn check(&self) -> Result<(), String> {
+        self.mail.check()?;
         use crate::pipeline::Role;
         if self.kafka.brokers.is_none() {
             if self.review.review_topic.is_some() {

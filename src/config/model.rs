@@ -53,7 +53,7 @@ pub struct ModelArgs {
     #[arg(long, env = "CLASSIFYD_IDF", default_value_t = true, action = clap::ArgAction::Set, hide = true)]
     pub idf: bool,
     /// Learning rate (default depends on --model).
-    #[arg(long, env = "CLASSIFYD_LEARNING_RATE")]
+    #[arg(long, env = "CLASSIFYD_LEARNING_RATE", hide = true)]
     pub learning_rate: Option<f32>,
     /// L2 regularization strength (weight decay per step: rate * l2).
     #[arg(long, env = "CLASSIFYD_L2", hide = true)]
@@ -99,7 +99,7 @@ pub struct ModelArgs {
     pub model_memory: usize,
     /// The most classes a model learns; a message with a new label past it
     /// is dead-lettered (too_many_classes).
-    #[arg(long, env = "CLASSIFYD_MAX_CLASSES", default_value_t = crate::model::MAX_CLASSES)]
+    #[arg(long, env = "CLASSIFYD_MAX_CLASSES", default_value_t = crate::model::MAX_CLASSES, hide = true)]
     pub max_classes: usize,
 }
 

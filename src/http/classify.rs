@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body as _, Bytes, Incoming};
-use hyper::header::{ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use hyper::header::{ALLOW, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::value::RawValue;
 
@@ -82,6 +82,22 @@ async fn read_request(req: Request<Incoming>, ctx: &Ctx) -> Result<(Bytes, Optio
     if req.uri().path() != CLASSIFY_PATH {
         let detail = format!("no such path: predictions are asked for with POST {CLASSIFY_PATH}");
         return Err(error(StatusCode::NOT_FOUND, "not_found", &detail));
+    }
+    if let Some(want) = &ctx.settings.password {
+        let given = req
+            .headers()
+            .get(AUTHORIZATION)
+            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+        if !given.is_some_and(|g| super::same_secret(want.as_bytes(), g)) {
+            let mut a = error(
+                StatusCode::UNAUTHORIZED,
+                "unauthenticated",
+                "this endpoint asks for Authorization: Bearer <--learn-password>",
+            );
+            a.headers_mut()
+                .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return Err(a);
+        }
     }
     if req.method() != Method::POST {
         let mut a = error(

@@ -17,7 +17,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::Classify;
 use crate::message::{Bad, BadReason};
-use crate::pipeline::{Answered, Pipeline, Prediction, Prepared, Preparer, Role};
+use crate::pipeline::{Answered, Asked, Pipeline, Prediction, Prepared, Preparer, Role};
 
 /// The two copies, which of them requests read, and what a request's
 /// preparation needs.
@@ -99,6 +99,24 @@ impl Images {
 
 impl Classify for Images {
     fn classify(&self, raw: &[u8], explain: Option<usize>) -> Result<Prediction, Bad> {
+        self.answer(Asked::Json(raw), explain)
+    }
+
+    fn classify_email(
+        &self,
+        raw: &[u8],
+        id: &str,
+        user: Option<&str>,
+        explain: Option<usize>,
+    ) -> Result<Prediction, Bad> {
+        self.answer(Asked::Email { raw, id, user }, explain)
+    }
+}
+
+impl Images {
+    /// Prepares `asked` outside the copies' locks, predicts it with the
+    /// active copy, and hands what it answered to the learning pipeline.
+    fn answer(&self, asked: Asked<'_>, explain: Option<usize>) -> Result<Prediction, Bad> {
         let default_id = || {
             let n = self.next.fetch_add(1, Ordering::Relaxed);
             format!("http-{}-{n}", self.started_ms)
@@ -106,13 +124,13 @@ impl Classify for Images {
         let pooled = lock(&self.preparers).pop();
         let (mut preparer, mut p) = pooled.unwrap_or_else(|| (self.template.fresh(), Prepared::default()));
         p.clear();
-        preparer.prepare(raw, false, &mut p);
+        asked.prepare(&mut preparer, &mut p);
         let (answer, answered) = {
             let mut copy = lock(&self.copies[self.active.load(Ordering::Acquire)]);
             let now = crate::clock::now_ms();
             match copy.as_mut() {
                 Some(pipeline) => (
-                    pipeline.classify_prepared(raw, (&preparer, &mut p), &default_id, now, explain),
+                    pipeline.classify_prepared(asked, (&preparer, &mut p), &default_id, now, explain),
                     pipeline.take_answered(),
                 ),
                 // Both copies are made before the endpoint starts.

@@ -22,7 +22,7 @@ use std::time::Duration;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, oneshot};
 
 use crate::message::Bad;
@@ -49,6 +49,9 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 5_000;
 #[derive(Clone, Debug)]
 pub struct HttpSettings {
     pub addr: String,
+    /// Asked of every request as `Authorization: Bearer ...` when set
+    /// (`--learn-password`).
+    pub password: Option<String>,
     pub max_body_bytes: usize,
     pub max_connections: usize,
     pub max_concurrent: usize,
@@ -60,6 +63,7 @@ impl HttpSettings {
     pub fn on(addr: &str) -> Self {
         HttpSettings {
             addr: addr.into(),
+            password: None,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_concurrent: DEFAULT_MAX_CONCURRENT,
@@ -68,15 +72,15 @@ impl HttpSettings {
     }
 }
 
-/// Why the endpoint could not start.
+/// Why an endpoint (this one, or a mail protocol's) could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
-    #[error("invalid --http-addr {0:?}: {1}")]
-    Addr(String, #[source] std::net::AddrParseError),
-    #[error("cannot serve /v1/classify on {0}: {1}")]
-    Bind(String, #[source] std::io::Error),
-    #[error("cannot start the HTTP endpoint's runtime: {0}")]
-    Runtime(#[source] std::io::Error),
+    #[error("invalid {0} {1:?}: {2}")]
+    Addr(&'static str, String, #[source] std::net::AddrParseError),
+    #[error("cannot serve {0} on {1}: {2}")]
+    Bind(&'static str, String, #[source] std::io::Error),
+    #[error("cannot start the runtime of {0}: {1}")]
+    Runtime(&'static str, #[source] std::io::Error),
 }
 
 /// What the endpoint asks of a daemon: one message (the input's JSON)
@@ -84,6 +88,16 @@ pub enum HttpError {
 /// would carry it.
 pub trait Classify: Send + Sync + 'static {
     fn classify(&self, raw: &[u8], explain: Option<usize>) -> Result<Prediction, Bad>;
+
+    /// The raw e-mail `raw`, named `id`, for `user` (a mail protocol's
+    /// request), predicted the same way.
+    fn classify_email(
+        &self,
+        raw: &[u8],
+        id: &str,
+        user: Option<&str>,
+        explain: Option<usize>,
+    ) -> Result<Prediction, Bad>;
 }
 
 /// Starts the endpoint when `settings` asks for one, answering from the
@@ -106,42 +120,105 @@ struct Ctx {
 /// The running endpoint; dropping it stops it (connections in flight are
 /// cut after at most a second).
 pub struct HttpServer {
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _serving: Serving,
 }
 
 impl HttpServer {
     /// Binds `settings.addr` (an error here stops the daemon's start) and
     /// serves on a thread of its own.
     pub fn start(settings: HttpSettings, handle: Arc<dyn Classify>) -> Result<Self, HttpError> {
-        let sock: SocketAddr = settings
-            .addr
-            .parse()
-            .map_err(|e| HttpError::Addr(settings.addr.clone(), e))?;
-        let bind = |e| HttpError::Bind(settings.addr.clone(), e);
-        let listener = std::net::TcpListener::bind(sock).map_err(bind)?;
-        listener.set_nonblocking(true).map_err(bind)?;
-        let addr = listener.local_addr().map_err(bind)?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .thread_name("http")
-            .max_blocking_threads(settings.max_concurrent.max(1))
-            .build()
-            .map_err(HttpError::Runtime)?;
-        let (stop, stopped) = oneshot::channel();
+        let addr = settings.addr.clone();
+        let max_blocking = settings.max_concurrent.max(1);
+        let max_connections = settings.max_connections;
         let ctx = Arc::new(Ctx {
             handle,
             turns: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
             settings,
         });
+        let serve = move |listener| {
+            accept_loop(
+                listener,
+                max_connections,
+                crate::metrics::http_refused,
+                move |stream, _| connection(stream, Arc::clone(&ctx)),
+            )
+        };
+        let (serving, bound) = Serving::start(Endpoint::HTTP, &addr, max_blocking, serve)?;
+        tracing::info!(addr = %bound, "serving POST /v1/classify");
+        Ok(HttpServer { _serving: serving })
+    }
+}
+
+/// One HTTP connection: its requests until it closes or goes silent.
+async fn connection(stream: TcpStream, ctx: Arc<Ctx>) {
+    let _ = stream.set_nodelay(true);
+    let service = service_fn(|req| classify::answer(req, Arc::clone(&ctx)));
+    let served = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(ctx.settings.timeout)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+    if let Err(error) = served {
+        tracing::debug!(%error, "HTTP connection ended");
+    }
+}
+
+/// Which endpoint a [`Serving`] is: its flag and what it serves, for errors.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Endpoint {
+    pub flag: &'static str,
+    pub what: &'static str,
+}
+
+impl Endpoint {
+    const HTTP: Endpoint = Endpoint {
+        flag: "--http-addr",
+        what: "/v1/classify",
+    };
+}
+
+/// A listener served on a thread of its own by a tokio current-thread
+/// runtime (`max_blocking` threads for the work a request does off it);
+/// dropping it stops the runtime (connections in flight are cut after at
+/// most a second).
+pub(crate) struct Serving {
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Serving {
+    /// Binds `addr` (an error here stops the daemon's start) and runs
+    /// `serve` over the listener until dropped; returns the address bound.
+    pub(crate) fn start<F, Fut>(
+        at: Endpoint,
+        addr: &str,
+        max_blocking: usize,
+        serve: F,
+    ) -> Result<(Serving, SocketAddr), HttpError>
+    where
+        F: FnOnce(TcpListener) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let sock: SocketAddr = addr.parse().map_err(|e| HttpError::Addr(at.flag, addr.into(), e))?;
+        let bind = |e| HttpError::Bind(at.what, addr.into(), e);
+        let listener = std::net::TcpListener::bind(sock).map_err(bind)?;
+        listener.set_nonblocking(true).map_err(bind)?;
+        let bound = listener.local_addr().map_err(bind)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .thread_name(at.what)
+            .max_blocking_threads(max_blocking.max(1))
+            .build()
+            .map_err(|e| HttpError::Runtime(at.what, e))?;
+        let (stop, stopped) = oneshot::channel();
         let thread = std::thread::Builder::new()
-            .name("http".into())
+            .name(at.what.into())
             .spawn(move || {
                 runtime.block_on(async move {
                     let accept = match TcpListener::from_std(listener) {
-                        Ok(l) => tokio::spawn(accept_loop(l, ctx)),
+                        Ok(l) => tokio::spawn(serve(l)),
                         Err(error) => {
-                            tracing::error!(%error, "cannot serve /v1/classify");
+                            tracing::error!(%error, endpoint = at.what, "cannot serve");
                             return;
                         }
                     };
@@ -151,16 +228,18 @@ impl HttpServer {
                 });
                 runtime.shutdown_timeout(Duration::from_secs(1));
             })
-            .map_err(HttpError::Runtime)?;
-        tracing::info!(%addr, "serving POST /v1/classify");
-        Ok(HttpServer {
-            stop: Some(stop),
-            thread: Some(thread),
-        })
+            .map_err(|e| HttpError::Runtime(at.what, e))?;
+        Ok((
+            Serving {
+                stop: Some(stop),
+                thread: Some(thread),
+            },
+            bound,
+        ))
     }
 }
 
-impl Drop for HttpServer {
+impl Drop for Serving {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -171,43 +250,65 @@ impl Drop for HttpServer {
     }
 }
 
-/// Accepts connections while fewer than `max_connections` are open; a
-/// failed accept (out of file descriptors, say) pauses, never ends it.
-async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>) {
-    let open = Arc::new(Semaphore::new(ctx.settings.max_connections.max(1)));
+/// Accepts connections while fewer than `max_connections` are open, each
+/// served by `handle` on a task of its own; past the bound a new one is
+/// closed at once and counted (`refused`). A failed accept (out of file
+/// descriptors, say) pauses, never ends it.
+pub(crate) async fn accept_loop<H, Fut>(
+    listener: TcpListener,
+    max_connections: usize,
+    refused: fn(&'static str),
+    handle: H,
+) where
+    H: Fn(TcpStream, SocketAddr) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let open = Arc::new(Semaphore::new(max_connections.max(1)));
     let mut failing = false;
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(error) => {
                 if !failing {
                     tracing::warn!(%error, "cannot accept a connection; pausing");
                 }
                 failing = true;
-                crate::metrics::http_refused("accept_error");
+                refused("accept_error");
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
         failing = false;
         let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
-            crate::metrics::http_refused("too_many_connections");
+            refused("too_many_connections");
             drop(stream);
             continue;
         };
-        let ctx = Arc::clone(&ctx);
+        let served = handle(stream, peer);
         tokio::spawn(async move {
-            let _ = stream.set_nodelay(true);
-            let service = service_fn(|req| classify::answer(req, Arc::clone(&ctx)));
-            let served = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(ctx.settings.timeout)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-            if let Err(error) = served {
-                tracing::debug!(%error, "HTTP connection ended");
-            }
+            served.await;
             drop(permit);
         });
+    }
+}
+
+/// Compares a secret with what a client gave (surrounding whitespace
+/// dropped), in time that depends on the lengths only.
+pub(crate) fn same_secret(want: &[u8], given: &[u8]) -> bool {
+    let given = given.trim_ascii();
+    want.len() == given.len() && want.iter().zip(given).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_secret;
+
+    #[test]
+    fn a_secret_matches_only_itself() {
+        assert!(same_secret(b"s3cret", b"s3cret"));
+        assert!(same_secret(b"s3cret", b" s3cret\r\n"), "header whitespace trimmed");
+        assert!(!same_secret(b"s3cret", b"s3cre"));
+        assert!(!same_secret(b"s3cret", b"s3creT"));
+        assert!(!same_secret(b"s3cret", b""));
     }
 }

@@ -262,6 +262,21 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "counter",
         "Requests' predictions not kept for a late label: the queue to the learning loop was full",
     ),
+    (
+        "classifyd_mail_requests_total",
+        "counter",
+        "Mail protocol requests answered, by protocol (spamd, rspamd) and command (check, tell, checkv2, learnspam, ...)",
+    ),
+    (
+        "classifyd_mail_request_duration_seconds",
+        "histogram",
+        "Time from a mail protocol connection's first byte to its answer, by protocol",
+    ),
+    (
+        "classifyd_mail_refused_total",
+        "counter",
+        "Mail protocol requests and connections refused, by protocol and reason (bad_head, too_large, unauthenticated, timeout, ...)",
+    ),
     ("classifyd_checkpoints_total", "counter", "Checkpoints written"),
     (
         "classifyd_checkpoint_failures_total",

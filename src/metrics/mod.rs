@@ -200,6 +200,13 @@ fn export_from_start() {
         counter!(name).absolute(0);
     }
     gauge!("classifyd_http_model_version").set(0.0);
+    // The mail protocols' series, at 0 before their first request.
+    for protocol in ["spamd", "rspamd"] {
+        let _ = metrics::histogram!("classifyd_mail_request_duration_seconds", "protocol" => protocol);
+        counter!("classifyd_mail_refused_total", "protocol" => protocol, "reason" => "unauthenticated").absolute(0);
+    }
+    counter!("classifyd_mail_requests_total", "protocol" => "spamd", "command" => "check").absolute(0);
+    counter!("classifyd_mail_requests_total", "protocol" => "rspamd", "command" => "checkv2").absolute(0);
     for kind in ["full", "delta"] {
         counter!("classifyd_model_published_bytes_total", "kind" => kind).absolute(0);
         counter!("classifyd_model_publications_total", "kind" => kind).absolute(0);
@@ -420,6 +427,17 @@ pub fn http_refused(reason: &'static str) {
 /// the learning loop was full).
 pub fn http_unkept() {
     counter!("classifyd_http_unkept_total").increment(1);
+}
+
+/// A mail protocol's request answered (`protocol`: spamd), by command.
+pub fn mail_answered(protocol: &'static str, command: &'static str, took: Duration) {
+    counter!("classifyd_mail_requests_total", "protocol" => protocol, "command" => command).increment(1);
+    metrics::histogram!("classifyd_mail_request_duration_seconds", "protocol" => protocol).record(took.as_secs_f64());
+}
+
+/// A mail protocol's request or connection refused, by reason.
+pub fn mail_refused(protocol: &'static str, reason: &'static str) {
+    counter!("classifyd_mail_refused_total", "protocol" => protocol, "reason" => reason).increment(1);
 }
 
 /// The copies that answer requests now serve `version`.

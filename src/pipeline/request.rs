@@ -28,6 +28,34 @@ use crate::model::Task;
 /// a checkpoint's write).
 pub const ANSWERED_QUEUE: usize = 8192;
 
+/// What a request asks to be predicted.
+#[derive(Clone, Copy, Debug)]
+pub enum Asked<'a> {
+    /// A message of the input's JSON contract (`POST /v1/classify`).
+    Json(&'a [u8]),
+    /// A raw e-mail named `id`, for `user` (a mail protocol's request).
+    Email {
+        raw: &'a [u8],
+        id: &'a str,
+        user: Option<&'a str>,
+    },
+}
+
+impl Asked<'_> {
+    /// Parses and hashes the message into `out` (appended).
+    pub fn prepare(&self, preparer: &mut Preparer, out: &mut Prepared) {
+        match *self {
+            Asked::Json(raw) => preparer.prepare(raw, false, out),
+            Asked::Email { raw, id, user } => {
+                preparer.prepare_email(raw, Some(id.to_string()), None, out);
+                if let Some(user) = user {
+                    out.set_user(out.len() - 1, user.as_bytes());
+                }
+            }
+        }
+    }
+}
+
 /// A request's prediction, kept for its late label.
 #[derive(Debug)]
 pub struct Answered {
@@ -112,12 +140,12 @@ impl Pipeline {
         answer
     }
 
-    /// [`Pipeline::classify_request`] for `raw`, which `preparer` prepared
+    /// [`Pipeline::classify_request`] for `asked`, which `preparer` prepared
     /// alone into `p`. Should the model's features have changed since (a
-    /// replica's new full version), `raw` is prepared again here.
+    /// replica's new full version), `asked` is prepared again here.
     pub fn classify_prepared(
         &mut self,
-        raw: &[u8],
+        asked: Asked<'_>,
         (preparer, p): (&Preparer, &mut Prepared),
         default_id: &dyn Fn() -> String,
         now_ms: u64,
@@ -125,7 +153,7 @@ impl Pipeline {
     ) -> Result<Prediction, Bad> {
         if preparer.features() != self.model.features() {
             p.clear();
-            self.prep.prepare(raw, false, p);
+            asked.prepare(&mut self.prep, p);
         }
         self.classify_first(p, default_id, now_ms, explain)
     }

@@ -408,7 +408,7 @@ fn requests_prepared_apart_answer_like_whole_ones() {
     for mut preparer in [p.preparer(), stale] {
         let mut batch = Prepared::default();
         preparer.prepare(raw, false, &mut batch);
-        let apart = p.classify_prepared(raw, (&preparer, &mut batch), &id0, 6, Some(3));
+        let apart = p.classify_prepared(Asked::Json(raw), (&preparer, &mut batch), &id0, 6, Some(3));
         assert_eq!(apart.expect("a text"), whole);
     }
     for bad in [b"   ".as_slice(), b"{\"text\": 3}", br#"{"id": "r", "label": "ham"}"#] {
@@ -416,7 +416,7 @@ fn requests_prepared_apart_answer_like_whole_ones() {
         let mut preparer = p.preparer();
         preparer.prepare(bad, false, &mut batch);
         assert!(
-            p.classify_prepared(bad, (&preparer, &mut batch), &id0, 7, None)
+            p.classify_prepared(Asked::Json(bad), (&preparer, &mut batch), &id0, 7, None)
                 .is_err()
         );
     }

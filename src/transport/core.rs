@@ -14,14 +14,16 @@
 //! [`Checkpointed`]: what it records before the save, what it commits
 //! after.
 
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use super::{Cadence, DaemonError};
 use crate::checkpoint::{CheckpointDir, Positions};
 use crate::clock::now_ms;
 use crate::http::{Feed, HttpServer, HttpSettings};
+use crate::mail::{Lesson, MailServers, MailSettings, TellDone, Told};
 use crate::model::Model;
-use crate::pipeline::{EmailRecord, Outcome, Pipeline};
+use crate::pipeline::{EmailRecord, Outcome, Pipeline, Role};
 
 /// Where a record stands in its input: what a checkpoint records once it
 /// is handled.
@@ -123,6 +125,21 @@ pub trait Checkpointed {
 /// A transport with no part in a checkpoint but the core's.
 impl Checkpointed for () {}
 
+/// The endpoints a daemon serves besides its transport; dropped, they stop.
+#[derive(Default)]
+pub struct Fronts {
+    pub http: Option<HttpServer>,
+    pub mail: MailServers,
+}
+
+impl Fronts {
+    /// Whether any endpoint is served (a JSON-lines daemon then goes on
+    /// after its input ends).
+    pub fn any(&self) -> bool {
+        self.http.is_some() || self.mail.any()
+    }
+}
+
 /// The pipeline and everything a checkpoint covers, for one transport.
 pub struct Core<K: Sink> {
     pipeline: Pipeline,
@@ -130,8 +147,10 @@ pub struct Core<K: Sink> {
     dir: Option<CheckpointDir>,
     cadence: Cadence,
     sink: K,
-    /// The copies of the model that HTTP requests are answered from.
+    /// The copies of the model that HTTP and mail requests are answered from.
     feed: Option<Feed>,
+    /// The mail protocols' `TELL`s, to learn between records.
+    told: Option<Receiver<Told>>,
     last_metrics: Instant,
     checkpoints: u64,
     messages: u64,
@@ -154,19 +173,112 @@ impl<K: Sink> Core<K> {
             cadence,
             sink,
             feed: None,
+            told: None,
             last_metrics: Instant::now(),
             checkpoints: 0,
             messages: 0,
         }
     }
 
-    /// Starts the HTTP endpoint (`--http-addr`), which answers from copies
-    /// of the model that [`Core::tick`] publishes to.
-    pub fn serve_http(&mut self, settings: Option<&HttpSettings>) -> Result<Option<HttpServer>, DaemonError> {
-        if settings.is_some() {
+    /// Starts the endpoints asked for: HTTP (`--http-addr`) and the mail
+    /// protocols (`--spamd-addr`, `--rspamd-addr`), which answer from copies
+    /// of the model that [`Core::tick`] publishes to, and whose lessons it
+    /// learns (but on a predictor, which refuses them).
+    pub fn serve(&mut self, http: Option<&HttpSettings>, mail: Option<&MailSettings>) -> Result<Fronts, DaemonError> {
+        if http.is_some() || mail.is_some() {
             self.feed = Some(Feed::start(&mut self.pipeline));
         }
-        Ok(crate::http::serve(settings, self.feed.as_ref().map(Feed::images))?)
+        let http = crate::http::serve(http, self.feed.as_ref().map(Feed::images))?;
+        let learns = self.pipeline.config().role != Role::Predictor;
+        let told = match mail {
+            Some(_) if learns => {
+                let (to, from) = crate::mail::told_queue();
+                self.told = Some(from);
+                Some(to)
+            }
+            _ => None,
+        };
+        let images = self
+            .feed
+            .as_ref()
+            .map(|f| f.images() as std::sync::Arc<dyn crate::http::Classify>);
+        let mail = crate::mail::serve(mail, images, told)?;
+        Ok(Fronts { http, mail })
+    }
+
+    /// Applies the mail protocols' lessons (`TELL`, `/learnspam`, ...) that came since the last call, as the feedback
+    /// path applies a labeled message or a forget, then publishes the
+    /// model to the copies that answer checks, and only then answers each:
+    /// a check after a `TELL`'s answer sees what it taught.
+    pub fn learn_told(&mut self) {
+        self.learn_told_after(None);
+    }
+
+    /// Waits up to `within` for a lesson from the mail endpoints (sleeps
+    /// that long without them), then applies what came: an idle daemon
+    /// answers a lesson at once, not at its next tick.
+    pub fn wait_for_lessons(&mut self, within: Duration) {
+        let Some(from) = &self.told else {
+            std::thread::sleep(within);
+            return;
+        };
+        if let Ok(first) = from.recv_timeout(within) {
+            self.learn_told_after(Some(first));
+        }
+    }
+
+    /// [`Core::learn_told`], `first` before the ones waiting.
+    fn learn_told_after(&mut self, first: Option<Told>) {
+        // A check answered before its lesson is kept first (its record is
+        // the one the lesson then teaches).
+        self.pipeline.absorb_requests();
+        let mut replies = Vec::new();
+        let mut first = first;
+        while let Some(t) = first
+            .take()
+            .or_else(|| self.told.as_ref().and_then(|from| from.try_recv().ok()))
+        {
+            let started = Instant::now();
+            let outcome = self.apply_told(&t);
+            crate::metrics::handled(&outcome, started.elapsed());
+            self.sink.observe(self.pipeline.model().version());
+            replies.push((t.reply, TellDone::of(&outcome)));
+        }
+        if replies.is_empty() {
+            return;
+        }
+        if let Some(feed) = &mut self.feed {
+            feed.publish(&self.pipeline, true);
+        }
+        for (reply, done) in replies {
+            // The asker may have gone (its timeout): nothing to answer.
+            let _ = reply.send(done);
+        }
+    }
+
+    /// One lesson through the pipeline: its e-mail learned as its label,
+    /// from its reporter, for its user; or its id forgotten.
+    fn apply_told(&mut self, t: &Told) -> Outcome {
+        let now = now_ms();
+        let default_id = || t.id.clone();
+        let user = t.user.as_deref().map(str::as_bytes);
+        let reporter = t.reporter.as_deref().map(str::as_bytes);
+        match &t.lesson {
+            Lesson::Learn(label) => {
+                let email = EmailRecord {
+                    id: Some(&t.id),
+                    label: Some(label.as_bytes()),
+                    reporter,
+                    user,
+                };
+                self.pipeline.handle_email(&t.email, email, &default_id, now)
+            }
+            Lesson::Forget => {
+                let forget = serde_json::json!({"id": t.id, "forget": true}).to_string();
+                self.pipeline
+                    .handle_reported(forget.as_bytes(), reporter, user, &default_id, now)
+            }
+        }
     }
 
     pub fn pipeline(&self) -> &Pipeline {
@@ -259,6 +371,7 @@ impl<K: Sink> Core<K> {
     /// one is due (with the transport's part, `part`).
     pub fn tick(&mut self, metrics: bool, part: &mut impl Checkpointed) -> Result<bool, DaemonError> {
         self.pipeline.absorb_requests();
+        self.learn_told();
         self.publish(false);
         let exported = metrics && self.last_metrics.elapsed() >= crate::metrics::PUBLISH_INTERVAL;
         if exported {
@@ -277,7 +390,7 @@ impl<K: Sink> Core<K> {
 
     /// Publishes the model to the copies that answer requests and through
     /// the sink, when due (with `force`, whenever it changed).
-    fn publish(&mut self, force: bool) {
+    pub fn publish(&mut self, force: bool) {
         if let Some(feed) = &mut self.feed {
             feed.publish(&self.pipeline, force);
         }
@@ -313,6 +426,8 @@ impl<K: Sink> Core<K> {
     pub fn stop_requests(&mut self) {
         drop(self.feed.take());
         self.pipeline.absorb_requests();
+        self.learn_told();
+        self.told = None;
     }
 
     /// The last checkpoint, after the model's last publication, retried

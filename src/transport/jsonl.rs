@@ -20,13 +20,15 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::core::Fronts;
 use super::core::{Checkpointed, Core, Payload, Position, Record};
 use super::lines::{LineEvent, LineSource, Resume, line_mark};
 use super::sinks::{DeadLetterSink, LinesSink, PredictionSink, open_output};
 use super::{Cadence, DaemonError, load_or_new};
 use crate::checkpoint::{CheckpointDir, Positions};
 use crate::features::FeatureConfig;
-use crate::http::{HttpServer, HttpSettings};
+use crate::http::HttpSettings;
+use crate::mail::MailSettings;
 use crate::metrics::Telemetry;
 use crate::model::HyperChoice;
 use crate::pipeline::PipelineConfig;
@@ -52,6 +54,8 @@ pub struct JsonlSettings {
     pub pipeline: PipelineConfig,
     /// Predictions on request (`--http-addr`).
     pub http: Option<HttpSettings>,
+    /// The mail protocols (`--spamd-addr`, `--rspamd-addr`).
+    pub mail: Option<MailSettings>,
 }
 
 /// What a run did.
@@ -99,7 +103,7 @@ struct JsonlDaemon<'a> {
     telemetry: Option<&'a Telemetry>,
     core: Core<LinesSink>,
     /// The HTTP endpoint, stopped before the last checkpoint.
-    http: Option<HttpServer>,
+    fronts: Fronts,
     source: LineSource,
     resumed_from: Option<PathBuf>,
     /// Where it stands in the input.
@@ -167,12 +171,12 @@ impl<'a> JsonlDaemon<'a> {
             crate::metrics::publish(core.pipeline());
             t.set_ready(true);
         }
-        let http = core.serve_http(s.http.as_ref())?;
+        let fronts = core.serve(s.http.as_ref(), s.mail.as_ref())?;
         Ok(JsonlDaemon {
             s,
             telemetry,
             core,
-            http,
+            fronts,
             source,
             resumed_from,
             at: LineAt::default(),
@@ -237,13 +241,15 @@ impl<'a> JsonlDaemon<'a> {
     /// The input ended. With the HTTP endpoint on, the daemon checkpoints
     /// and goes on answering requests until it is stopped.
     fn on_end(&mut self, shutdown: &Shutdown) -> Result<(), DaemonError> {
-        if self.http.is_none() {
+        if !self.fronts.any() {
             return Ok(());
         }
+        // Requests are answered from the whole input's model from now on.
+        self.core.publish(true);
         self.core.checkpoint("end", &mut self.at)?;
-        tracing::info!("the input ended; answering POST /v1/classify until stopped");
+        tracing::info!("the input ended; answering requests until stopped");
         while !shutdown.is_triggered() {
-            std::thread::sleep(Duration::from_millis(100));
+            self.core.wait_for_lessons(Duration::from_millis(100));
             self.on_tick()?;
         }
         Ok(())
@@ -252,7 +258,7 @@ impl<'a> JsonlDaemon<'a> {
     /// The last checkpoint (none when nothing new was read since the one it
     /// resumed from, which still says it all), and the summary.
     fn shutdown(mut self) -> Result<RunSummary, DaemonError> {
-        drop(self.http.take());
+        drop(std::mem::take(&mut self.fronts));
         let lines = self.core.messages();
         if lines > 0 || self.resumed_from.is_none() {
             self.core.finish(Duration::ZERO, &mut self.at)?;

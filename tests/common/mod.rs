@@ -17,6 +17,7 @@ use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 pub mod http;
+pub mod mail;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_classifyd");
 

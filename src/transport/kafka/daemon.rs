@@ -30,11 +30,11 @@ use super::sink::{DeliveryCounter, GroupCommit, KafkaSink};
 use super::{KafkaSettings, KafkaSummary, topics};
 use crate::checkpoint::{CheckpointDir, Positions};
 use crate::clock::now_ms;
-use crate::http::HttpServer;
 use crate::metrics::Telemetry;
 use crate::pipeline::{Pipeline, Role};
 use crate::replica::{Publisher, TopicIndex};
 use crate::shutdown::Shutdown;
+use crate::transport::core::Fronts;
 use crate::transport::core::{Core, Payload, Position, Record};
 use crate::transport::{Cadence, DaemonError, load_or_new};
 
@@ -68,7 +68,7 @@ pub(super) struct Daemon<'a> {
     assigned: Arc<AtomicU64>,
     feed: Option<ModelFeed>,
     /// The HTTP endpoint, stopped before the last checkpoint.
-    http: Option<HttpServer>,
+    fronts: Fronts,
     errors: ErrorSpell,
     next_tick: Instant,
     next_feed: Instant,
@@ -127,7 +127,7 @@ impl<'a> Daemon<'a> {
         tracing::info!(brokers = %s.brokers, ?topics, role = %s.pipeline.role, "consuming");
         // Exported from the start, at 0, so a rate over it is defined before the first error.
         metrics::counter!("classifyd_consumer_errors_total").increment(0);
-        let http = lock(&core).serve_http(s.http.as_ref())?;
+        let fronts = lock(&core).serve(s.http.as_ref(), s.mail.as_ref())?;
         Ok(Some(Daemon {
             s,
             shutdown,
@@ -136,7 +136,7 @@ impl<'a> Daemon<'a> {
             core,
             assigned,
             feed: opened.feed,
-            http,
+            fronts,
             errors: ErrorSpell::default(),
             next_tick: Instant::now() + TICK,
             next_feed: Instant::now(),
@@ -233,7 +233,7 @@ impl<'a> Daemon<'a> {
     /// Finishes: a learner publishes its last version, then the last
     /// checkpoint (flush, save, commit) is retried until the deadline.
     pub(super) fn shutdown(mut self) -> Result<KafkaSummary, DaemonError> {
-        drop(self.http.take());
+        drop(std::mem::take(&mut self.fronts));
         let mut core = lock(&self.core);
         // The learner's last version goes out with the last checkpoint's flush.
         core.finish(self.s.flush_timeout, &mut GroupCommit(&self.consumer))?;

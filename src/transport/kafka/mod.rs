@@ -83,6 +83,8 @@ pub struct KafkaSettings {
     pub pipeline: PipelineConfig,
     /// Predictions on request (`--http-addr`).
     pub http: Option<crate::http::HttpSettings>,
+    /// The mail protocols (`--spamd-addr`, `--rspamd-addr`).
+    pub mail: Option<crate::mail::MailSettings>,
     /// Create the topics this process needs when they are missing.
     pub create_topics: bool,
     /// Partitions of the topics it creates (the model topic has one).

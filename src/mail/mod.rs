@@ -1,0 +1,310 @@
+//! The mail servers' protocols (docs/mail.md): SpamAssassin's spamd
+//! protocol on `--spamd-addr`, so that spamc, spamass-milter, Exim's
+//! `spam =` and amavis ask classifyd as they ask spamd. Checks are
+//! answered from the copies of the model that HTTP requests read (the
+//! [`Classify`] handle); a `TELL` is a labeled message (or a forget) handed
+//! to the daemon's loop ([`Told`]), which learns it through the pipeline's
+//! feedback path as it would a record from the input, and answers whether
+//! the model changed.
+//!
+//! - [`spamd`]: the protocol's heads and answers (pure).
+//! - `server`: the listener, its bounds, and one request per connection.
+
+use std::net::IpAddr;
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::time::Duration;
+
+use crate::http::Classify;
+use crate::pipeline::{Contribution, Outcome, Prediction};
+
+mod front;
+pub mod rspamd;
+mod rspamd_server;
+pub mod spamd;
+mod spamd_server;
+
+pub use rspamd::{Actions, RspamdSettings};
+pub use rspamd_server::RspamdServer;
+pub use spamd_server::SpamdServer;
+
+/// Default `--spamd-required-score`: SpamAssassin's own.
+pub const DEFAULT_REQUIRED_SCORE: f32 = 5.0;
+/// Default `--spamd-max-connections`.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// Default `--mail-timeout-ms`: from a connection's first byte to its answer.
+pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+/// Features a `REPORT` names.
+pub const REPORT_FEATURES: usize = 10;
+/// `TELL`s waiting for the daemon's loop.
+pub const TOLD_QUEUE: usize = 1024;
+
+/// Where and how the mail protocols are served, and who may teach.
+#[derive(Clone, Debug)]
+pub struct MailSettings {
+    /// The spamd protocol (`--spamd-addr`).
+    pub spamd: Option<SpamdSettings>,
+    /// rspamd's protocol (`--rspamd-addr`, `--rspamd-controller-addr`).
+    pub rspamd: Option<RspamdSettings>,
+    /// The model's classes that spam and ham name.
+    pub spam_label: String,
+    pub ham_label: String,
+    /// Whether the user a request names (spamd's `User:`, rspamd's
+    /// `Deliver-To`, `User` or first `Rcpt`) gets personal features
+    /// (`--mail-personal`); either way it is who a lesson is from.
+    pub personal: bool,
+    /// Who may teach without a secret (`--learn-from`: spamd's `TELL`, and
+    /// rspamd's controller when no password is set): loopback by default.
+    pub learn_from: Vec<Cidr>,
+    /// The secret rspamd's controller asks of every lesson
+    /// (`--learn-password`, its `Password` header).
+    pub password: Option<String>,
+    /// The longest message read; longer ones are refused.
+    pub max_message_bytes: usize,
+    /// Connections open at once, per endpoint; past it a new one is closed.
+    pub max_connections: usize,
+    /// Checks classified at once; the others wait their turn.
+    pub max_concurrent: usize,
+    /// From a connection's first byte to its answer.
+    pub timeout: Duration,
+}
+
+/// The spamd endpoint.
+#[derive(Clone, Debug)]
+pub struct SpamdSettings {
+    pub addr: String,
+    /// The points at and over which a message is spam (`Spam: True ; p / required`).
+    pub required: f32,
+}
+
+/// How a prediction reads on SpamAssassin's scale: points are the
+/// required score plus the spam class's margin (for the logistic models,
+/// the log-odds of spam), so a message is spam exactly when the model
+/// says so, and the points rank messages as the margins do.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checked {
+    pub spam: bool,
+    pub points: f32,
+    pub required: f32,
+    /// The spam class's margin (0 while the model knows no class).
+    pub margin: f32,
+    /// The predicted label.
+    pub label: String,
+    pub model_version: u64,
+    /// The strongest features, for a report.
+    pub features: Vec<Contribution>,
+}
+
+impl Checked {
+    /// `p` on the scale of `required`, its spam class `spam_label`.
+    pub fn of(p: &Prediction, spam_label: &str, required: f32) -> Checked {
+        let margin = match p.margins.iter().find(|(c, _)| c == spam_label) {
+            Some(&(_, m)) => m,
+            // Before a spam is learned: the one other class's margin, against.
+            None => p.margins.first().map_or(0.0, |&(_, m)| -m),
+        };
+        let margin = if margin.is_finite() { margin } else { 0.0 };
+        let label = p.labels.first().cloned().unwrap_or_default();
+        Checked {
+            spam: label == spam_label,
+            points: required + margin,
+            required,
+            margin,
+            label,
+            model_version: p.model_version,
+            features: p.explanation.clone().unwrap_or_default(),
+        }
+    }
+
+    /// The rule name a verdict fires.
+    pub fn symbol(&self) -> &'static str {
+        if self.spam { "CLASSIFYD_SPAM" } else { "CLASSIFYD_HAM" }
+    }
+}
+
+/// An address block (`127.0.0.0/8`, `::1/128`, or one address).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cidr {
+    net: IpAddr,
+    bits: u8,
+}
+
+impl Cidr {
+    /// Loopback, v4 and v6: who may `TELL` by default.
+    pub fn loopback() -> Vec<Cidr> {
+        vec![
+            Cidr {
+                net: IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 0)),
+                bits: 8,
+            },
+            Cidr {
+                net: IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+                bits: 128,
+            },
+        ]
+    }
+
+    pub fn parse(s: &str) -> Result<Cidr, String> {
+        let (addr, bits) = match s.split_once('/') {
+            Some((a, b)) => (a, Some(b)),
+            None => (s, None),
+        };
+        let net: IpAddr = addr
+            .trim()
+            .parse()
+            .map_err(|e| format!("{s:?} is not an address or address/bits: {e}"))?;
+        let max = if net.is_ipv4() { 32 } else { 128 };
+        let bits = match bits {
+            None => max,
+            Some(b) => b
+                .trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|&b| b <= max)
+                .ok_or_else(|| format!("{s:?}: the prefix length must be 0 to {max}"))?,
+        };
+        Ok(Cidr { net, bits })
+    }
+
+    /// Whether `ip` is in the block (a v4 address mapped into v6 counts as v4).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.net, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => prefix_eq(&n.octets(), &a.octets(), self.bits),
+            (IpAddr::V6(n), IpAddr::V6(a)) => prefix_eq(&n.octets(), &a.octets(), self.bits),
+            _ => false,
+        }
+    }
+}
+
+fn prefix_eq(a: &[u8], b: &[u8], bits: u8) -> bool {
+    let whole = usize::from(bits / 8);
+    let rest = bits % 8;
+    if a[..whole] != b[..whole] {
+        return false;
+    }
+    rest == 0 || {
+        let mask = 0xffu8 << (8 - rest);
+        a[whole] & mask == b[whole] & mask
+    }
+}
+
+/// What a `TELL` asks of the model.
+#[derive(Debug)]
+pub enum Lesson {
+    /// Learn the message as this class (a label already learned for its id
+    /// is replaced, the same one again is no update).
+    Learn(String),
+    /// Take its label back.
+    Forget,
+}
+
+/// A `TELL`, for the daemon's loop to apply ([`learn_told`]).
+#[derive(Debug)]
+pub struct Told {
+    /// The message's id: its Message-ID, else a hash of its bytes.
+    pub id: String,
+    pub email: Vec<u8>,
+    pub lesson: Lesson,
+    /// Who it is for (its personal features), unless `--mail-personal false`.
+    pub user: Option<String>,
+    /// Who tells (spamd's `User:`, rspamd's envelope user).
+    pub reporter: Option<String>,
+    /// The answer, once the loop applied it.
+    pub reply: tokio::sync::oneshot::Sender<TellDone>,
+}
+
+/// What the loop did with a [`Told`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TellDone {
+    /// The model changed: learned (or relabeled), or forgotten.
+    Changed,
+    /// Nothing to do: this label was learned already, or nothing to forget.
+    Unchanged,
+    /// The message could not be read (the reason).
+    Bad(String),
+    /// This process does not learn (a predictor).
+    NotLearner,
+}
+
+impl TellDone {
+    /// How an outcome of the pipeline answers a `TELL`.
+    pub fn of(outcome: &Outcome) -> TellDone {
+        match outcome {
+            Outcome::Learned { .. } | Outcome::FeedbackMatched { .. } | Outcome::Forgotten { found: true } => {
+                TellDone::Changed
+            }
+            Outcome::Repeated | Outcome::Forgotten { found: false } | Outcome::FeedbackUnmatched => TellDone::Unchanged,
+            Outcome::Bad(bad) => TellDone::Bad(format!("{}: {}", bad.reason.as_str(), bad.detail)),
+            Outcome::Passed => TellDone::NotLearner,
+            Outcome::Predicted(_) | Outcome::Test | Outcome::Skipped => {
+                TellDone::Bad("the message was not taken as a label".into())
+            }
+        }
+    }
+}
+
+/// The loop's end of the `TELL`s: a bounded queue.
+pub fn told_queue() -> (SyncSender<Told>, Receiver<Told>) {
+    std::sync::mpsc::sync_channel(TOLD_QUEUE)
+}
+
+/// The id a message is learned and checked under: its Message-ID, else
+/// `mail-` and a hash of its bytes (so that the same bytes told again, or
+/// forgotten, name the same message).
+pub fn message_key(raw: &[u8]) -> String {
+    let head = &raw[..spamd::head_end(raw).unwrap_or(raw.len())];
+    mail_parser::MessageParser::default()
+        .parse_headers(head)
+        .and_then(|m| m.message_id().map(str::to_string))
+        .filter(|id| !id.is_empty() && id.len() <= 998)
+        .unwrap_or_else(|| format!("mail-{:032x}", xxhash_rust::xxh3::xxh3_128(raw)))
+}
+
+/// The mail endpoints a daemon serves; dropped, they stop.
+#[derive(Default)]
+pub struct MailServers {
+    pub spamd: Option<SpamdServer>,
+    pub rspamd: Option<RspamdServer>,
+}
+
+impl MailServers {
+    pub fn any(&self) -> bool {
+        self.spamd.is_some() || self.rspamd.is_some()
+    }
+}
+
+/// Starts the mail endpoints `settings` asks for, answering checks with
+/// `handle` and sending lessons to `told` (none on a predictor: refused).
+pub fn serve(
+    settings: Option<&MailSettings>,
+    handle: Option<std::sync::Arc<dyn Classify>>,
+    told: Option<SyncSender<Told>>,
+) -> Result<MailServers, crate::http::HttpError> {
+    let (Some(s), Some(handle)) = (settings, handle) else {
+        return Ok(MailServers::default());
+    };
+    let front = || {
+        std::sync::Arc::new(front::Front::new(
+            std::sync::Arc::clone(&handle),
+            told.clone(),
+            s.max_concurrent,
+            (s.spam_label.clone(), s.ham_label.clone(), s.personal),
+            (s.learn_from.clone(), s.password.clone()),
+        ))
+    };
+    let spamd = match &s.spamd {
+        Some(d) => Some(SpamdServer::start(d, s, front())?),
+        None => None,
+    };
+    let rspamd = match &s.rspamd {
+        Some(r) => Some(RspamdServer::start(r, s, front())?),
+        None => None,
+    };
+    Ok(MailServers { spamd, rspamd })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,277 @@
+//! The spamd endpoint (`--spamd-addr`): one request per connection, as
+//! spamd serves spamc. The head is read up to [`spamd::MAX_HEAD_BYTES`],
+//! the body to its `Content-length` (at most the largest message; no
+//! more is read), all within `--mail-timeout-ms` from the first byte; a
+//! check runs on the blocking pool against the served copies of the model,
+//! a `TELL` goes to the daemon's loop and waits for what it did. Whatever a
+//! client sends is answered with a spamd status or the connection closed,
+//! and counted; nothing ends the server.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::front::{Asked, Front, Unanswered};
+use super::spamd::{self, Class, Command, Refusal, Request, Status};
+use super::{Lesson, MailSettings, REPORT_FEATURES, SpamdSettings, TellDone};
+use crate::http::{Endpoint, HttpError, Serving, accept_loop};
+
+/// What every connection shares.
+struct Ctx {
+    front: Arc<Front>,
+    required: f32,
+    max_message_bytes: usize,
+    timeout: Duration,
+}
+
+/// The running spamd endpoint; dropping it stops it.
+pub struct SpamdServer {
+    _serving: Serving,
+    /// The address bound (a port 0 in the settings made concrete).
+    pub addr: SocketAddr,
+}
+
+impl SpamdServer {
+    /// Binds `spamd.addr` and serves on a thread of its own, checking and
+    /// learning through `front`.
+    pub(super) fn start(spamd: &SpamdSettings, mail: &MailSettings, front: Arc<Front>) -> Result<Self, HttpError> {
+        let at = Endpoint {
+            flag: "--spamd-addr",
+            what: "spamd",
+        };
+        let max_connections = mail.max_connections;
+        let ctx = Arc::new(Ctx {
+            front,
+            required: spamd.required,
+            max_message_bytes: mail.max_message_bytes,
+            timeout: mail.timeout,
+        });
+        let serve = move |listener| {
+            accept_loop(listener, max_connections, refused_connection, move |stream, peer| {
+                connection(stream, peer, Arc::clone(&ctx))
+            })
+        };
+        let (serving, bound) = Serving::start(at, &spamd.addr, mail.max_concurrent, serve)?;
+        tracing::info!(addr = %bound, "serving the spamd protocol");
+        Ok(SpamdServer {
+            _serving: serving,
+            addr: bound,
+        })
+    }
+}
+
+fn refused_connection(reason: &'static str) {
+    crate::metrics::mail_refused("spamd", reason);
+}
+
+/// One connection: one request read, answered, and the connection closed.
+async fn connection(mut stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) {
+    let started = Instant::now();
+    let timeout = ctx.timeout;
+    let (command, answer) = match tokio::time::timeout(timeout, request(&mut stream, peer, &ctx)).await {
+        Ok(Ok((command, answer))) => (Some(command), answer),
+        Ok(Err(refusal)) => (None, refuse(&refusal)),
+        Err(_) => (
+            None,
+            refuse(&Refusal::new(
+                Status::Timeout,
+                "timeout",
+                "no whole request within --mail-timeout-ms",
+            )),
+        ),
+    };
+    if let Some(command) = command {
+        crate::metrics::mail_answered("spamd", command_name(command), started.elapsed());
+    }
+    if !answer.is_empty() {
+        let _ = tokio::time::timeout(timeout, stream.write_all(&answer)).await;
+    }
+    let _ = stream.shutdown().await;
+}
+
+fn refuse(r: &Refusal) -> Vec<u8> {
+    crate::metrics::mail_refused("spamd", r.reason);
+    spamd::refusal(r)
+}
+
+/// Reads one request and makes its answer (empty: close without one).
+async fn request(stream: &mut TcpStream, peer: SocketAddr, ctx: &Ctx) -> Result<(Command, Vec<u8>), Refusal> {
+    let mut buf = Vec::with_capacity(4096);
+    let head_len = read_head(stream, &mut buf).await?;
+    let req = spamd::parse_head(&buf[..head_len])?;
+    match req.command {
+        Command::Ping => return Ok((req.command, spamd::pong())),
+        Command::Skip => return Ok((req.command, Vec::new())),
+        _ => {}
+    }
+    if req.compressed {
+        return Err(Refusal::new(
+            Status::Protocol,
+            "compressed",
+            "Compress is not supported: run spamc without -z",
+        ));
+    }
+    let body = read_body(stream, buf, head_len, &req, ctx.max_message_bytes).await?;
+    let answer = match req.command {
+        Command::Tell => tell(&req, body, peer, ctx).await?,
+        command => check(command, &req, body, ctx).await?,
+    };
+    Ok((req.command, answer))
+}
+
+/// Reads until the head's blank line; returns the head's length (what
+/// follows it in `buf` is the body's start).
+async fn read_head(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<usize, Refusal> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = spamd::head_end(buf) {
+            return Ok(end);
+        }
+        if buf.len() > spamd::MAX_HEAD_BYTES {
+            return Err(Refusal::new(
+                Status::Protocol,
+                "bad_head",
+                format!("a request head over {} bytes", spamd::MAX_HEAD_BYTES),
+            ));
+        }
+        let n = stream.read(&mut chunk).await.map_err(|e| closed(&e.to_string()))?;
+        if n == 0 {
+            // A request line alone then the end (`PING` from some clients).
+            if !buf.is_empty() && buf.ends_with(b"\n") {
+                return Ok(buf.len());
+            }
+            return Err(closed("the connection ended inside the request head"));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn closed(detail: &str) -> Refusal {
+    Refusal::new(Status::Protocol, "short_request", detail)
+}
+
+/// The body, exactly its `Content-length` bytes.
+async fn read_body(
+    stream: &mut TcpStream,
+    mut buf: Vec<u8>,
+    head_len: usize,
+    req: &Request,
+    max: usize,
+) -> Result<Vec<u8>, Refusal> {
+    let Some(length) = req.content_length else {
+        return Err(Refusal::new(
+            Status::Protocol,
+            "bad_length",
+            "a message needs its Content-length",
+        ));
+    };
+    if length > max {
+        return Err(Refusal::new(
+            Status::DataErr,
+            "too_large",
+            format!("a message of {length} bytes, over the largest read ({max}, --max-message-bytes)"),
+        ));
+    }
+    let mut body = buf.split_off(head_len);
+    body.truncate(length);
+    body.reserve_exact(length - body.len());
+    let mut chunk = [0u8; 16 << 10];
+    while body.len() < length {
+        let want = (length - body.len()).min(chunk.len());
+        let n = stream
+            .read(&mut chunk[..want])
+            .await
+            .map_err(|e| closed(&e.to_string()))?;
+        if n == 0 {
+            return Err(closed(&format!(
+                "the connection ended after {} of the {length} bytes its Content-length said",
+                body.len()
+            )));
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    Ok(body)
+}
+
+/// A checking command, answered from the served copies of the model.
+async fn check(command: Command, req: &Request, body: Vec<u8>, ctx: &Ctx) -> Result<Vec<u8>, Refusal> {
+    let explain = match command {
+        Command::Report | Command::ReportIfSpam => REPORT_FEATURES,
+        _ => 0,
+    };
+    let asked = Asked {
+        raw: body,
+        user: req.user.clone(),
+        explain,
+    };
+    match ctx.front.check(asked, ctx.required).await {
+        Ok((checked, raw)) => Ok(spamd::checked(command, &checked, &raw)),
+        Err(u) => Err(unanswered(u)),
+    }
+}
+
+/// A `TELL`: from an allowed address, handed to the loop, answered with
+/// what the loop did.
+async fn tell(req: &Request, body: Vec<u8>, peer: SocketAddr, ctx: &Ctx) -> Result<Vec<u8>, Refusal> {
+    // spamd's protocol carries no secret: the address decides.
+    if !ctx.front.allowed(peer.ip()) {
+        return Err(Refusal::new(
+            Status::NoPerm,
+            "unauthenticated",
+            format!("TELL is not allowed from {} (--learn-from)", peer.ip()),
+        ));
+    }
+    let lesson = match (&req.set, &req.remove, req.class) {
+        (Some(_), _, Some(Class::Spam)) => Lesson::Learn(ctx.front.spam_label.clone()),
+        (Some(_), _, Some(Class::Ham)) => Lesson::Learn(ctx.front.ham_label.clone()),
+        (Some(_), _, None) => return Err(usage("Set: needs a Message-class: spam or ham")),
+        (None, Some(_), _) => Lesson::Forget,
+        (None, None, _) => return Err(usage("TELL needs Set: or Remove:")),
+    };
+    match ctx.front.tell(body, lesson, req.user.clone()).await {
+        // One model for every database: a label learned (or replaced) is
+        // set where asked and removed from where asked (spamc -C revoke).
+        Ok(TellDone::Changed) => Ok(spamd::told(req.set.as_deref(), req.remove.as_deref())),
+        Ok(TellDone::Unchanged) => Ok(spamd::told(None, None)),
+        Ok(TellDone::Bad(detail)) => Err(Refusal::new(Status::DataErr, "bad_message", detail)),
+        Ok(TellDone::NotLearner) => Err(unanswered(Unanswered::NotLearner)),
+        Err(u) => Err(unanswered(u)),
+    }
+}
+
+fn unanswered(u: Unanswered) -> Refusal {
+    match u {
+        Unanswered::Bad(bad) => Refusal::new(
+            Status::DataErr,
+            bad.reason.as_str(),
+            format!("{}: {}", bad.reason.as_str(), bad.detail),
+        ),
+        Unanswered::Busy => Refusal::new(Status::TempFail, "overloaded", "too many requests waiting: try again"),
+        Unanswered::NotLearner => Refusal::new(
+            Status::Unavailable,
+            "not_learning",
+            "this process does not learn (a predictor): teach the learner",
+        ),
+    }
+}
+
+fn usage(detail: &str) -> Refusal {
+    Refusal::new(Status::Usage, "bad_tell", detail)
+}
+
+fn command_name(c: Command) -> &'static str {
+    match c {
+        Command::Check => "check",
+        Command::Symbols => "symbols",
+        Command::Report => "report",
+        Command::ReportIfSpam => "report_ifspam",
+        Command::Process => "process",
+        Command::Headers => "headers",
+        Command::Ping => "ping",
+        Command::Skip => "skip",
+        Command::Tell => "tell",
+    }
+}
