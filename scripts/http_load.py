@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Load on POST /v1/classify (docs/http.md): a steady request rate, with
+"""Load on POST /v1/classify (docs/http.md), or with --spamd on the spamd
+protocol's CHECK (docs/mail.md: one connection a request, as spamc asks;
+each text sent as a small e-mail): a steady request rate, with
 latency measured from each request's scheduled time (so a stall is not
 hidden by the requests it delays), then a flood of connections.
 
     scripts/http_load.py --addr 127.0.0.1:8080 --rate 1000 --seconds 60 \
-        --messages ../shared/data/sms_spam_collection/stream.jsonl [--flood 10000]
+        --messages ../shared/data/sms_spam_collection/stream.jsonl [--flood 10000] [--spamd]
 
 Prints one JSON object: the rate asked and achieved, answers by status,
 latency percentiles (ms), and with --flood what became of the connections
@@ -20,21 +22,40 @@ import threading
 import time
 
 
-def messages(path, n=2000):
-    """Unlabeled messages (the label dropped) from a JSON-lines stream."""
+def messages(path, n=2000, spamd=False):
+    """Unlabeled messages (the label dropped) from a JSON-lines stream; for
+    spamd, whole CHECK requests of each text as an e-mail."""
     out = []
     with open(path, encoding="utf-8") as f:
         for line in f:
             v = json.loads(line)
             if "text" not in v:
                 continue
-            out.append(json.dumps({"id": v.get("id"), "text": v["text"]}).encode())
+            if spamd:
+                mail = ("Message-ID: <load-%d@classifyd>\r\nSubject: load\r\n\r\n%s" % (len(out), v["text"])).encode()
+                out.append(b"CHECK SPAMC/1.5\r\nContent-length: %d\r\n\r\n" % len(mail) + mail)
+            else:
+                out.append(json.dumps({"id": v.get("id"), "text": v["text"]}).encode())
             if len(out) >= n:
                 break
     return out
 
 
-def worker(addr, bodies, start, period, offset, count, out):
+def spamd_check(host, port, request):
+    """One CHECK on a connection of its own: the spamd status code."""
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(request)
+        answer = b""
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+    parts = answer.split(b" ", 2)
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else "bad_answer"
+
+
+def worker(addr, bodies, start, period, offset, count, out, spamd=False):
     """Sends `count` requests on one keep-alive connection, the k-th at
     start + offset + k * period, and records (status, latency from the
     scheduled time, service time)."""
@@ -46,14 +67,17 @@ def worker(addr, bodies, start, period, offset, count, out):
         if wait > 0:
             time.sleep(wait)
         sent = time.perf_counter()
+        body = bodies[(k * 7919 + int(offset * 1e6)) % len(bodies)]
         try:
-            if conn is None:
-                conn = http.client.HTTPConnection(host, int(port), timeout=10)
-            body = bodies[(k * 7919 + int(offset * 1e6)) % len(bodies)]
-            conn.request("POST", "/v1/classify", body, {"Content-Type": "application/json"})
-            r = conn.getresponse()
-            r.read()
-            status = r.status
+            if spamd:
+                status = spamd_check(host, port, body)
+            else:
+                if conn is None:
+                    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+                conn.request("POST", "/v1/classify", body, {"Content-Type": "application/json"})
+                r = conn.getresponse()
+                r.read()
+                status = r.status
         except (OSError, http.client.HTTPException) as e:
             status = type(e).__name__
             conn = None
@@ -68,14 +92,14 @@ def percentile(sorted_values, q):
     return round(sorted_values[i] * 1000, 3)
 
 
-def steady(addr, bodies, rate, seconds, connections):
+def steady(addr, bodies, rate, seconds, connections, spamd=False):
     total = int(rate * seconds)
     per = total // connections
     period = connections / rate
     results = [[] for _ in range(connections)]
     start = time.perf_counter() + 0.2
     threads = [
-        threading.Thread(target=worker, args=(addr, bodies, start, period, i / rate, per, results[i]))
+        threading.Thread(target=worker, args=(addr, bodies, start, period, i / rate, per, results[i], spamd))
         for i in range(connections)
     ]
     for t in threads:
@@ -164,8 +188,10 @@ def main():
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--flood", type=int, default=0, help="then open this many connections at once")
+    ap.add_argument("--spamd", action="store_true", help="spamd's CHECK instead of POST /v1/classify")
     a = ap.parse_args()
-    out = {"steady": steady(a.addr, messages(a.messages), a.rate, a.seconds, a.connections)}
+    bodies = messages(a.messages, spamd=a.spamd)
+    out = {"steady": steady(a.addr, bodies, a.rate, a.seconds, a.connections, a.spamd)}
     if a.flood:
         out["flood"] = flood(a.addr, a.flood)
     print(json.dumps(out, indent=1))

@@ -9,6 +9,8 @@
 #
 # BIN defaults to target/release/classifyd, STREAM to 20 Newsgroups (the
 # largest model of the shared streams), RATE to 100/s, SECONDS to 25.
+# With SPAMD=1 the load is spamd's CHECK on --spamd-addr (docs/mail.md)
+# instead of POST /v1/classify.
 # With BROKERS=host:port, a Kafka learner (--role learner, publishing to a
 # model topic) learns the stream from an input topic instead (produced
 # first, labels with every message: demo-produce --holdback-every 0).
@@ -19,6 +21,12 @@ stream=${2:-$here/../shared/data/20newsgroups/stream.jsonl}
 rate=${3:-100}
 seconds=${4:-25}
 port=${PORT:-18931}
+front=(--http-addr "127.0.0.1:$port")
+load=()
+if [[ -n ${SPAMD:-} ]]; then
+    front=(--spamd-addr "127.0.0.1:$port")
+    load=(--spamd)
+fi
 work=$(mktemp -d)
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 
@@ -30,11 +38,11 @@ if [[ -n ${BROKERS:-} ]]; then
         --holdback-every 0 --input-topic "$t-in" --feedback-topic "$t-fb"
     "$bin" --log warn run --brokers "$BROKERS" --role learner --input-topic "$t-in" \
         --feedback-topic "$t-fb" --output-topic "$t-out" --model-topic "$t-model" --group-id "$t" \
-        --checkpoint-dir "$work/ck" --checkpoint-interval-secs 2 --http-addr "127.0.0.1:$port" &
+        --checkpoint-dir "$work/ck" --checkpoint-interval-secs 2 "${front[@]}" &
 else
     "$bin" --log warn run --input - --output "$work/out.jsonl" \
         --checkpoint-dir "$work/ck" --checkpoint-interval-secs 2 \
-        --http-addr "127.0.0.1:$port" <"$work/twice.jsonl" &
+        "${front[@]}" <"$work/twice.jsonl" &
 fi
 pid=$!
 for _ in $(seq 1 300); do
@@ -44,5 +52,5 @@ for _ in $(seq 1 300); do
     sleep 0.1
 done
 python3 "$here/scripts/http_load.py" --addr "127.0.0.1:$port" --rate "$rate" --seconds "$seconds" \
-    --messages "$stream"
+    --messages "$stream" "${load[@]}"
 echo "daemon peak RSS: $(awk '/VmHWM/ {print $2, $3}' "/proc/$pid/status")"
