@@ -71,12 +71,17 @@ fn run(command: Command, file: &ConfigFile) -> anyhow::Result<()> {
         Command::Learn(a) => {
             let s = commands::learn(&a)?;
             eprintln!(
-                "learned {} of {} messages as {:?} (model version {}), into {}{}",
+                "learned {} of {} messages as {:?} (model version {}), into {}{}{}",
                 s.learned,
                 s.messages,
                 a.label,
                 s.model_version,
                 s.checkpoint.display(),
+                if s.held == 0 {
+                    String::new()
+                } else {
+                    format!("; {} held (the reporter's trust: docs/feedback.md)", s.held)
+                },
                 if s.bad.is_empty() {
                     String::new()
                 } else {

@@ -210,7 +210,7 @@ impl FirstPass {
                 Outcome::Bad(bad) => dead
                     .write(&format!("{path}:{number}"), &bad, line)
                     .map_err(CommandError::Output)?,
-                Outcome::Learned { correct } => {
+                Outcome::Learned { correct, .. } => {
                     if let Some(u) = user {
                         self.users.record(u, correct);
                     }

@@ -22,6 +22,9 @@ use crate::transport::load_or_new;
 pub struct LearnSummary {
     pub messages: u64,
     pub learned: u64,
+    /// Labeled messages whose label was held, not learned (the reporter's
+    /// trust: docs/feedback.md).
+    pub held: u64,
     /// Messages refused, by reason (not an e-mail, over the size cap, ...).
     pub bad: BTreeMap<String, u64>,
     pub model_version: u64,
@@ -82,7 +85,8 @@ fn learn_one(pipeline: &mut Pipeline, item: Item, args: &LearnArgs, summary: &mu
         }
     };
     match outcome {
-        Outcome::Learned { .. } => summary.learned += 1,
+        Outcome::Learned { taught: true, .. } => summary.learned += 1,
+        Outcome::Learned { taught: false, .. } => summary.held += 1,
         Outcome::Bad(bad) => {
             tracing::warn!(message = %id, reason = bad.reason.as_str(), error = %bad.detail, "not learned");
             *summary.bad.entry(bad.reason.as_str().to_string()).or_default() += 1;

@@ -56,7 +56,7 @@ impl Pipeline {
         self.drift.observe(Watched::Progressive, !correct);
         if self.eval.query_labels && !self.review_current(&w.scored, true).ask {
             self.counters.labels_declined += 1;
-            return Outcome::Learned { correct };
+            return Outcome::Learned { correct, taught: false };
         }
         let (ids, gold_vec) = self.as_seen(ids, gold.into_vec());
         let weight = self.label_weight(&w.scored, &ids, reporter.as_deref());
@@ -71,6 +71,7 @@ impl Pipeline {
             at_ms: now_ms,
             user,
         };
+        let taught = weight.is_some();
         if let Some(weight) = weight {
             let lesson = self.learn_features(&w.features, &ids, Some(&w.scored), weight);
             self.counters.learned += 1;
@@ -87,7 +88,7 @@ impl Pipeline {
             entry.held = Some(Held::new(gold_vec, reporter));
         }
         self.ledger.cache.insert(id, entry, &self.cfg);
-        Outcome::Learned { correct }
+        Outcome::Learned { correct, taught }
     }
 
     /// The labels the learner sees: the gold ones, or under
@@ -286,6 +287,33 @@ mod tests {
         assert_eq!(p.counters().labels_corroborated, 1);
         assert_eq!(p.model().version(), version + 1);
         assert!(p.cache().get("x").unwrap().held.is_none());
+        // A labeled message whose label is held is counted, not learned.
+        let version = p.model().version();
+        let out = p.handle(
+            br#"{"id": "y", "text": "win cash prize now", "label": "ham", "reporter": "flooder"}"#,
+            &id0,
+            0,
+        );
+        assert_eq!(
+            out,
+            Outcome::Learned {
+                correct: false,
+                taught: false
+            }
+        );
+        assert_eq!(p.model().version(), version);
+        let out = p.handle(
+            br#"{"id": "z", "text": "win cash prize now", "label": "spam", "reporter": "honest"}"#,
+            &id0,
+            0,
+        );
+        assert_eq!(
+            out,
+            Outcome::Learned {
+                correct: true,
+                taught: true
+            }
+        );
         // The trusted reviewer is never tracked, however it labels.
         assert!(p.reporters().get("reviewer").is_none());
     }

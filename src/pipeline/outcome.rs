@@ -8,10 +8,11 @@ use crate::message::Bad;
 /// What became of one message.
 #[derive(Debug, PartialEq)]
 pub enum Outcome {
-    /// A labeled example, counted and learned (under `eval --label-budget`,
-    /// learned only if the review asked for it: see
-    /// [`super::EvalKnobs::query_labels`]).
-    Learned { correct: bool },
+    /// A labeled example, counted; `taught` when it was learned, not when
+    /// its label was held (its reporter's trust: docs/feedback.md) or
+    /// declined (under `eval --label-budget`, learned only if the review
+    /// asked for it: see [`super::EvalKnobs::query_labels`]).
+    Learned { correct: bool, taught: bool },
     /// An unlabeled message's prediction, to publish.
     Predicted(Prediction),
     /// A test-split example, scored without learning (or held back for
