@@ -82,6 +82,8 @@ pub struct SpamdSettings {
 /// says so, and the points rank messages as the margins do.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Checked {
+    /// The message's id: its Message-ID, else a hash of its bytes.
+    pub id: String,
     pub spam: bool,
     pub points: f32,
     pub required: f32,
@@ -105,6 +107,7 @@ impl Checked {
         let margin = if margin.is_finite() { margin } else { 0.0 };
         let label = p.labels.first().cloned().unwrap_or_default();
         Checked {
+            id: p.id.clone(),
             spam: label == spam_label,
             points: required + margin,
             required,

@@ -89,7 +89,7 @@ pub fn user_of<'a>(
 /// A `/checkv2` answer: rspamd's fields (rspamc prints them; the proxy acts
 /// on `action`), the classifier's symbol with the strongest features as
 /// its options.
-pub fn checked_json(c: &Checked, actions: &Actions, message_id: &str) -> Vec<u8> {
+pub fn checked_json(c: &Checked, actions: &Actions) -> Vec<u8> {
     let score = actions.score(c.margin);
     let options: Vec<&str> = c.features.iter().map(|f| f.feature.as_str()).collect();
     let symbol = c.symbol();
@@ -108,7 +108,7 @@ pub fn checked_json(c: &Checked, actions: &Actions, message_id: &str) -> Vec<u8>
             }
         },
         "messages": {},
-        "message-id": message_id,
+        "message-id": c.id,
     })
     .to_string()
     .into_bytes()

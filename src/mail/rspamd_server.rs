@@ -45,15 +45,12 @@ struct Ctx {
 /// The running rspamd endpoints; dropping it stops them.
 pub struct RspamdServer {
     _serving: Vec<Serving>,
-    /// The addresses bound: the normal worker's, the controller's.
-    pub addrs: (Option<SocketAddr>, Option<SocketAddr>),
 }
 
 impl RspamdServer {
     /// Binds the workers `r` asks for, each on a thread of its own.
     pub(super) fn start(r: &RspamdSettings, mail: &MailSettings, front: Arc<Front>) -> Result<Self, HttpError> {
         let mut serving = Vec::new();
-        let mut addrs = (None, None);
         let workers = [
             (Worker::Normal, &r.addr, "--rspamd-addr", "rspamd"),
             (
@@ -81,15 +78,8 @@ impl RspamdServer {
             let (s, bound) = Serving::start(Endpoint { flag, what }, addr, mail.max_concurrent, serve)?;
             tracing::info!(addr = %bound, worker = what, "serving rspamd's protocol");
             serving.push(s);
-            match worker {
-                Worker::Normal => addrs.0 = Some(bound),
-                Worker::Controller => addrs.1 = Some(bound),
-            }
         }
-        Ok(RspamdServer {
-            _serving: serving,
-            addrs,
-        })
+        Ok(RspamdServer { _serving: serving })
     }
 }
 
@@ -276,13 +266,10 @@ async fn check(raw: Vec<u8>, user: Option<String>, ctx: &Ctx) -> Routed {
         explain: REPORT_FEATURES,
     };
     match ctx.front.check(asked, ctx.actions.add_header).await {
-        Ok((checked, raw)) => {
-            let id = super::message_key(&raw);
-            Ok((
-                "checkv2",
-                json(StatusCode::OK, rspamd::checked_json(&checked, &ctx.actions, &id)),
-            ))
-        }
+        Ok((checked, _)) => Ok((
+            "checkv2",
+            json(StatusCode::OK, rspamd::checked_json(&checked, &ctx.actions)),
+        )),
         Err(u) => Err(unanswered(u)),
     }
 }

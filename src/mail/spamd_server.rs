@@ -30,8 +30,6 @@ struct Ctx {
 /// The running spamd endpoint; dropping it stops it.
 pub struct SpamdServer {
     _serving: Serving,
-    /// The address bound (a port 0 in the settings made concrete).
-    pub addr: SocketAddr,
 }
 
 impl SpamdServer {
@@ -56,10 +54,7 @@ impl SpamdServer {
         };
         let (serving, bound) = Serving::start(at, &spamd.addr, mail.max_concurrent, serve)?;
         tracing::info!(addr = %bound, "serving the spamd protocol");
-        Ok(SpamdServer {
-            _serving: serving,
-            addr: bound,
-        })
+        Ok(SpamdServer { _serving: serving })
     }
 }
 

@@ -22,6 +22,7 @@ fn points_are_the_required_score_plus_the_spam_margin() {
     let c = Checked::of(&prediction(&["spam"], &[("ham", -2.5), ("spam", 2.5)]), "spam", 5.0);
     assert!(c.spam);
     assert_eq!((c.points, c.margin, c.model_version), (7.5, 2.5, 3));
+    assert_eq!(c.id, "m");
     assert_eq!(c.symbol(), "CLASSIFYD_SPAM");
     let c = Checked::of(&prediction(&["ham"], &[("ham", 4.0), ("spam", -4.0)]), "spam", 6.0);
     assert!(!c.spam);

@@ -48,6 +48,7 @@ fn the_user_is_deliver_to_else_user_else_the_first_recipient() {
 #[test]
 fn a_check_answers_with_rspamds_fields() {
     let c = Checked {
+        id: "m@x".into(),
         spam: true,
         points: 0.0,
         required: 6.0,
@@ -59,7 +60,7 @@ fn a_check_answers_with_rspamds_fields() {
             contribution: 0.7,
         }],
     };
-    let v: serde_json::Value = serde_json::from_slice(&checked_json(&c, &Actions::default(), "m@x")).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&checked_json(&c, &Actions::default())).unwrap();
     assert_eq!(v["action"], "add header");
     assert_eq!(v["score"], 8.5);
     assert_eq!(v["required_score"], 15.0);

@@ -62,6 +62,7 @@ fn bad_heads_are_refused_with_their_reason() {
 
 fn checked(spam: bool, margin: f32) -> Checked {
     Checked {
+        id: "m@x".into(),
         spam,
         points: 5.0 + margin,
         required: 5.0,
