@@ -193,6 +193,10 @@ fn flags_of_the_other_transport_or_role_are_refused() {
             "--input-format email is for Kafka records",
         ),
         (
+            vec!["run", "--label-header", "l"],
+            "--label-header names the record header",
+        ),
+        (
             vec![
                 "run",
                 "--brokers",
@@ -214,4 +218,77 @@ fn flags_of_the_other_transport_or_role_are_refused() {
         assert!(!out.status.success(), "{args:?} was taken");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+}
+
+/// Every flag of the other transport is refused by its presence, even at
+/// its default value (a value check would let `--group-id classifyd` or
+/// `--input -` pass unseen), from the command line, a variable or the
+/// config file, naming where it was set; the same runs without it start.
+#[test]
+fn every_flag_of_the_other_transport_is_refused_by_presence() {
+    let dir = tempfile::tempdir().unwrap();
+    let kafka_only = [
+        ("-X", "a=b"),
+        ("--input-topic", "messages"),
+        ("--feedback-topic", "labels"),
+        ("--output-topic", "predictions"),
+        ("--dead-letter-topic", "classifyd-dead-letter"),
+        ("--group-id", "classifyd"),
+        ("--create-topics", "true"),
+        ("--topic-partitions", "4"),
+        ("--model-topic", "classifyd-model"),
+        ("--input-format", "json"),
+        ("--reporter-header", "reporter"),
+        ("--user-header", "user"),
+        ("--model-publish-ms", "250"),
+        ("--model-snapshot-secs", "600"),
+        ("--review-topic", "review"),
+        ("--shutdown-timeout-secs", "30"),
+    ];
+    for (flag, value) in kafka_only {
+        let out = classifyd(&["run", flag, value], &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flag} was taken without --brokers");
+        assert!(err.contains(flag) && err.contains("--brokers"), "{flag}: {err}");
+    }
+    let ck = dir.path().join("ck");
+    let kafka = [
+        "run",
+        "--brokers",
+        "127.0.0.1:9",
+        "--checkpoint-dir",
+        ck.to_str().unwrap(),
+    ];
+    let lines_only = [
+        ("--input", "-"),
+        ("--input-name", "day1"),
+        ("--output", "-"),
+        ("--dead-letter", "dead.jsonl"),
+        ("--review", "review.jsonl"),
+    ];
+    for (flag, value) in lines_only {
+        let out = classifyd(&[&kafka[..], &[flag, value]].concat(), &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flag} was taken with --brokers");
+        assert!(err.contains(flag) && err.contains("is for JSON lines"), "{flag}: {err}");
+    }
+    // From a variable and from the config file, named as such.
+    let out = classifyd(&["run"], &[("CLASSIFYD_GROUP_ID", "classifyd")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--group-id (set by CLASSIFYD_GROUP_ID) is for Kafka"),
+        "{err}"
+    );
+    let config = dir.path().join("c.toml");
+    std::fs::write(&config, "output = \"-\"\n").unwrap();
+    let out = classifyd(&[&kafka[..], &["--config", config.to_str().unwrap()]].concat(), &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--output (set in the config file) is for JSON lines"),
+        "{err}"
+    );
+    // Without them, both start: JSON lines on an empty input ends at once.
+    let out = classifyd(&["run", "--input", "/dev/null"], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(run_kafka(&ck, &[], &[]), Ok(()));
 }

@@ -31,6 +31,29 @@ pub struct LearnSummary {
     pub checkpoint: PathBuf,
 }
 
+impl LearnSummary {
+    /// What was learned, as `classifyd learn` says it on stderr.
+    pub fn render(&self, label: &str) -> String {
+        let held = if self.held == 0 {
+            String::new()
+        } else {
+            format!("; {} held (the reporter's trust: docs/feedback.md)", self.held)
+        };
+        let bad = if self.bad.is_empty() {
+            String::new()
+        } else {
+            format!("; not learned: {:?}", self.bad)
+        };
+        format!(
+            "learned {} of {} messages as {label:?} (model version {}), into {}{held}{bad}",
+            self.learned,
+            self.messages,
+            self.model_version,
+            self.checkpoint.display(),
+        )
+    }
+}
+
 pub fn learn(args: &LearnArgs) -> Result<LearnSummary, CommandError> {
     message::check_labels(std::slice::from_ref(&args.label))
         .map_err(|bad| CommandError::Usage(format!("--label: {}", bad.detail)))?;

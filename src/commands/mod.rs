@@ -1,11 +1,19 @@
-//! The `eval`, `predict` and `inspect` commands (the library side; the
-//! binary only parses flags and prints errors).
+//! Every command, run from its parsed flags ([`execute`]): the daemon
+//! ([`run`]), `eval`, `learn`, `predict`, `inspect` and, with Kafka,
+//! `demo-produce` and `tail`. The binary only parses flags, sets up
+//! logging and maps errors to an exit status.
 
 mod eval;
+#[cfg(feature = "kafka")]
+mod kafka;
 mod learn;
+mod run;
 
 pub use eval::{EvalResult, LabelBudget, eval};
+#[cfg(feature = "kafka")]
+pub use kafka::{demo, tail};
 pub use learn::{LearnSummary, learn};
+pub use run::{RunSettings, run};
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -15,7 +23,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::checkpoint::{self, CheckpointDir, CheckpointError, Positions};
-use crate::config::{InspectArgs, PredictArgs};
+use crate::config::{Command, ConfigFile, InspectArgs, PredictArgs};
 use crate::eval::Report;
 use crate::features::FeatureConfig;
 use crate::model::{Hyper, State, Task};
@@ -43,9 +51,71 @@ pub enum CommandError {
     NoCheckpoint(PathBuf),
     #[error(transparent)]
     Plot(#[from] crate::plot::PlotError),
-    /// Opening or resuming a checkpoint directory (`learn`).
+    /// The daemon's error, or opening or resuming a checkpoint directory
+    /// (`learn`).
     #[error(transparent)]
-    Resume(#[from] crate::transport::DaemonError),
+    Daemon(#[from] crate::transport::DaemonError),
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics::MetricsError),
+    #[error("cannot install signal handlers")]
+    Signals(#[source] io::Error),
+    #[cfg(feature = "kafka")]
+    #[error(transparent)]
+    Demo(#[from] crate::demo::DemoError),
+}
+
+/// Runs `command`, whose results go to stdout (a report, an inspection)
+/// or the log (what `learn` and `predict` did).
+pub fn execute(command: Command, file: &ConfigFile) -> Result<(), CommandError> {
+    let mut out = io::stdout().lock();
+    match command {
+        Command::Run(a) => run(*a, file)?,
+        Command::Eval(a) => {
+            let (result, _) = eval(&a)?;
+            if a.json {
+                print_json(&mut out, &result)?;
+            } else {
+                write!(out, "{}", result.render()).map_err(CommandError::Output)?;
+            }
+        }
+        Command::Learn(a) => {
+            let s = learn(&a)?;
+            eprintln!("{}", s.render(&a.label));
+        }
+        Command::Predict(a) => {
+            let (ok, bad) = predict(&a)?;
+            tracing::info!(predicted = ok, skipped = bad, "predict finished");
+        }
+        Command::Inspect(a) => {
+            let i = inspect(&a)?;
+            if a.json {
+                print_json(&mut out, &i)?;
+            } else {
+                i.render(&mut out).map_err(CommandError::Output)?;
+            }
+        }
+        #[cfg(feature = "kafka")]
+        Command::DemoProduce(a) => {
+            let (sent, labels) = demo(&a, file)?;
+            tracing::info!(sent, labels, "demo producer finished");
+        }
+        #[cfg(feature = "kafka")]
+        Command::Tail(a) => {
+            let n = tail(&a, file)?;
+            tracing::debug!(records = n, "tail finished");
+        }
+        #[cfg(not(feature = "kafka"))]
+        Command::DemoProduce(_) | Command::Tail(_) => {
+            return Err(CommandError::Usage("this classifyd was built without Kafka".into()));
+        }
+    }
+    Ok(())
+}
+
+/// `value` as pretty JSON and a newline.
+fn print_json(out: &mut impl Write, value: &impl Serialize) -> Result<(), CommandError> {
+    serde_json::to_writer_pretty(&mut *out, value).map_err(|e| CommandError::Output(e.into()))?;
+    writeln!(out).map_err(CommandError::Output)
 }
 
 fn io_at(path: impl Into<String>) -> impl FnOnce(io::Error) -> CommandError {

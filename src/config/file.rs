@@ -66,6 +66,24 @@ impl ConfigFile {
         file.chain(std::env::vars_os())
     }
 
+    /// The flags of `command` that `matches` got from the command line, a
+    /// variable or this file (not from a default).
+    fn given(&self, command: &Command, matches: &clap::ArgMatches) -> super::Given {
+        use super::run::Source;
+        use clap::parser::ValueSource;
+        super::Given::of(command.get_arguments().filter_map(|a| {
+            let id = a.get_id().as_str();
+            let env = a.get_env().and_then(|e| e.to_str());
+            let source = match matches.value_source(id) {
+                Some(ValueSource::CommandLine) => Source::CommandLine,
+                Some(ValueSource::EnvVariable) => Source::Variable(env.unwrap_or_default().to_string()),
+                _ if env.is_some_and(|env| self.flags.iter().any(|(var, _)| var == env)) => Source::ConfigFile,
+                _ => return None,
+            };
+            Some((id.to_string(), source))
+        }))
+    }
+
     /// `command` with the file's values as the defaults of the flags they
     /// name, in every subcommand.
     fn apply(&self, mut command: Command) -> Command {
@@ -96,8 +114,17 @@ pub fn parse_args(args: Vec<OsString>) -> Result<(Cli, ConfigFile), ConfigError>
         Some(path) => ConfigFile::read(&path)?,
         None => ConfigFile::default(),
     };
-    let matches = file.apply(Cli::command()).try_get_matches_from(args)?;
-    Ok((Cli::from_arg_matches(&matches)?, file))
+    let command = file.apply(Cli::command());
+    let matches = command.clone().try_get_matches_from(args)?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    if let (super::Command::Run(a), Some(run), Some(sub)) = (
+        &mut cli.command,
+        command.find_subcommand("run"),
+        matches.subcommand_matches("run"),
+    ) {
+        a.given = file.given(run, sub);
+    }
+    Ok((cli, file))
 }
 
 fn scalar(key: &str, value: toml::Value) -> Result<String, String> {

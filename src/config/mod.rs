@@ -14,9 +14,11 @@ pub mod mail;
 mod model;
 pub mod properties;
 pub mod review;
+mod run;
 
 pub use file::{ConfigFile, parse_args};
 pub use model::{ModelArgs, ModelChoice, Preset};
+pub use run::{Given, RunArgs, Source};
 
 use std::path::PathBuf;
 
@@ -228,160 +230,6 @@ impl PipelineArgs {
             byte_lr: self.byte_lr,
             ..PipelineConfig::default()
         }
-    }
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct RunArgs {
-    #[command(flatten)]
-    pub kafka: KafkaArgs,
-    #[arg(long, env = "CLASSIFYD_INPUT_TOPIC", default_value = "messages")]
-    pub input_topic: String,
-    #[arg(long, env = "CLASSIFYD_FEEDBACK_TOPIC", default_value = "labels")]
-    pub feedback_topic: String,
-    #[arg(long, env = "CLASSIFYD_OUTPUT_TOPIC", default_value = "predictions")]
-    pub output_topic: String,
-    #[arg(long, env = "CLASSIFYD_DEAD_LETTER_TOPIC", default_value = "classifyd-dead-letter")]
-    pub dead_letter_topic: String,
-    #[arg(long, env = "CLASSIFYD_GROUP_ID", default_value = "classifyd")]
-    pub group_id: String,
-    /// What this process does with the model: standalone (learn and
-    /// predict), learner (learn, publish the model to --model-topic) or
-    /// predictor (serve the learner's model; needs --brokers).
-    #[arg(long, env = "CLASSIFYD_ROLE", default_value = "standalone")]
-    pub role: crate::pipeline::Role,
-    /// Create the topics this process reads and writes when they are missing.
-    #[arg(long, env = "CLASSIFYD_CREATE_TOPICS", default_value_t = true, action = clap::ArgAction::Set, hide = true)]
-    pub create_topics: bool,
-    /// Partitions of the topics it creates (the model topic has one).
-    #[arg(long, env = "CLASSIFYD_TOPIC_PARTITIONS", default_value_t = 4,
-          value_parser = clap::value_parser!(i32).range(1..), hide = true)]
-    pub topic_partitions: i32,
-    /// The compacted topic that carries the learner's model to predictors.
-    #[arg(long, env = "CLASSIFYD_MODEL_TOPIC", default_value = "classifyd-model")]
-    pub model_topic: String,
-    /// What an input record's value is: json (the message contract) or
-    /// email (the raw RFC 5322 message; its key is its id, a --label-header
-    /// header its label).
-    #[arg(long, env = "CLASSIFYD_INPUT_FORMAT", value_enum, default_value = "json")]
-    pub input_format: InputFormat,
-    /// With --input-format email, the record header that holds the label.
-    #[arg(long, env = "CLASSIFYD_LABEL_HEADER", default_value = "label", hide = true)]
-    pub label_header: String,
-    /// The Kafka record header that names who gave a label (over the
-    /// JSON "reporter" field).
-    #[arg(long, env = "CLASSIFYD_REPORTER_HEADER", default_value = "reporter", hide = true)]
-    pub reporter_header: String,
-    /// The Kafka record header that names who a message or a label is for
-    /// (over the JSON "user" field): their personal features learn from
-    /// their labels (docs/model.md).
-    #[arg(long, env = "CLASSIFYD_USER_HEADER", default_value = "user", hide = true)]
-    pub user_header: String,
-    /// A learner publishes a new model version at most this often (ms).
-    #[arg(long, env = "CLASSIFYD_MODEL_PUBLISH_MS", default_value_t = 250, hide = true)]
-    pub model_publish_ms: u64,
-    /// A learner publishes a full version at least this often (seconds); deltas between.
-    #[arg(long, env = "CLASSIFYD_MODEL_SNAPSHOT_SECS", default_value_t = 600, value_parser = at_least_one(), hide = true)]
-    pub model_snapshot_secs: u64,
-    /// JSON-lines input when no brokers: a file, or - for stdin.
-    #[arg(long, env = "CLASSIFYD_INPUT", default_value = "-")]
-    pub input: String,
-    /// Name the JSON-lines input's position is kept under, instead of its
-    /// first line (for inputs that begin with the same line).
-    #[arg(long, env = "CLASSIFYD_INPUT_NAME", hide = true)]
-    pub input_name: Option<String>,
-    /// Predictions when no brokers: a file (appended), or - for stdout.
-    #[arg(long, env = "CLASSIFYD_OUTPUT", default_value = "-")]
-    pub output: String,
-    /// Bad lines when no brokers, one JSON record each (appended).
-    #[arg(long, env = "CLASSIFYD_DEAD_LETTER")]
-    pub dead_letter: Option<PathBuf>,
-    /// Where checkpoints live; the daemon resumes from the newest good one.
-    #[arg(long, env = "CLASSIFYD_CHECKPOINT_DIR")]
-    pub checkpoint_dir: Option<PathBuf>,
-    /// Seconds between checkpoints (one is also written at exit).
-    #[arg(long, env = "CLASSIFYD_CHECKPOINT_INTERVAL_SECS", default_value_t = 60, value_parser = at_least_one())]
-    pub checkpoint_interval_secs: u64,
-    /// Also checkpoint after this many learned updates (0: time only).
-    #[arg(long, env = "CLASSIFYD_CHECKPOINT_EVERY_UPDATES", default_value_t = 0, hide = true)]
-    pub checkpoint_every_updates: u64,
-    /// Checkpoints kept on disk.
-    #[arg(long, env = "CLASSIFYD_KEEP_CHECKPOINTS", default_value_t = crate::checkpoint::DEFAULT_KEEP,
-          value_parser = at_least_one_usize(), hide = true)]
-    pub keep_checkpoints: usize,
-    /// Prometheus endpoint address, e.g. 127.0.0.1:9464.
-    #[arg(long, env = "CLASSIFYD_METRICS_ADDR")]
-    pub metrics_addr: Option<String>,
-    /// Seconds allowed for the shutdown (finish, checkpoint, flush).
-    #[arg(long, env = "CLASSIFYD_SHUTDOWN_TIMEOUT_SECS", default_value_t = 30, value_parser = at_least_one(), hide = true)]
-    pub shutdown_timeout_secs: u64,
-    /// Each prediction carries its N strongest features (readable n-grams
-    /// with their contributions); 0: none.
-    #[arg(long, env = "CLASSIFYD_EXPLAIN", default_value_t = 0)]
-    pub explain: usize,
-    #[command(flatten)]
-    pub model: ModelArgs,
-    #[command(flatten)]
-    pub pipeline: PipelineArgs,
-    #[command(flatten)]
-    pub review: review::ReviewArgs,
-    #[command(flatten)]
-    pub http: http::HttpArgs,
-    #[command(flatten)]
-    pub mail: mail::MailArgs,
-}
-
-impl RunArgs {
-    /// Every rule between `run`'s flags, in one place: a flag that does
-    /// not apply to the chosen transport or role is refused with what to
-    /// use instead, never ignored.
-    pub fn check(&self) -> Result<(), String> {
-        self.mail.check()?;
-        use crate::pipeline::Role;
-        if self.kafka.brokers.is_none() {
-            if self.review.review_topic.is_some() {
-                return Err(
-                    "--review-topic needs --brokers; without them, --review FILE writes the messages to review".into(),
-                );
-            }
-            if self.role != Role::Standalone {
-                return Err(format!(
-                    "--role {} needs --brokers: the model travels from the learner to predictors on a Kafka topic",
-                    self.role
-                ));
-            }
-            if self.input_format == InputFormat::Email {
-                return Err(
-                    "--input-format email is for Kafka records; a JSON line carries a raw e-mail as \"email\" \
-                            or \"email_base64\""
-                        .into(),
-                );
-            }
-            return Ok(());
-        }
-        if self.review.review.is_some() {
-            return Err("--review FILE is for JSON lines; with --brokers, --review-topic names the topic".into());
-        }
-        // JSON-lines flags would be ignored without a word on Kafka.
-        let jsonl_only = [
-            ("--input", self.input != "-"),
-            ("--output", self.output != "-"),
-            ("--dead-letter", self.dead_letter.is_some()),
-            ("--input-name", self.input_name.is_some()),
-        ];
-        if let Some((flag, _)) = jsonl_only.iter().find(|(_, set)| *set) {
-            return Err(format!(
-                "{flag} is for JSON lines; with --brokers the messages come from --input-topic, predictions go to \
-                 --output-topic and bad input to --dead-letter-topic"
-            ));
-        }
-        if self.checkpoint_dir.is_none() && self.role != Role::Predictor {
-            return Err(format!(
-                "--checkpoint-dir is required with --brokers and --role {} (it holds the model and the offsets)",
-                self.role
-            ));
-        }
-        Ok(())
     }
 }
 
