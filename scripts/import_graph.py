@@ -1,11 +1,18 @@
 #!/usr/bin/env python3
-"""The import graph between src/'s top-level modules, and its cycles.
+"""The import graph between src/'s top-level modules, and its cycles;
+then the circles between the files of one module.
 
     scripts/import_graph.py          prints the edges; exits 1 on a cycle
 
 A module is a file or folder directly under src/ (main.rs and lib.rs are
 not modules). An edge A -> B is any `crate::B` path in A's files outside
 test code (tests may reach anywhere).
+
+Within a folder, a file (not mod.rs) reaches a sibling through
+`super::sibling`, `crate::...::sibling`, or a name the folder's mod.rs
+re-exports from the sibling (`pub use sibling::{Name}`) used as
+`super::Name`; comments do not count. Two files that reach each other are
+a circle.
 """
 import pathlib, re, sys
 
@@ -42,4 +49,47 @@ for m in sorted(mods):
         visit(m)
 for c in cycles:
     print("cycle: " + " -> ".join(c))
-sys.exit(1 if cycles else 0)
+
+
+def code(f):
+    text = f.read_text().split("#[cfg(test)]\nmod tests {")[0]
+    return re.sub(r"//.*", "", text)
+
+
+def reexports(folder):
+    """Names the folder's mod.rs re-exports, by the sibling they come from."""
+    names = {}
+    mod = folder / "mod.rs"
+    if mod.exists():
+        for child, items in re.findall(r"pub(?:\([a-z]+\))? use ([a-z_]+)::\{?([^;}]*)", code(mod)):
+            for name in re.findall(r"\b([A-Za-z_][A-Za-z0-9_]*)\b", items):
+                names[name] = child
+    return names
+
+
+file_edges = {}
+for f in src.rglob("*.rs"):
+    if f.name in ("mod.rs", "tests.rs", "main.rs", "lib.rs") or f.stem.endswith("_tests"):
+        continue
+    folder, rel = f.parent, f.relative_to(src).with_suffix("").parts
+    sibs = {g.stem for g in folder.glob("*.rs") if g.name not in ("mod.rs", "tests.rs")}
+    sibs |= {g.name for g in folder.iterdir() if g.is_dir()}
+    sibs.discard(f.stem)
+    names = reexports(folder)
+    text = code(f)
+    reached = set(re.findall(r"super::([A-Za-z_]+)", text))
+    for group in re.findall(r"use super::\{([^;]*)\};", text):
+        reached |= set(re.findall(r"\b([A-Za-z_][A-Za-z0-9_]*)\b", group))
+    for path in re.findall(r"crate::((?:[a-z_]+::)+)", text):
+        parts = path.strip(":").split("::")
+        if tuple(parts[: len(rel) - 1]) == rel[:-1] and len(parts) >= len(rel):
+            reached.add(parts[len(rel) - 1])
+    file_edges[f] = {m for m in reached if m in sibs} | {names[n] for n in reached if names.get(n) in sibs}
+circles = sorted(
+    {tuple(sorted((str(a.relative_to(src)), str((a.parent / f"{b}.rs").relative_to(src)))))
+     for a, bs in file_edges.items() for b in bs if a.stem in file_edges.get(a.parent / f"{b}.rs", set())}
+)
+for a, b in circles:
+    print(f"circle: {a} <-> {b}")
+print(f"{len(cycles)} module cycles, {len(circles)} file circles")
+sys.exit(1 if cycles or circles else 0)

@@ -32,16 +32,17 @@ use example::Work;
 use labels::Labeled;
 pub use ledger::Ledger;
 pub use noise::LabelNoise;
-pub use outcome::{Outcome, Prediction};
-pub use prediction::Contribution;
+pub use outcome::{Contribution, Outcome, Prediction};
 pub use prepare::{Prepared, Preparer};
-pub use reported::{DEFAULT_REPORTED, Reported, Vote};
+pub use reported::{Reported, Vote};
 use request::Requests;
 pub use request::{Answered, Asked};
 pub use review::{Query, Review, ReviewConfig, Verdict};
 pub use role::Role;
 pub use settings::{ByteLrWhen, EvalKnobs, HeldBack, HeldExample, PipelineConfig};
-pub use trust::{DEFAULT_CONTRADICTION_MARGIN, DEFAULT_MAX_REPORTERS, Reporter, Reporters, TrustConfig};
+pub use trust::{
+    DEFAULT_CONTRADICTION_MARGIN, DEFAULT_MAX_REPORTERS, DEFAULT_REPORTED, Reporter, Reporters, TrustConfig,
+};
 
 use crate::eval::Progressive;
 use crate::eval::drift::DriftWatch;

@@ -2,8 +2,17 @@
 //! for an unlabeled message the [`Prediction`] to publish in the output
 //! contract's JSON form. Owns that form; knows no transport.
 
-use super::prediction::Contribution;
 use crate::message::Bad;
+
+/// One feature of an explanation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Contribution {
+    /// The n-gram: words as they are tokenized ("free entry"), character
+    /// n-grams quoted (`c:"ree "`).
+    pub feature: String,
+    /// What it adds to the label's score.
+    pub contribution: f32,
+}
 
 /// What became of one message.
 #[derive(Debug, PartialEq)]

@@ -6,19 +6,9 @@
 //! model's sketch keeps for `inspect`), so an explanation lists only what
 //! the message contains, and costs nothing when N is 0.
 
-use super::{Pipeline, Prediction, Work};
+use super::{Contribution, Pipeline, Prediction, Work};
 use crate::features::SparseVec;
 use crate::model::{Model, Task};
-
-/// One feature of an explanation.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Contribution {
-    /// The n-gram: words as they are tokenized ("free entry"), character
-    /// n-grams quoted (`c:"ree "`).
-    pub feature: String,
-    /// What it adds to the label's score.
-    pub contribution: f32,
-}
 
 impl Pipeline {
     /// Predicts `text`, whose raw features `w` holds, without learning or

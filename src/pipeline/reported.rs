@@ -22,25 +22,8 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use super::Pipeline;
 use super::example::Features;
-use super::trust::{ANONYMOUS, UNRELIABLE_BELOW};
+use super::trust::ANONYMOUS;
 use crate::model::{Scored, Task, argmax};
-
-/// Messages remembered by default (`--reported-messages`): 16 bytes and
-/// a map slot each, about 2 MB for 65,536.
-pub const DEFAULT_REPORTED: usize = 65_536;
-
-/// A reporter whose own recent labels contradicted confident predictions
-/// more often than this is not taken at its word on a copy: under random
-/// label noise every reporter is as bad as everyone (so trust, which
-/// compares them, stays whole) but each one's share is the noise's, while
-/// honest reporters of a clean stream stay under 2 % (docs/feedback.md).
-const MAX_SHARE: f32 = 0.05;
-/// Recent labels a reporter has before its share is judged: a new
-/// reporter's first labels often correct the confident mistakes of a
-/// young model, and one of them alone must not take it out of standing
-/// (judged from the first label, CSDMC2010 kept a mistake sticky; from 20,
-/// the random flips of SMS cost up to 7 errors more; docs/feedback.md).
-const SHARE_AFTER_LABELS: f32 = 5.0;
 
 /// The fingerprint's seed. Fingerprints are checkpointed: changing the
 /// seed or the hash forgets every report of older checkpoints.
@@ -235,8 +218,9 @@ impl Pipeline {
 
     /// Counts the label `gold` of the message of fingerprint `fp`, learned
     /// with `weight` from `reporter`, in the message's vote: single-label
-    /// tasks, reporters in good standing (trusted, or trust at least
-    /// [`UNRELIABLE_BELOW`]), labels not held. Returns whether it voted.
+    /// tasks, reporters trusted or in good standing
+    /// ([`super::Reporter::in_good_standing`]), labels not held. Returns
+    /// whether it voted.
     pub(super) fn note_report(
         &mut self,
         fp: Option<Print>,
@@ -248,11 +232,12 @@ impl Pipeline {
             return false;
         };
         let name = reporter.unwrap_or(ANONYMOUS);
-        let standing = |r: &super::Reporter| {
-            let judged = r.recent >= SHARE_AFTER_LABELS && r.share() > MAX_SHARE;
-            r.trust() >= UNRELIABLE_BELOW && !judged
-        };
-        let votes = self.cfg.trust.trusts(name) || self.ledger.reporters.get(name).is_none_or(standing);
+        let votes = self.cfg.trust.trusts(name)
+            || self
+                .ledger
+                .reporters
+                .get(name)
+                .is_none_or(super::Reporter::in_good_standing);
         if votes {
             for p in fp.each() {
                 self.ledger.reported.vote(p, class, self.cfg.trust.reported);
@@ -295,7 +280,7 @@ mod tests {
     }
 
     use super::super::tests::pipeline;
-    use super::super::{Outcome, PipelineConfig, Prediction, TrustConfig};
+    use super::super::{DEFAULT_REPORTED, Outcome, PipelineConfig, Prediction, TrustConfig};
 
     fn predict(p: &mut super::Pipeline, id: &str, text: &str) -> Prediction {
         let line = serde_json::json!({"id": id, "text": text}).to_string();

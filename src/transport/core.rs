@@ -7,6 +7,9 @@
 //! model and the positions past those outputs are saved, then the
 //! transport commits them (a Kafka group's offsets).
 //!
+//! A learner's model goes beyond this process through the core's
+//! [`Publication`]; a sink only delivers its records' outcomes.
+//!
 //! A transport reads (a file's lines, a consumer's records) and drives the
 //! core: [`Core::handle`] per record, [`Core::tick`] for the time-based
 //! work, [`Core::finish`] at shutdown. It never touches the pipeline's
@@ -17,12 +20,12 @@
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
+use super::publication::Publication;
 use super::{Cadence, DaemonError};
 use crate::checkpoint::{CheckpointDir, Positions};
 use crate::clock::now_ms;
 use crate::http::{Feed, HttpServer, HttpSettings};
 use crate::mail::{Lesson, MailServers, MailSettings, TellDone, Told};
-use crate::model::Model;
 use crate::pipeline::{EmailRecord, Outcome, Pipeline, Role};
 
 /// Where a record stands in its input: what a checkpoint records once it
@@ -99,13 +102,6 @@ pub trait Sink {
     /// done yet (the broker is away): the checkpoint waits.
     fn flush(&mut self, why: &str) -> Result<bool, DaemonError>;
 
-    /// The model's version after a record was handled.
-    fn observe(&mut self, _version: u64) {}
-
-    /// Publishes the model beyond this process (a learner's model topic),
-    /// when a version is due (with `force`, whenever it is not out yet).
-    fn publish_model(&mut self, _model: &mut Model, _force: bool) {}
-
     /// The sink's own metrics, with the pipeline's.
     fn export_metrics(&self) {}
 }
@@ -121,9 +117,6 @@ pub trait Checkpointed {
     /// Kafka group's offsets).
     fn commit(&mut self, _positions: &Positions, _why: &str) {}
 }
-
-/// A transport with no part in a checkpoint but the core's.
-impl Checkpointed for () {}
 
 /// The endpoints a daemon serves besides its transport; dropped, they stop.
 #[derive(Default)]
@@ -151,6 +144,8 @@ pub struct Core<K: Sink> {
     feed: Option<Feed>,
     /// The mail protocols' `TELL`s, to learn between records.
     told: Option<Receiver<Told>>,
+    /// A learner's publication of the model beyond this process.
+    publication: Option<Publication>,
     last_metrics: Instant,
     checkpoints: u64,
     messages: u64,
@@ -174,9 +169,24 @@ impl<K: Sink> Core<K> {
             sink,
             feed: None,
             told: None,
+            publication: None,
             last_metrics: Instant::now(),
             checkpoints: 0,
             messages: 0,
+        }
+    }
+
+    /// Publishes the model beyond this process through `publication` (a
+    /// learner's model topic) from now on.
+    pub fn publish_to(&mut self, publication: Publication) {
+        self.publication = Some(publication);
+    }
+
+    /// The model's version after a record or lesson was handled, to the
+    /// publication (whose staleness clock starts at the first change).
+    fn observe(&mut self) {
+        if let Some(p) = &mut self.publication {
+            p.observe(self.pipeline.model().version());
         }
     }
 
@@ -241,7 +251,7 @@ impl<K: Sink> Core<K> {
             let started = Instant::now();
             let outcome = self.apply_told(&t);
             crate::metrics::handled(&outcome, started.elapsed());
-            self.sink.observe(self.pipeline.model().version());
+            self.observe();
             replies.push((t.reply, TellDone::of(&outcome)));
         }
         if replies.is_empty() {
@@ -340,7 +350,7 @@ impl<K: Sink> Core<K> {
             }
         };
         crate::metrics::handled(&outcome, started.elapsed());
-        self.sink.observe(self.pipeline.model().version());
+        self.observe();
         self.sink.deliver(record, outcome)?;
         self.advance(record.position);
         Ok(())
@@ -388,13 +398,15 @@ impl<K: Sink> Core<K> {
         Ok(exported)
     }
 
-    /// Publishes the model to the copies that answer requests and through
-    /// the sink, when due (with `force`, whenever it changed).
+    /// Publishes the model to the copies that answer requests and beyond
+    /// this process, when due (with `force`, whenever it changed).
     pub fn publish(&mut self, force: bool) {
         if let Some(feed) = &mut self.feed {
             feed.publish(&self.pipeline, force);
         }
-        self.sink.publish_model(self.pipeline.model_mut(), force);
+        if let Some(p) = &mut self.publication {
+            p.publish(self.pipeline.model_mut(), force);
+        }
     }
 
     /// Flush, save, commit (the transport's part before and after the

@@ -17,6 +17,7 @@ pub mod jsonl;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod lines;
+pub(crate) mod publication;
 pub mod sinks;
 
 use std::path::PathBuf;

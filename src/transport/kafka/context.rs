@@ -1,7 +1,9 @@
-//! The consumer's context: start offsets on assignment (the later of the
-//! checkpoint's and the group's), a checkpoint before partitions are
-//! revoked, consumer lag from librdkafka's statistics; and the client
-//! configuration every Kafka client of the daemon starts from.
+//! The consumer's side: its context (start offsets on assignment, the
+//! later of the checkpoint's and the group's; a checkpoint before
+//! partitions are revoked; consumer lag from librdkafka's statistics), its
+//! part in a checkpoint (the group commit of the saved offsets:
+//! [`GroupCommit`]); and the client configuration every Kafka client of
+//! the daemon starts from.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -9,15 +11,16 @@ use std::time::Duration;
 
 use rdkafka::ClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::types::RDKafkaRespErr;
 
 use super::KafkaSettings;
-use super::sink::{GroupCommit, KafkaSink};
+use super::sink::KafkaSink;
+use crate::checkpoint::Positions;
 use crate::pipeline::Role;
 use crate::transport::DaemonError;
-use crate::transport::core::Core;
+use crate::transport::core::{Checkpointed, Core};
 
 /// The consumer's context: sets start offsets on assignment and checkpoints
 /// before partitions are revoked.
@@ -106,6 +109,36 @@ impl ConsumerContext for Ctx {
                 let _ = consumer.unassign();
             }
         }
+    }
+}
+
+/// The Kafka transport's part in a checkpoint: once it is saved, its
+/// offsets of the partitions the consumer is assigned are committed to
+/// the group.
+pub(super) struct GroupCommit<'c, C>(pub(super) &'c C);
+
+impl<C: Consumer<Ctx>> Checkpointed for GroupCommit<'_, C> {
+    fn commit(&mut self, positions: &Positions, why: &str) {
+        commit(self.0, positions, why);
+    }
+}
+
+/// Commits `positions`' offsets of the partitions `consumer` is assigned.
+fn commit<C: Consumer<Ctx>>(consumer: &C, positions: &Positions, why: &str) {
+    let mut tpl = TopicPartitionList::new();
+    if let Ok(assigned) = consumer.assignment() {
+        for e in assigned.elements() {
+            if let Some(pos) = positions.offset(e.topic(), e.partition()) {
+                let _ = tpl.add_partition_offset(e.topic(), e.partition(), Offset::Offset(pos as i64));
+            }
+        }
+    }
+    if tpl.count() > 0
+        && let Err(error) = consumer.commit(&tpl, CommitMode::Sync)
+    {
+        // The checkpoint holds the offsets: a later commit, or the
+        // checkpoint itself on the next assignment, covers them.
+        tracing::warn!(%error, why, "offset commit failed");
     }
 }
 

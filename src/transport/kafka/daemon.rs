@@ -23,10 +23,12 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::producer::ThreadedProducer;
 
+use super::context::GroupCommit;
 use super::context::{Ctx, KafkaCore, consumer_config, kafka_error, lock, producer_config};
 use super::errors::{ErrorSpell, SpellNote};
+use super::model_topic::TopicOutlet;
 use super::model_topic::{self, ModelFeed};
-use super::sink::{DeliveryCounter, GroupCommit, KafkaSink};
+use super::sink::{DeliveryCounter, KafkaSink};
 use super::{KafkaSettings, KafkaSummary, topics};
 use crate::checkpoint::{CheckpointDir, Positions};
 use crate::clock::now_ms;
@@ -36,6 +38,7 @@ use crate::replica::{Publisher, TopicIndex};
 use crate::shutdown::Shutdown;
 use crate::transport::core::Fronts;
 use crate::transport::core::{Core, Payload, Position, Record};
+use crate::transport::publication::Publication;
 use crate::transport::{Cadence, DaemonError, load_or_new};
 
 /// How often the loop does its time-based work, and the longest a poll
@@ -50,8 +53,8 @@ struct Opened {
     positions: Positions,
     resumed_from: Option<PathBuf>,
     dir: Option<CheckpointDir>,
-    /// A learner's publisher and the model topic.
-    publisher: Option<(Publisher, String)>,
+    /// A learner's publisher.
+    publisher: Option<Publisher>,
     /// A predictor's feed of the model topic.
     feed: Option<ModelFeed>,
 }
@@ -85,12 +88,14 @@ impl<'a> Daemon<'a> {
         shutdown: &'a Shutdown,
         telemetry: Option<&'a Telemetry>,
     ) -> Result<Option<Self>, DaemonError> {
-        let producer: ThreadedProducer<DeliveryCounter> = producer_config(s)
-            .create_with_context(DeliveryCounter {
-                model_topic: (s.pipeline.role == Role::Learner).then(|| s.model_topic.clone()),
-                ..DeliveryCounter::default()
-            })
-            .map_err(kafka_error("producer"))?;
+        let producer: Arc<ThreadedProducer<DeliveryCounter>> = Arc::new(
+            producer_config(s)
+                .create_with_context(DeliveryCounter {
+                    model_topic: (s.pipeline.role == Role::Learner).then(|| s.model_topic.clone()),
+                    ..DeliveryCounter::default()
+                })
+                .map_err(kafka_error("producer"))?,
+        );
         tracing::info!(brokers = %s.brokers, "kafka clients configured; connecting");
         topics::ensure(s);
         let Some(opened) = open_model(s, shutdown)? else {
@@ -101,14 +106,17 @@ impl<'a> Daemon<'a> {
             s.checkpoint_every_updates,
             opened.pipeline.model().version(),
         );
-        let sink = KafkaSink::new(s, producer, opened.publisher);
-        let core = Arc::new(Mutex::new(Core::new(
-            opened.pipeline,
-            opened.positions,
-            opened.dir,
-            sink,
-            cadence,
-        )));
+        let sink = KafkaSink::new(s, Arc::clone(&producer));
+        let mut core = Core::new(opened.pipeline, opened.positions, opened.dir, sink, cadence);
+        if let Some(publisher) = opened.publisher {
+            let outlet = TopicOutlet {
+                producer,
+                topic: s.model_topic.clone(),
+                sent: 0,
+            };
+            core.publish_to(Publication::new(publisher, Box::new(outlet)));
+        }
+        let core = Arc::new(Mutex::new(core));
         let assigned = Arc::new(AtomicU64::new(0));
         let ctx = Ctx {
             core: Arc::clone(&core),
@@ -318,7 +326,7 @@ fn open_model(s: &KafkaSettings, shutdown: &Shutdown) -> Result<Option<Opened>, 
 /// A learner's publisher: what the model topic holds (the keys its first
 /// full version supersedes, and the newest epoch, which this run's must
 /// pass).
-fn publisher(s: &KafkaSettings, shutdown: &Shutdown) -> Result<(Publisher, String), DaemonError> {
+fn publisher(s: &KafkaSettings, shutdown: &Shutdown) -> Result<Publisher, DaemonError> {
     let mut seen = TopicIndex::default();
     let consumer = model_topic::consumer(s)?;
     model_topic::catch_up(&consumer, &s.model_topic, shutdown, Duration::from_secs(10), |m| {
@@ -326,6 +334,5 @@ fn publisher(s: &KafkaSettings, shutdown: &Shutdown) -> Result<(Publisher, Strin
     })?;
     let epoch = now_ms().max(seen.newest_seen().0 + 1);
     tracing::info!(epoch, topic = %s.model_topic, "publishing the model");
-    let publisher = Publisher::new(epoch, s.publish.clone(), seen.live_keys().clone());
-    Ok((publisher, s.model_topic.clone()))
+    Ok(Publisher::new(epoch, s.publish.clone(), seen.live_keys().clone()))
 }

@@ -3,22 +3,51 @@
 //! new full version supersedes and the newest epoch), each record handed
 //! to the [`Assembler`]. The format and the logic are [`crate::replica`]'s.
 //! A predictor's feed ([`ModelFeed`]) is polled by the daemon's loop,
-//! on the loop's own thread, between input messages.
+//! on the loop's own thread, between input messages. A learner writes it
+//! through [`TopicOutlet`], the core's [`Outlet`] on the output producer.
 
 use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::producer::{Producer, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use super::KafkaSettings;
 use super::context::{client_config, kafka_error, with_properties};
+use super::sink::{DeliveryCounter, send_opt};
 use crate::model::{Limits, Model};
 use crate::pipeline::Pipeline;
 use crate::replica::{Assembler, FullVersion, TopicIndex, Update, apply_delta};
 use crate::shutdown::Shutdown;
 use crate::transport::DaemonError;
+use crate::transport::publication::Outlet;
+
+/// A learner's model topic as the core's outlet: records queued on the
+/// daemon's producer (waiting while librdkafka's queue is full), settled
+/// once the producer's delivery reports have counted them all
+/// ([`DeliveryCounter::model_settled`]).
+pub(super) struct TopicOutlet {
+    pub(super) producer: Arc<ThreadedProducer<DeliveryCounter>>,
+    pub(super) topic: String,
+    /// Records queued so far.
+    pub(super) sent: u64,
+}
+
+impl Outlet for TopicOutlet {
+    fn send(&mut self, key: &[u8], value: Option<&[u8]>) -> bool {
+        let queued = send_opt(&self.producer, &self.topic, key, value, None);
+        self.sent += u64::from(queued);
+        queued
+    }
+
+    fn settled(&self) -> bool {
+        self.producer.context().model_settled.load(Ordering::Relaxed) >= self.sent
+    }
+}
 
 /// A consumer of the model topic's one partition from its start, outside
 /// any group (it commits nothing: every start reads the topic again).
