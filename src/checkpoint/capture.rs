@@ -34,27 +34,26 @@ pub fn capture_with(p: &Pipeline, positions: &Positions, weights: WeightsPlaceme
     let (positions, position_marks) = positions.to_maps();
     pb::Checkpoint {
         pipeline: Some(pb::PipelineState {
-            progressive: Some(progressive_to_pb(&p.progressive)),
-            test: Some(progressive_to_pb(&p.test)),
-            published: Some(progressive_to_pb(&p.published)),
+            progressive: Some(progressive_to_pb(p.progressive())),
+            test: Some(progressive_to_pb(p.test_metrics())),
+            published: Some(progressive_to_pb(p.published())),
             cache: match weights {
-                WeightsPlacement::Inline => p.ledger.cache.entries().into_iter().map(cache_entry_to_pb).collect(),
+                WeightsPlacement::Inline => p.cache().entries().into_iter().map(cache_entry_to_pb).collect(),
                 WeightsPlacement::Apart => Vec::new(),
             },
-            counters: Some(counters_to_pb(&p.counters, &p.ledger.cache)),
+            counters: Some(counters_to_pb(p.counters(), p.cache())),
             review: Some({
-                let (recent, band, tokens, seen) = p.review().state();
+                let r = p.review().state();
                 pb::ReviewState {
-                    recent,
-                    band,
-                    tokens,
-                    seen,
+                    recent: r.recent,
+                    band: r.band,
+                    tokens: r.tokens,
+                    seen: r.seen,
                 }
             }),
-            contradictions: p.ledger.contradictions,
+            contradictions: p.contradiction_share(),
             reporters: p
-                .ledger
-                .reporters
+                .reporters()
                 .iter()
                 .map(|(name, r)| pb::ReporterRecord {
                     name: name.to_string(),
@@ -66,15 +65,15 @@ pub fn capture_with(p: &Pipeline, positions: &Positions, weights: WeightsPlaceme
                     overridden: r.overridden,
                 })
                 .collect(),
-            reporters_evicted: p.ledger.reporters.evicted,
-            reported_fingerprints: p.ledger.reported.entries().map(|(fp, _)| fp).collect(),
-            reported_classes: p.ledger.reported.entries().map(|(_, v)| v.class).collect(),
-            reported_leads: p.ledger.reported.entries().map(|(_, v)| v.lead).collect(),
-            reported_evicted: p.ledger.reported.evicted,
+            reporters_evicted: p.reporters().evicted,
+            reported_fingerprints: p.reported().entries().map(|(fp, _)| fp).collect(),
+            reported_classes: p.reported().entries().map(|(_, v)| v.class).collect(),
+            reported_leads: p.reported().entries().map(|(_, v)| v.lead).collect(),
+            reported_evicted: p.reported().evicted,
         }),
         positions,
         position_marks,
-        ..capture_model_with(&p.model, weights)
+        ..capture_model_with(p.model(), weights)
     }
 }
 
@@ -112,7 +111,7 @@ fn lesson_to_pb(l: &Lesson) -> pb::Lesson {
 /// thousand entries per piece, in the cache's order (pieces merge by
 /// appending, as [`fragments`] do).
 pub fn cache_fragments<E>(p: &Pipeline, each: &mut dyn FnMut(&pb::Checkpoint) -> Result<(), E>) -> Result<(), E> {
-    let entries = p.ledger.cache.entries();
+    let entries = p.cache().entries();
     for chunk in entries.chunks(4096) {
         let piece = pb::Checkpoint {
             pipeline: Some(pb::PipelineState {

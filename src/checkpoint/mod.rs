@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use prost::Message as _;
 
+use crate::features::FeatureConfig;
+use crate::model::{HyperChoice, Model};
 use crate::pipeline::{Pipeline, PipelineConfig};
 
 mod capture;
@@ -318,3 +320,45 @@ pub fn decode_file(bytes: &[u8], path: &Path) -> Result<pb::Checkpoint, Checkpoi
 
 #[cfg(test)]
 mod tests;
+
+/// A pipeline a run starts from: the checkpoint's, with the positions it
+/// recorded, or a fresh one.
+#[derive(Debug)]
+pub struct Resumed {
+    pub pipeline: Pipeline,
+    pub positions: Positions,
+    /// The checkpoint it came from; none for a fresh pipeline.
+    pub from: Option<PathBuf>,
+}
+
+/// Builds the pipeline: from the newest good checkpoint in `dir` if there
+/// is one (its feature and model settings win over the flags, since the
+/// weights only mean something under them), else fresh from the flags.
+pub fn load_or_new(
+    dir: Option<&CheckpointDir>,
+    features: &FeatureConfig,
+    hyper: &HyperChoice,
+    cfg: PipelineConfig,
+) -> Result<Resumed, CheckpointError> {
+    if let Some(dir) = dir
+        && let Some((pipeline, positions, path)) = dir.load_latest(&cfg)?
+    {
+        if pipeline.model().features() != features || pipeline.model().choice() != hyper {
+            tracing::warn!(
+                checkpoint = %path.display(),
+                "the checkpoint's feature and model settings differ from the flags; using the checkpoint's"
+            );
+        }
+        tracing::info!(checkpoint = %path.display(), version = pipeline.model().version(), "resumed from checkpoint");
+        return Ok(Resumed {
+            pipeline,
+            positions,
+            from: Some(path),
+        });
+    }
+    Ok(Resumed {
+        pipeline: Pipeline::new(Model::new(hyper.clone(), *features), cfg),
+        positions: Positions::default(),
+        from: None,
+    })
+}

@@ -9,10 +9,12 @@ use crate::message::BadReason;
 use crate::model::byte_lr::{ByteLr, Stacking};
 use crate::model::fusion::Fusion;
 use crate::model::weights::WeightsParts;
-use crate::model::{Hyper, HyperChoice, Labels, Lesson, Model, NaiveBayes, NameSketch, State, Task, Weights};
+use crate::model::{
+    Hyper, HyperChoice, Labels, Lesson, Model, ModelParts, NaiveBayes, NameSketch, State, Task, Weights,
+};
 use crate::pipeline::{
-    CacheEntry, Counters, FeedbackCache, Held, Ledger, Packed, Pipeline, PipelineConfig, Reported, Reporter, Reporters,
-    Taught, Vote,
+    CacheEntry, Counters, FeedbackCache, Held, Ledger, Packed, Pipeline, PipelineConfig, PipelineState, Reported,
+    Reporter, Reporters, ReviewState, Taught, Vote,
 };
 
 // ---- restore: protobuf -> pipeline ----
@@ -98,11 +100,20 @@ pub(super) fn restore_with(
         ps.reported_leads,
         ps.reported_evicted,
     )?;
-    let ledger = Ledger::from_parts(cache, ps.contradictions, reporters, reported);
-    let mut pipeline = Pipeline::from_parts(model, cfg, progressive, test, published, ledger, counters);
-    if let Some(r) = ps.review {
-        pipeline.review_mut().restore(r.recent, r.band, r.tokens, r.seen);
-    }
+    let state = PipelineState {
+        progressive,
+        test,
+        published,
+        ledger: Ledger::from_parts(cache, ps.contradictions, reporters, reported),
+        counters,
+        review: ps.review.map(|r| ReviewState {
+            recent: r.recent,
+            band: r.band,
+            tokens: r.tokens,
+            seen: r.seen,
+        }),
+    };
+    let pipeline = Pipeline::restored(model, cfg, state);
     let positions = Positions::from_maps(c.positions, c.position_marks).map_err(|e| RestoreError(e.to_string()))?;
     Ok((pipeline, positions))
 }
@@ -343,19 +354,18 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
         (true, None) => Some(DocFreq::new(buckets)),
         (true, Some(d)) => Some(doc_freq_from_pb(d, buckets)?),
     };
-    let mut model = Model::from_parts(
+    Ok(Model::from_parts(ModelParts {
         choice,
         features,
         task,
-        Labels::from_names(m.labels),
+        labels: Labels::from_names(m.labels),
         state,
-        m.version,
+        version: m.version,
         sketch,
         doc_freq,
-    );
-    model.fusion = fusion;
-    model.byte_lr = byte_lr;
-    Ok(model)
+        fusion,
+        byte_lr,
+    }))
 }
 
 /// A byte LR from a checkpoint or a full version: every weight, and its

@@ -10,12 +10,11 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::{CommandError, eval::progress_bar};
-use crate::checkpoint::CheckpointDir;
+use crate::checkpoint::{CheckpointDir, Resumed, load_or_new};
 use crate::config::LearnArgs;
 use crate::mailbox::{self, Item};
 use crate::message;
 use crate::pipeline::{EmailRecord, Outcome, Pipeline};
-use crate::transport::load_or_new;
 
 /// What a bulk learn did.
 #[derive(Debug, Default, Serialize)]
@@ -63,7 +62,11 @@ pub fn learn(args: &LearnArgs) -> Result<LearnSummary, CommandError> {
         ..args.pipeline.settings()
     };
     let mut dir = CheckpointDir::open(&args.checkpoint_dir, args.keep_checkpoints)?;
-    let (mut pipeline, positions, _) = load_or_new(Some(&dir), &features, &hyper, cfg)?;
+    let Resumed {
+        mut pipeline,
+        positions,
+        ..
+    } = load_or_new(Some(&dir), &features, &hyper, cfg)?;
     let bar = progress_bar(mailbox::total_bytes(&args.paths));
     let mut summary = LearnSummary::default();
     let max = pipeline.config().max_message_bytes;

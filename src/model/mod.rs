@@ -125,6 +125,22 @@ pub struct Scored {
 /// stream of new labels.
 pub const MAX_CLASSES: usize = 4096;
 
+/// What a model is, without scratch or limits: what a checkpoint and a
+/// full version hold, and what [`Model::from_parts`] builds a model from.
+#[derive(Debug)]
+pub(crate) struct ModelParts {
+    pub(crate) choice: HyperChoice,
+    pub(crate) features: FeatureConfig,
+    pub(crate) task: Option<Task>,
+    pub(crate) labels: Labels,
+    pub(crate) state: State,
+    pub(crate) version: u64,
+    pub(crate) sketch: NameSketch,
+    pub(crate) doc_freq: Option<DocFreq>,
+    pub(crate) fusion: Option<fusion::Fusion>,
+    pub(crate) byte_lr: Option<byte_lr::ByteLr>,
+}
+
 /// An online classifier: hyperparameters, labels, learned state.
 #[derive(Clone, Debug)]
 pub struct Model {
@@ -167,13 +183,11 @@ impl Model {
     /// `choice` and `features` must have been validated.
     pub fn new(choice: impl Into<HyperChoice>, features: FeatureConfig) -> Self {
         let choice = choice.into();
-        let hyper = choice.single.clone();
-        let state = Self::empty_state(&hyper, &features, false);
+        let state = Self::empty_state(&choice.single, &features, false);
         let doc_freq = features.idf.then(|| DocFreq::new(features.buckets()));
-        let fusion = Self::new_fusion(&hyper, &features);
-        Model {
+        let fusion = Self::new_fusion(&choice.single, &features);
+        Model::from_parts(ModelParts {
             choice,
-            hyper,
             features,
             task: None,
             labels: Labels::default(),
@@ -181,15 +195,9 @@ impl Model {
             version: 0,
             sketch: NameSketch::default(),
             doc_freq,
-            scratch: Vec::new(),
-            grad: Vec::new(),
-            gold_mask: Vec::new(),
-            active: Vec::new(),
-            limits: Limits::default(),
             fusion,
             byte_lr: None,
-            changed: None,
-        }
+        })
     }
 
     /// A copy that scores as this model does, without what only learning
@@ -201,9 +209,8 @@ impl Model {
             State::Linear(w) => State::Linear(w.scoring_copy()),
             State::NaiveBayes(nb) => State::NaiveBayes(nb.clone()),
         };
-        Model {
+        let mut copy = Model::from_parts(ModelParts {
             choice: self.choice.clone(),
-            hyper: self.hyper.clone(),
             features: self.features,
             task: self.task,
             labels: self.labels.clone(),
@@ -211,15 +218,11 @@ impl Model {
             version: self.version,
             sketch: self.sketch.clone(),
             doc_freq: self.doc_freq.clone(),
-            scratch: Vec::new(),
-            grad: Vec::new(),
-            gold_mask: Vec::new(),
-            active: Vec::new(),
-            limits: self.limits,
             fusion: self.fusion.clone(),
             byte_lr: self.byte_lr.as_ref().map(byte_lr::ByteLr::scoring_copy),
-            changed: None,
-        }
+        });
+        copy.limits = self.limits;
+        copy
     }
 
     /// A fresh fusion, when the hyperparameters ask for one and the
@@ -248,36 +251,28 @@ impl Model {
         }
     }
 
-    /// Rebuilds a model from checkpointed parts.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn from_parts(
-        choice: HyperChoice,
-        features: FeatureConfig,
-        task: Option<Task>,
-        labels: Labels,
-        state: State,
-        version: u64,
-        sketch: NameSketch,
-        doc_freq: Option<DocFreq>,
-    ) -> Self {
-        let hyper = choice.for_task(task.unwrap_or(Task::SingleLabel)).clone();
+    /// The one place a model is built: from its parts (a new model's, a
+    /// copy's, a checkpoint's), with no scratch, no changes tracked and
+    /// the default limits; the hyperparameters in force are the task's.
+    pub(crate) fn from_parts(p: ModelParts) -> Self {
+        let hyper = p.choice.for_task(p.task.unwrap_or(Task::SingleLabel)).clone();
         Model {
-            choice,
+            choice: p.choice,
             hyper,
-            features,
-            task,
-            labels,
-            state,
-            version,
-            sketch,
-            doc_freq,
+            features: p.features,
+            task: p.task,
+            labels: p.labels,
+            state: p.state,
+            version: p.version,
+            sketch: p.sketch,
+            doc_freq: p.doc_freq,
             scratch: Vec::new(),
             grad: Vec::new(),
             gold_mask: Vec::new(),
             active: Vec::new(),
             limits: Limits::default(),
-            fusion: None,
-            byte_lr: None,
+            fusion: p.fusion,
+            byte_lr: p.byte_lr,
             changed: None,
         }
     }

@@ -85,6 +85,7 @@ impl Pipeline {
         Outcome::FeedbackMatched {
             correct: None,
             correction: true,
+            taught: true,
         }
     }
 
@@ -99,6 +100,7 @@ impl Pipeline {
         Outcome::FeedbackMatched {
             correct: None,
             correction: true,
+            taught: false,
         }
     }
 
@@ -268,7 +270,8 @@ mod tests {
             send(&mut p, again),
             Outcome::FeedbackMatched {
                 correct: Some(_),
-                correction: false
+                correction: false,
+                taught: true
             }
         ));
     }
@@ -308,7 +311,8 @@ mod tests {
             out,
             Outcome::FeedbackMatched {
                 correct: None,
-                correction: true
+                correction: true,
+                taught: true
             }
         );
         send(&mut direct, serde_json::json!({"id": "q", "label": "ham"}));

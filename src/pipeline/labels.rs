@@ -173,6 +173,7 @@ impl Pipeline {
         self.count_weighed(weight, reporter.as_deref());
         let fp = self.report_fingerprint(&text, self.model.task(), w.features.user);
         let voted = self.note_report(fp, &ids, weight, reporter.as_deref());
+        let taught = weight.is_some();
         match weight {
             Some(weight) => {
                 let lesson = self.learn_features(&w.features, &ids, None, weight);
@@ -190,6 +191,7 @@ impl Pipeline {
         Outcome::FeedbackMatched {
             correct,
             correction: false,
+            taught,
         }
     }
 }
@@ -273,7 +275,10 @@ mod tests {
 
         // A held label, then the same from another reporter: learned in full.
         p.handle(br#"{"id": "x", "text": "win cash prize now"}"#, &id0, 0);
-        p.handle(br#"{"id": "x", "label": "ham", "reporter": "flooder"}"#, &id0, 0);
+        let version = p.model().version();
+        let out = p.handle(br#"{"id": "x", "label": "ham", "reporter": "flooder"}"#, &id0, 0);
+        assert!(matches!(out, Outcome::FeedbackMatched { taught: false, .. }), "{out:?}");
+        assert_eq!(p.model().version(), version);
         assert!(p.cache().get("x").unwrap().held.is_some());
         let version = p.model().version();
         let (back, _) =
@@ -283,7 +288,12 @@ mod tests {
         assert_eq!(back.cache(), p.cache());
         assert_eq!(back.counters(), p.counters());
         let out = p.handle(br#"{"id": "x", "label": "ham", "reporter": "reviewer"}"#, &id0, 0);
-        assert!(matches!(out, Outcome::FeedbackMatched { correction: false, .. }));
+        let matched = |correction, taught| Outcome::FeedbackMatched {
+            correct: None,
+            correction,
+            taught,
+        };
+        assert_eq!(out, matched(false, true));
         assert_eq!(p.counters().labels_corroborated, 1);
         assert_eq!(p.model().version(), version + 1);
         assert!(p.cache().get("x").unwrap().held.is_none());

@@ -37,7 +37,7 @@ pub use prepare::{Prepared, Preparer};
 pub use reported::{Reported, Vote};
 use request::Requests;
 pub use request::{Answered, Asked};
-pub use review::{Query, Review, ReviewConfig, Verdict};
+pub use review::{Query, Review, ReviewConfig, ReviewState, Verdict};
 pub use role::Role;
 pub use settings::{ByteLrWhen, EvalKnobs, HeldBack, HeldExample, PipelineConfig};
 pub use trust::{
@@ -119,23 +119,37 @@ impl Counters {
     }
 }
 
+/// What a checkpoint holds of a pipeline besides its model (its settings
+/// come from the flags): what [`Pipeline::restored`] consumes; capture
+/// reads the same through the pipeline's accessors.
+#[derive(Debug)]
+pub struct PipelineState {
+    pub progressive: Progressive,
+    pub test: Progressive,
+    pub published: Progressive,
+    pub ledger: Ledger,
+    pub counters: Counters,
+    /// None in checkpoints from before the review.
+    pub review: Option<ReviewState>,
+}
+
 /// The pipeline: model, features, metrics, join cache and counters.
 #[derive(Debug)]
 pub struct Pipeline {
-    pub(crate) cfg: PipelineConfig,
-    pub(crate) model: Model,
+    cfg: PipelineConfig,
+    model: Model,
     /// The front stages, run by [`Pipeline::handle`]; its featurizer also
     /// featurizes cached texts for late labels and finishes every vector.
     prep: Preparer,
     /// Buffers for [`Pipeline::handle`]'s own [`Prepared`].
     spare: Prepared,
     /// Progressive (test-then-train) metrics of labeled examples.
-    pub(crate) progressive: Progressive,
+    progressive: Progressive,
     /// Metrics of held-out test-split examples.
-    pub(crate) test: Progressive,
+    test: Progressive,
     /// Published predictions judged by late feedback.
-    pub(crate) published: Progressive,
-    pub(crate) counters: Counters,
+    published: Progressive,
+    counters: Counters,
     /// Drift tests on the progressive and published errors.
     drift: DriftWatch,
     /// The uncertainty review: which predictions to mark and ask about.
@@ -146,7 +160,7 @@ pub struct Pipeline {
     /// What is known of labels: the record of recent messages and their
     /// labels, the reporters, the reported messages (checkpointed; see
     /// [`ledger`]).
-    pub(crate) ledger: Ledger,
+    ledger: Ledger,
     /// Where the predictions of requests answered apart go (see
     /// [`request`]).
     requests: Requests,
@@ -184,22 +198,17 @@ impl Pipeline {
         }
     }
 
-    /// Rebuilds a pipeline from checkpointed state.
-    pub(crate) fn from_parts(
-        model: Model,
-        cfg: PipelineConfig,
-        progressive: Progressive,
-        test: Progressive,
-        published: Progressive,
-        ledger: Ledger,
-        counters: Counters,
-    ) -> Self {
+    /// Rebuilds a pipeline from a checkpoint's state, under `cfg`.
+    pub fn restored(model: Model, cfg: PipelineConfig, state: PipelineState) -> Self {
         let mut p = Pipeline::new(model, cfg);
-        p.progressive = progressive;
-        p.test = test;
-        p.published = published;
-        p.ledger = ledger;
-        p.counters = counters;
+        p.progressive = state.progressive;
+        p.test = state.test;
+        p.published = state.published;
+        p.ledger = state.ledger;
+        p.counters = state.counters;
+        if let Some(review) = state.review {
+            p.review.restore(review);
+        }
         p
     }
 
@@ -239,9 +248,6 @@ impl Pipeline {
     }
     pub fn review(&self) -> &Review {
         &self.review
-    }
-    pub(crate) fn review_mut(&mut self) -> &mut Review {
-        &mut self.review
     }
     pub fn counters(&self) -> &Counters {
         &self.counters

@@ -27,8 +27,15 @@ pub enum Outcome {
     /// A test-split example, scored without learning (or held back for
     /// `eval`: [`super::HeldBack`]).
     Test,
-    /// A late label joined to its message and learned.
-    FeedbackMatched { correct: Option<bool>, correction: bool },
+    /// A late label joined to its message; `taught` when it was learned,
+    /// not when it was held (its reporter's trust), as for
+    /// [`Outcome::Learned`]; `correction` when it replaced the message's
+    /// label (or, held, would).
+    FeedbackMatched {
+        correct: Option<bool>,
+        correction: bool,
+        taught: bool,
+    },
     /// A late label whose message is not (or no longer) in the cache.
     FeedbackUnmatched,
     /// A label that says again what was learned for its message (or

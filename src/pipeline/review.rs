@@ -199,24 +199,28 @@ impl Review {
         };
     }
 
-    /// What a checkpoint keeps: the window's confidences (oldest first),
-    /// the band, the traffic tokens and the predictions seen.
-    pub fn state(&self) -> (Vec<f32>, f64, f64, u64) {
+    /// What a checkpoint keeps of it.
+    pub fn state(&self) -> ReviewState {
         let (newer, older) = self.recent.split_at(self.head);
-        let recent = older.iter().chain(newer).copied().collect();
-        (recent, self.band, self.tokens, self.seen)
+        ReviewState {
+            recent: older.iter().chain(newer).copied().collect(),
+            band: self.band,
+            tokens: self.tokens,
+            seen: self.seen,
+        }
     }
 
     /// Resumes from [`Review::state`] (a window of another length keeps
     /// the newest confidences that fit).
-    pub fn restore(&mut self, mut recent: Vec<f32>, band: f64, tokens: f64, seen: u64) {
+    pub fn restore(&mut self, state: ReviewState) {
+        let mut recent = state.recent;
         let extra = recent.len().saturating_sub(self.window);
         recent.drain(..extra);
         self.recent = recent;
         self.head = 0;
-        self.band = band;
-        self.tokens = tokens.clamp(0.0, self.burst);
-        self.seen = seen;
+        self.band = state.band;
+        self.tokens = state.tokens.clamp(0.0, self.burst);
+        self.seen = state.seen;
     }
 
     /// Adds the per-minute tokens earned since the last fill.
@@ -230,6 +234,16 @@ impl Review {
         }
         self.filled_ms = Some(now_ms.max(self.filled_ms.unwrap_or(0)));
     }
+}
+
+/// What a checkpoint keeps of the review: the window's confidences
+/// (oldest first), the band, the traffic tokens and the predictions seen.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReviewState {
+    pub recent: Vec<f32>,
+    pub band: f64,
+    pub tokens: f64,
+    pub seen: u64,
 }
 
 /// The confidence of a prediction: its best class's raw score over the
@@ -339,9 +353,9 @@ mod tests {
         for i in 0..537 {
             a.consider(conf(i), 0);
         }
-        let (recent, band, tokens, seen) = a.state();
         let mut b = review(0.05, None, Query::Uncertainty);
-        b.restore(recent, band, tokens, seen);
+        b.restore(a.state());
+        assert_eq!(b.state(), a.state());
         for i in 537..2000 {
             assert_eq!(a.consider(conf(i), 0), b.consider(conf(i), 0), "{i}");
         }

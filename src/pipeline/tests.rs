@@ -119,7 +119,8 @@ fn labeled_unlabeled_feedback_and_bad() {
         p.handle(br#"{"id": "m-1", "label": "spam"}"#, &id0, 1),
         Outcome::FeedbackMatched {
             correct: Some(true),
-            correction: false
+            correction: false,
+            taught: true
         }
     );
     assert_eq!(p.model().version(), v0 + 1);
@@ -127,7 +128,8 @@ fn labeled_unlabeled_feedback_and_bad() {
         p.handle(br#"{"id": "m-1", "label": "ham"}"#, &id0, 2),
         Outcome::FeedbackMatched {
             correct: None,
-            correction: true
+            correction: true,
+            taught: true
         }
     );
     assert_eq!(
@@ -266,7 +268,8 @@ fn roles_do_their_part_of_a_message() {
         learner.handle(feedback, &id0, 2),
         Outcome::FeedbackMatched {
             correct: None,
-            correction: false
+            correction: false,
+            taught: true
         }
     ));
     assert_eq!(learner.model().version(), 2);

@@ -24,8 +24,8 @@ use super::core::Fronts;
 use super::core::{Checkpointed, Core, Payload, Position, Record};
 use super::lines::{LineEvent, LineSource, Resume, line_mark};
 use super::sinks::{DeadLetterSink, LinesSink, PredictionSink, open_output};
-use super::{Cadence, DaemonError, load_or_new};
-use crate::checkpoint::{CheckpointDir, Positions};
+use super::{Cadence, DaemonError};
+use crate::checkpoint::{CheckpointDir, Positions, Resumed, load_or_new};
 use crate::features::FeatureConfig;
 use crate::http::HttpSettings;
 use crate::mail::MailSettings;
@@ -151,7 +151,11 @@ impl<'a> JsonlDaemon<'a> {
             Some(d) => Some(CheckpointDir::open(d, s.keep_checkpoints)?),
             None => None,
         };
-        let (pipeline, positions, resumed_from) = load_or_new(dir.as_ref(), &s.features, &s.hyper, s.pipeline.clone())?;
+        let Resumed {
+            pipeline,
+            positions,
+            from: resumed_from,
+        } = load_or_new(dir.as_ref(), &s.features, &s.hyper, s.pipeline.clone())?;
         let source = LineSource::open(
             &s.input,
             positions.clone(),

@@ -1,12 +1,12 @@
 //! Transports: they move bytes and positions between the outside and the
-//! one [`Pipeline`], and nothing else. The daemon [`core`] takes each
+//! one [`crate::pipeline::Pipeline`], and nothing else. The daemon [`core`] takes each
 //! record through the pipeline to a transport's sink and runs the
 //! checkpoint protocol, once for all; [`jsonl`] reads JSON lines from a
 //! file or stdin ([`lines`]) and writes them ([`sinks`]); [`kafka`] reads
-//! and writes Kafka topics. What both need to start lives here: resuming
-//! from a checkpoint ([`load_or_new`]), the checkpoint cadence
-//! ([`Cadence`]) and the error a run stops with ([`DaemonError`]); the
-//! clock is [`crate::clock`] and shutdown [`crate::shutdown`].
+//! and writes Kafka topics. What both need to start lives here: the
+//! checkpoint cadence ([`Cadence`]) and the error a run stops with
+//! ([`DaemonError`]); resuming is [`crate::checkpoint::load_or_new`], the
+//! clock [`crate::clock`] and shutdown [`crate::shutdown`].
 //!
 //! A transport may use the pipeline, the checkpoint directory and the
 //! metrics; none of those knows a transport.
@@ -25,10 +25,7 @@ use std::time::{Duration, Instant};
 
 pub use lines::{named_key, position_key};
 
-use crate::checkpoint::{CheckpointDir, CheckpointError, Positions};
-use crate::features::FeatureConfig;
-use crate::model::{HyperChoice, Model};
-use crate::pipeline::{Pipeline, PipelineConfig};
+use crate::checkpoint::CheckpointError;
 
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -58,38 +55,6 @@ pub enum DaemonError {
     Usage(String),
     #[error(transparent)]
     Http(#[from] crate::http::HttpError),
-}
-
-/// A pipeline with the positions its checkpoint recorded and the
-/// checkpoint it came from (if any).
-pub type Loaded = (Pipeline, Positions, Option<PathBuf>);
-
-/// Builds the pipeline: from the newest good checkpoint in `dir` if there
-/// is one (its feature and model settings win over the flags, since the
-/// weights only mean something under them), else fresh from the flags.
-pub fn load_or_new(
-    dir: Option<&CheckpointDir>,
-    features: &FeatureConfig,
-    hyper: &HyperChoice,
-    cfg: PipelineConfig,
-) -> Result<Loaded, DaemonError> {
-    if let Some(dir) = dir
-        && let Some((pipeline, positions, path)) = dir.load_latest(&cfg)?
-    {
-        if pipeline.model().features() != features || pipeline.model().choice() != hyper {
-            tracing::warn!(
-                checkpoint = %path.display(),
-                "the checkpoint's feature and model settings differ from the flags; using the checkpoint's"
-            );
-        }
-        tracing::info!(checkpoint = %path.display(), version = pipeline.model().version(), "resumed from checkpoint");
-        return Ok((pipeline, positions, Some(path)));
-    }
-    Ok((
-        Pipeline::new(Model::new(hyper.clone(), *features), cfg),
-        Positions::default(),
-        None,
-    ))
 }
 
 /// When a run checkpoints: every `interval`, and after every

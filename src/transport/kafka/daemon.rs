@@ -30,7 +30,7 @@ use super::model_topic::TopicOutlet;
 use super::model_topic::{self, ModelFeed};
 use super::sink::{DeliveryCounter, KafkaSink};
 use super::{KafkaSettings, KafkaSummary, topics};
-use crate::checkpoint::{CheckpointDir, Positions};
+use crate::checkpoint::{CheckpointDir, Positions, Resumed, load_or_new};
 use crate::clock::now_ms;
 use crate::metrics::Telemetry;
 use crate::pipeline::{Pipeline, Role};
@@ -39,7 +39,7 @@ use crate::shutdown::Shutdown;
 use crate::transport::core::Fronts;
 use crate::transport::core::{Core, Payload, Position, Record};
 use crate::transport::publication::Publication;
-use crate::transport::{Cadence, DaemonError, load_or_new};
+use crate::transport::{Cadence, DaemonError};
 
 /// How often the loop does its time-based work, and the longest a poll
 /// waits for a record.
@@ -308,7 +308,11 @@ fn open_model(s: &KafkaSettings, shutdown: &Shutdown) -> Result<Option<Opened>, 
         )));
     };
     let dir = CheckpointDir::open(path, s.keep_checkpoints)?;
-    let (pipeline, positions, resumed_from) = load_or_new(Some(&dir), &s.features, &s.hyper, s.pipeline.clone())?;
+    let Resumed {
+        pipeline,
+        positions,
+        from: resumed_from,
+    } = load_or_new(Some(&dir), &s.features, &s.hyper, s.pipeline.clone())?;
     let publisher = match role {
         Role::Learner => Some(publisher(s, shutdown)?),
         _ => None,
