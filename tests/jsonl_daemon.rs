@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use classifyd::checkpoint::LINES_PREFIX;
+use classifyd::checkpoint::InputKey;
 use classifyd::checkpoint::pb;
-use classifyd::transport::position_key;
 use common::{
     BIN, data, free_port, http_get, newest_checkpoint, sms_lines, spawn_metrics_daemon, wait_for, write_lines,
 };
@@ -30,7 +29,7 @@ fn classifyd() -> Command {
 
 /// The position of the one input a checkpoint has read (0 before any).
 fn position(c: &pb::Checkpoint) -> u64 {
-    let mut inputs = c.positions.iter().filter(|(k, _)| k.starts_with(LINES_PREFIX));
+    let mut inputs = c.positions.iter().filter(|(k, _)| k.starts_with("jsonl:"));
     let first = inputs.next().map_or(0, |(_, &v)| v);
     assert!(inputs.next().is_none(), "one input read: {:?}", c.positions);
     first
@@ -146,7 +145,7 @@ fn each_input_resumes_at_its_own_position() {
         write_lines(&p, ls);
         p
     };
-    let key = |l: &String| position_key(l.as_bytes());
+    let key = |l: &String| first_line_key(l.as_bytes());
     let day1 = write("day1.jsonl", &lines[..300]);
     let day2 = write("day2.jsonl", &lines[300..500]);
     run_file(&day1, &dir, &[]);
@@ -217,8 +216,8 @@ fn an_input_that_only_begins_like_another_is_refused_until_named() {
 
     run_file(&day2, &dir, &["--input-name", "day2"]);
     let ck = newest_checkpoint(&dir).unwrap();
-    assert_eq!(ck.positions.get(&classifyd::transport::named_key("day2")), Some(&401));
-    assert_eq!(ck.positions.get(&position_key(lines[0].as_bytes())), Some(&300));
+    assert_eq!(ck.positions.get(&InputKey::named("day2").on_disk()), Some(&401));
+    assert_eq!(ck.positions.get(&first_line_key(lines[0].as_bytes())), Some(&300));
     // Day 2 read whole; its first line is day 1's first message again (the
     // same id, text and label): a fact already known, not learned twice.
     assert_eq!(learned(ck), 700, "day 2 learned whole, once");
@@ -227,7 +226,7 @@ fn an_input_that_only_begins_like_another_is_refused_until_named() {
     write_lines(&day1, &lines[..301]);
     run_file(&day1, &dir, &[]);
     let ck = newest_checkpoint(&dir).unwrap();
-    assert_eq!(ck.positions.get(&position_key(lines[0].as_bytes())), Some(&301));
+    assert_eq!(ck.positions.get(&first_line_key(lines[0].as_bytes())), Some(&301));
     let counters = ck.pipeline.clone().unwrap().counters.unwrap();
     assert_eq!((learned(ck), counters.labels_repeated), (700, 2));
 }
@@ -261,7 +260,7 @@ fn a_checkpoint_with_the_old_single_position_resumes_and_is_rekeyed() {
     let ck = newest_checkpoint(&dir).unwrap();
     assert_eq!(
         ck.positions,
-        [(position_key(lines[0].as_bytes()), 400)].into(),
+        [(first_line_key(lines[0].as_bytes()), 400)].into(),
         "the old key is gone, the input's own holds its position"
     );
     assert_eq!(learned(ck), 400, "the first 300 lines not learned twice");
@@ -451,7 +450,7 @@ fn predict_and_inspect_read_the_checkpoint() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["version"], 1000);
     // Where the checkpoint stands: the input's own position, and which file it is.
-    let key = position_key(sms_lines()[0].as_bytes());
+    let key = first_line_key(sms_lines()[0].as_bytes());
     assert_eq!(v["positions"], serde_json::json!({ key.as_str(): 1000 }));
     assert!(v["checkpoint"].as_str().unwrap().ends_with(".ckpt"));
     let text = classifyd()
@@ -650,4 +649,9 @@ fn a_label_delivered_twice_is_learned_once_and_can_be_taken_back() {
     );
     // r1's labels replaced by the reviewer and forgotten anonymously.
     assert_eq!(f["least_trusted"][0]["overridden"], 40);
+}
+
+/// The checkpoint's key of the input whose first line is `line`.
+fn first_line_key(line: &[u8]) -> String {
+    InputKey::first_line(line).on_disk()
 }

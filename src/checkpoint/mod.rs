@@ -27,7 +27,7 @@ mod stream;
 pub use capture::{
     WeightsPlacement, byte_lr_to_pb, capture, capture_model, capture_model_with, capture_with, fragments, model_digest,
 };
-pub use positions::{LINES_PREFIX, LinePosition, Positions, UnknownPosition};
+pub use positions::{InputKey, LinePosition, Positions, UnknownPosition};
 pub use restore::{RestoreError, restore, restore_model};
 pub use stream::{load as load_file, read_model};
 

@@ -1,15 +1,73 @@
 //! Where each source stands, as a checkpoint records it: typed here (a
 //! Kafka partition's next offset, a JSON-lines input's next line and the
-//! mark of the line before it), a map of strings on disk, in the form every
-//! checkpoint since per-input positions has (`topic/partition`,
-//! `jsonl:<key>`, and the marks in `position_marks`), plus the single
-//! `jsonl` key of older ones, which a restore still reads.
+//! mark of the line before it, the input known by an [`InputKey`]), a map
+//! of strings on disk, in the form every checkpoint since per-input
+//! positions has (`topic/partition`, `jsonl:<key>`, and the marks in
+//! `position_marks`), plus the single `jsonl` key of older ones, which a
+//! restore still reads. The on-disk forms exist only here.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 /// The prefix of a JSON-lines input's key on disk.
-pub const LINES_PREFIX: &str = "jsonl:";
+const LINES_PREFIX: &str = "jsonl:";
+/// After [`LINES_PREFIX`], the prefix of a named input's key on disk.
+const NAMED_PREFIX: &str = "name:";
+
+/// A JSON-lines input, as positions know it.
+///
+/// An input is known by its first line, not by its name: the same stream
+/// resumes where it stopped whether it comes from a file, a renamed or
+/// copied file, or stdin, and a file that only grows keeps its key, while
+/// the next day's file (whose first line is another message, with its own
+/// id) starts at its first line instead of skipping as many lines as the
+/// previous file had. `--input-name` names one instead.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum InputKey {
+    /// The xxh3-64 of its first line (without its line end).
+    FirstLine(u64),
+    /// The name it was given (`--input-name`).
+    Named(String),
+}
+
+impl InputKey {
+    /// The input whose first line (without its line end) is `line`.
+    pub fn first_line(line: &[u8]) -> Self {
+        InputKey::FirstLine(xxhash_rust::xxh3::xxh3_64(line))
+    }
+
+    /// The input named `name`.
+    pub fn named(name: &str) -> Self {
+        InputKey::Named(name.to_string())
+    }
+
+    /// Its key in a checkpoint's maps: `jsonl:` and the first line's hash
+    /// in hex, or `jsonl:name:` and the name.
+    pub fn on_disk(&self) -> String {
+        self.to_string()
+    }
+
+    /// The key `on_disk` wrote (after its `jsonl:`).
+    fn parse(rest: &str) -> Option<Self> {
+        if let Some(name) = rest.strip_prefix(NAMED_PREFIX) {
+            return Some(InputKey::Named(name.to_string()));
+        }
+        let hex = rest.len() == 16 && rest.bytes().all(|b| b.is_ascii_hexdigit());
+        hex.then(|| u64::from_str_radix(rest, 16).ok())
+            .flatten()
+            .map(InputKey::FirstLine)
+    }
+}
+
+impl fmt::Display for InputKey {
+    /// The on-disk form (also how logs and `inspect` name the input).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InputKey::FirstLine(hash) => write!(f, "{LINES_PREFIX}{hash:016x}"),
+            InputKey::Named(name) => write!(f, "{LINES_PREFIX}{NAMED_PREFIX}{name}"),
+        }
+    }
+}
 /// The one key of checkpoints written before inputs were told apart: the
 /// next line of whatever input the daemon was given.
 const LEGACY_LINES: &str = "jsonl";
@@ -25,14 +83,20 @@ pub struct LinePosition {
     pub mark: Option<u64>,
 }
 
+impl LinePosition {
+    /// The mark of a line (without its line end).
+    pub fn mark_of(line: &[u8]) -> u64 {
+        xxhash_rust::xxh3::xxh3_64(line)
+    }
+}
+
 /// Every source's position.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Positions {
     /// Next offset to read, by topic, then partition.
     kafka: BTreeMap<String, BTreeMap<i32, u64>>,
-    /// By input key (`jsonl:` and its first line's hash, or `jsonl:name:`
-    /// and its `--input-name`).
-    lines: BTreeMap<String, LinePosition>,
+    /// By input.
+    lines: BTreeMap<InputKey, LinePosition>,
     /// The next line of a checkpoint from before inputs were told apart.
     legacy_line: Option<u64>,
 }
@@ -67,16 +131,23 @@ impl Positions {
     }
 
     /// JSON-lines input `key`'s position, if recorded.
-    pub fn line(&self, key: &str) -> Option<LinePosition> {
+    pub fn line(&self, key: &InputKey) -> Option<LinePosition> {
         self.lines.get(key).copied()
     }
 
     /// Records JSON-lines input `key`'s position; a mark of `None` keeps
     /// the one recorded (it still describes line `next - 1` when no line
     /// was handled since).
-    pub fn set_line(&mut self, key: &str, next: u64, mark: Option<u64>) {
-        let mark = mark.or_else(|| self.lines.get(key).and_then(|p| p.mark));
-        self.lines.insert(key.to_string(), LinePosition { next, mark });
+    pub fn set_line(&mut self, key: &InputKey, next: u64, mark: Option<u64>) {
+        match self.lines.get_mut(key) {
+            Some(p) => {
+                p.next = next;
+                p.mark = mark.or(p.mark);
+            }
+            None => {
+                self.lines.insert(key.clone(), LinePosition { next, mark });
+            }
+        }
     }
 
     /// The next line recorded by a checkpoint from before inputs were
@@ -100,10 +171,11 @@ impl Positions {
         }
         let mut marks = HashMap::new();
         for (key, p) in &self.lines {
-            positions.insert(key.clone(), p.next);
+            let key = key.on_disk();
             if let Some(mark) = p.mark {
                 marks.insert(key.clone(), mark);
             }
+            positions.insert(key, p.next);
         }
         if let Some(next) = self.legacy_line {
             positions.insert(LEGACY_LINES.to_string(), next);
@@ -121,9 +193,10 @@ impl Positions {
         for (key, next) in positions {
             if key == LEGACY_LINES {
                 out.legacy_line = Some(next);
-            } else if key.starts_with(LINES_PREFIX) {
+            } else if let Some(rest) = key.strip_prefix(LINES_PREFIX) {
+                let input = InputKey::parse(rest).ok_or_else(|| UnknownPosition(key.clone()))?;
                 let mark = marks.remove(&key);
-                out.lines.insert(key, LinePosition { next, mark });
+                out.lines.insert(input, LinePosition { next, mark });
             } else {
                 let (topic, partition) = parse_kafka_key(&key).ok_or(UnknownPosition(key.clone()))?;
                 out.set_offset(topic, partition, next);
@@ -174,17 +247,20 @@ mod tests {
         p.set_offset("messages", 0, 42);
         p.set_offset("messages", 3, 7);
         p.set_offset("a.b-c_d", 1, 9);
-        p.set_line("jsonl:00ff00ff00ff00ff", 12, Some(99));
-        p.set_line("jsonl:name:day2", 3, None);
+        let hashed = InputKey::FirstLine(0x00ff_00ff_00ff_00ff);
+        p.set_line(&hashed, 12, Some(99));
+        p.set_line(&InputKey::named("day2"), 3, None);
         let (positions, marks) = p.to_maps();
         assert_eq!(positions["messages/3"], 7);
         assert_eq!(positions["jsonl:name:day2"], 3);
+        assert_eq!(positions["jsonl:00ff00ff00ff00ff"], 12);
         assert_eq!(marks.len(), 1);
         assert_eq!(Positions::from_maps(positions, marks), Ok(p.clone()));
+        assert_eq!(InputKey::first_line(b"x").on_disk().len(), "jsonl:".len() + 16);
         // A mark left out keeps the one recorded.
-        p.set_line("jsonl:00ff00ff00ff00ff", 13, None);
+        p.set_line(&hashed, 13, None);
         assert_eq!(
-            p.line("jsonl:00ff00ff00ff00ff"),
+            p.line(&hashed),
             Some(LinePosition {
                 next: 13,
                 mark: Some(99)
@@ -192,7 +268,15 @@ mod tests {
         );
         let legacy = Positions::from_maps([("jsonl".to_string(), 5)], []).unwrap();
         assert_eq!((legacy.legacy_line(), legacy.is_empty()), (Some(5), false));
-        for bad in ["jsonlx", "topic/", "/3", "topic/x", "nothing"] {
+        for bad in [
+            "jsonlx",
+            "topic/",
+            "/3",
+            "topic/x",
+            "nothing",
+            "jsonl:12",
+            "jsonl:zz00ff00ff00ff00",
+        ] {
             assert_eq!(
                 Positions::from_maps([(bad.to_string(), 1)], []),
                 Err(UnknownPosition(bad.to_string())),

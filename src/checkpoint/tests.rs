@@ -57,7 +57,7 @@ fn round_trip_predicts_identically() {
     ] {
         let p = trained(learner);
         let mut positions = Positions::default();
-        positions.set_line("jsonl:00ab", 5, Some(u64::MAX - 3));
+        positions.set_line(&InputKey::FirstLine(0xab), 5, Some(u64::MAX - 3));
         positions.set_offset("topic", 0, 9);
         let mut d = CheckpointDir::open(dir.path().join(learner.as_str()), 2).unwrap();
         d.save_pipeline(&p, &positions).unwrap();
@@ -67,7 +67,7 @@ fn round_trip_predicts_identically() {
         assert_eq!(ckpt.model, capture(&p, &positions).model, "{learner}");
         // On disk the marks have a field of their own.
         assert_eq!(ckpt.positions.len(), 2);
-        assert_eq!(ckpt.position_marks["jsonl:00ab"], u64::MAX - 3);
+        assert_eq!(ckpt.position_marks["jsonl:00000000000000ab"], u64::MAX - 3);
         assert_eq!(pos, positions);
         assert_eq!(q.model().state(), p.model().state(), "{learner}");
         // Linear learners fuse naive Bayes on the words of a binary task.
@@ -333,7 +333,8 @@ fn checkpoints_of_1d55a89_restore_with_their_positions() {
     assert_eq!(p.model().version(), 36);
     let lines = fs::read_to_string(dir.join("sms_demo.jsonl")).unwrap();
     let line_40 = lines.lines().nth(39).unwrap();
-    let key = "jsonl:f991abe2d9f8152e";
+    let key = &InputKey::FirstLine(0xf991_abe2_d9f8_152e);
+    assert_eq!(InputKey::first_line(lines.lines().next().unwrap().as_bytes()), *key);
     assert_eq!(
         pos.line(key),
         Some(LinePosition {

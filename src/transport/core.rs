@@ -13,16 +13,17 @@
 //! A transport reads (a file's lines, a consumer's records) and drives the
 //! core: [`Core::handle`] per record, [`Core::tick`] for the time-based
 //! work, [`Core::finish`] at shutdown. It never touches the pipeline's
-//! outcomes or the checkpoint itself; its part in a checkpoint is a
-//! [`Checkpointed`]: what it records before the save, what it commits
-//! after.
+//! outcomes or the checkpoint itself. Every record's position goes
+//! through the core as a typed [`Position`] (a partition's offset, an
+//! input's line); the source's part in a checkpoint is a [`Checkpointed`]:
+//! what it commits after the save.
 
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use super::publication::Publication;
 use super::{Cadence, DaemonError};
-use crate::checkpoint::{CheckpointDir, Positions};
+use crate::checkpoint::{CheckpointDir, InputKey, LinePosition, Positions};
 use crate::clock::now_ms;
 use crate::http::{Feed, HttpServer, HttpSettings};
 use crate::mail::{Lesson, MailServers, MailSettings, TellDone, Told};
@@ -38,9 +39,14 @@ pub enum Position<'a> {
         partition: i32,
         offset: u64,
     },
-    /// Line `number` (from 0) of the JSON-lines input (whose position the
-    /// transport records at a checkpoint: [`Checkpointed::settle`]).
-    Line { number: u64 },
+    /// Line `number` (from 0) of JSON-lines input `input`, whose bytes
+    /// (or, over the size cap, first bytes) are `line`: a checkpoint
+    /// records the next line and the mark of this one.
+    Line {
+        input: &'a InputKey,
+        number: u64,
+        line: &'a [u8],
+    },
 }
 
 impl Position<'_> {
@@ -106,16 +112,45 @@ pub trait Sink {
     fn export_metrics(&self) {}
 }
 
-/// A transport's part in a checkpoint, around the core's save.
+/// A source's part in a checkpoint: after the save, the positions
+/// committed beyond it (a Kafka group's offsets).
 pub trait Checkpointed {
-    /// Before the save: the positions the transport keeps itself (a
-    /// JSON-lines input's next line and the mark of the line before it,
-    /// hashed here, once a checkpoint, not once a line).
-    fn settle(&mut self, _positions: &mut Positions) {}
+    fn commit(&mut self, positions: &Positions, why: &str);
+}
 
-    /// After the save: the positions committed beyond the checkpoint (a
-    /// Kafka group's offsets).
-    fn commit(&mut self, _positions: &Positions, _why: &str) {}
+/// A source whose positions are the checkpoint's alone (JSON lines):
+/// nothing to commit beyond it.
+impl Checkpointed for () {
+    fn commit(&mut self, _: &Positions, _: &str) {}
+}
+
+/// Where a JSON-lines input stands: its next line, and the last line
+/// handled, whose mark a checkpoint records (hashed then, once a
+/// checkpoint, not once a line).
+#[derive(Debug)]
+struct LineAt {
+    input: InputKey,
+    next: u64,
+    last_line: Vec<u8>,
+    /// Whether a line was handled (else the recorded mark still holds).
+    handled: bool,
+}
+
+impl LineAt {
+    fn new(input: InputKey, next: u64) -> Self {
+        LineAt {
+            input,
+            next,
+            last_line: Vec::new(),
+            handled: false,
+        }
+    }
+
+    /// Its position and mark into `positions`.
+    fn settle(&self, positions: &mut Positions) {
+        let mark = self.handled.then(|| LinePosition::mark_of(&self.last_line));
+        positions.set_line(&self.input, self.next, mark);
+    }
 }
 
 /// The endpoints a daemon serves besides its transport; dropped, they stop.
@@ -146,6 +181,8 @@ pub struct Core<K: Sink> {
     told: Option<Receiver<Told>>,
     /// A learner's publication of the model beyond this process.
     publication: Option<Publication>,
+    /// Where the JSON-lines input stands, once it is known.
+    lines: Option<LineAt>,
     last_metrics: Instant,
     checkpoints: u64,
     messages: u64,
@@ -170,6 +207,7 @@ impl<K: Sink> Core<K> {
             feed: None,
             told: None,
             publication: None,
+            lines: None,
             last_metrics: Instant::now(),
             checkpoints: 0,
             messages: 0,
@@ -356,16 +394,36 @@ impl<K: Sink> Core<K> {
         Ok(())
     }
 
-    /// Records that the record at `position` is done (a Kafka offset here;
-    /// a JSON-lines line by the transport, at the next checkpoint).
+    /// A JSON-lines input starts: `input`, at line `next` (the lines
+    /// before it a checkpoint holds).
+    pub fn start_lines(&mut self, input: InputKey, next: u64) {
+        self.lines = Some(LineAt::new(input, next));
+    }
+
+    /// The next line of the JSON-lines input (0 before it is known).
+    pub fn next_line(&self) -> u64 {
+        self.lines.as_ref().map_or(0, |at| at.next)
+    }
+
+    /// Records that the record at `position` is done: a Kafka offset, or a
+    /// JSON-lines line (kept as it stands, recorded at the next checkpoint).
     pub fn advance(&mut self, position: Position<'_>) {
-        if let Position::Offset {
-            topic,
-            partition,
-            offset,
-        } = position
-        {
-            self.positions.set_offset(topic, partition, offset + 1);
+        match position {
+            Position::Offset {
+                topic,
+                partition,
+                offset,
+            } => self.positions.set_offset(topic, partition, offset + 1),
+            Position::Line { input, number, line } => {
+                let at = match &mut self.lines {
+                    Some(at) if at.input == *input => at,
+                    other => other.insert(LineAt::new(input.clone(), number)),
+                };
+                at.next = number + 1;
+                at.last_line.clear();
+                at.last_line.extend_from_slice(line);
+                at.handled = true;
+            }
         }
         self.messages += 1;
     }
@@ -419,7 +477,9 @@ impl<K: Sink> Core<K> {
             self.cadence.put_off();
             return Ok(false);
         }
-        part.settle(&mut self.positions);
+        if let Some(at) = &self.lines {
+            at.settle(&mut self.positions);
+        }
         if let Some(dir) = self.dir.as_mut() {
             let saved = dir
                 .save_pipeline(&self.pipeline, &self.positions)

@@ -2,7 +2,7 @@
 //! lines, hand each to the [`Pipeline`], deliver predictions and dead
 //! letters, checkpoint periodically and at exit, resume from the newest good
 //! checkpoint at the line after the last one it covers of this input (an
-//! input is known by its first line: [`super::position_key`];
+//! input is known by its first line: [`crate::checkpoint::InputKey`];
 //! another input starts at its first line).
 //!
 //! A checkpoint is taken only after the outputs of every line it covers are
@@ -21,11 +21,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::core::Fronts;
-use super::core::{Checkpointed, Core, Payload, Position, Record};
-use super::lines::{LineEvent, LineSource, Resume, line_mark};
+use super::core::{Core, Payload, Position, Record};
+use super::lines::{LineEvent, LineSource, Resume};
 use super::sinks::{DeadLetterSink, LinesSink, PredictionSink, open_output};
 use super::{Cadence, DaemonError};
-use crate::checkpoint::{CheckpointDir, Positions, Resumed, load_or_new};
+use crate::checkpoint::{CheckpointDir, InputKey, Resumed, load_or_new};
 use crate::features::FeatureConfig;
 use crate::http::HttpSettings;
 use crate::mail::MailSettings;
@@ -106,41 +106,8 @@ struct JsonlDaemon<'a> {
     fronts: Fronts,
     source: LineSource,
     resumed_from: Option<PathBuf>,
-    /// Where it stands in the input.
-    at: LineAt,
-}
-
-/// Where the daemon stands in its input, recorded at each checkpoint (its
-/// part in one).
-#[derive(Default)]
-struct LineAt {
-    /// This input's position key, known once its first line is read; until
-    /// then the checkpoints keep the positions they were given.
-    key: Option<String>,
-    /// The next line to read.
-    next: u64,
-    /// The last line handled, whose mark (see `checkpoint::LinePosition`)
-    /// a checkpoint records with the position: kept, not hashed, per
-    /// line; none until a line is.
-    last_line: Option<Vec<u8>>,
-}
-
-impl LineAt {
-    /// Line `number`, whose bytes (or first bytes) are `line`, is handled.
-    fn done(&mut self, number: u64, line: Vec<u8>) {
-        self.next = number + 1;
-        self.last_line = Some(line);
-    }
-}
-
-impl Checkpointed for LineAt {
-    /// The input is done up to `next`; the mark is of the line before it
-    /// when this run handled one (else the mark there still describes it).
-    fn settle(&mut self, positions: &mut Positions) {
-        if let Some(key) = &self.key {
-            positions.set_line(key, self.next, self.last_line.as_deref().map(line_mark));
-        }
-    }
+    /// The input, once its first line is read.
+    input: Option<InputKey>,
 }
 
 impl<'a> JsonlDaemon<'a> {
@@ -183,13 +150,13 @@ impl<'a> JsonlDaemon<'a> {
             fronts,
             source,
             resumed_from,
-            at: LineAt::default(),
+            input: None,
         })
     }
 
     /// The core's time-based work, before each read.
     fn on_tick(&mut self) -> Result<(), DaemonError> {
-        self.core.tick(self.telemetry.is_some(), &mut self.at)?;
+        self.core.tick(self.telemetry.is_some(), &mut ())?;
         Ok(())
     }
 
@@ -211,8 +178,8 @@ impl<'a> JsonlDaemon<'a> {
         } else if self.resumed_from.is_some() {
             tracing::info!(input = %name, key = %resume.key, "the checkpoint has not read this input: reading it from its first line");
         }
-        self.at.next = resume.skip;
-        self.at.key = Some(resume.key);
+        self.core.start_lines(resume.key.clone(), resume.skip);
+        self.input = Some(resume.key);
     }
 
     /// A line over the size cap: read past, never held, refused with its
@@ -220,10 +187,13 @@ impl<'a> JsonlDaemon<'a> {
     fn on_oversized(&mut self, number: u64, prefix: Vec<u8>, length: u64) -> Result<(), DaemonError> {
         let max = self.s.pipeline.max_message_bytes;
         let bad = self.core.pipeline_mut().refuse(crate::message::too_large(length, max));
-        let position = Position::Line { number };
+        let position = Position::Line {
+            input: started(&self.input)?,
+            number,
+            line: &prefix,
+        };
         self.core.sink_mut().refuse_prefix(&position, &bad, &prefix, length)?;
         self.core.advance(position);
-        self.at.done(number, prefix);
         Ok(())
     }
 
@@ -235,11 +205,13 @@ impl<'a> JsonlDaemon<'a> {
             reporter: None,
             user: None,
             stamp_ms: None,
-            position: Position::Line { number },
+            position: Position::Line {
+                input: started(&self.input)?,
+                number,
+                line: &bytes,
+            },
         };
-        self.core.handle(&record)?;
-        self.at.done(number, bytes);
-        Ok(())
+        self.core.handle(&record)
     }
 
     /// The input ended. With the HTTP endpoint on, the daemon checkpoints
@@ -250,7 +222,7 @@ impl<'a> JsonlDaemon<'a> {
         }
         // Requests are answered from the whole input's model from now on.
         self.core.publish(true);
-        self.core.checkpoint("end", &mut self.at)?;
+        self.core.checkpoint("end", &mut ())?;
         tracing::info!("the input ended; answering requests until stopped");
         while !shutdown.is_triggered() {
             self.core.wait_for_lessons(Duration::from_millis(100));
@@ -265,16 +237,24 @@ impl<'a> JsonlDaemon<'a> {
         drop(std::mem::take(&mut self.fronts));
         let lines = self.core.messages();
         if lines > 0 || self.resumed_from.is_none() {
-            self.core.finish(Duration::ZERO, &mut self.at)?;
+            self.core.finish(Duration::ZERO, &mut ())?;
         } else {
             self.core.stop_requests();
         }
         self.core.report();
         Ok(RunSummary {
             lines,
-            next_line: self.at.next,
+            next_line: self.core.next_line(),
             resumed_from: self.resumed_from,
             checkpoints: self.core.checkpoints(),
         })
     }
+}
+
+/// The input a line belongs to: known from its first line, which the
+/// source announces ([`LineEvent::Start`]) before any line.
+fn started(input: &Option<InputKey>) -> Result<&InputKey, DaemonError> {
+    input
+        .as_ref()
+        .ok_or_else(|| DaemonError::Usage("the JSON-lines source sent a line before its start".into()))
 }

@@ -1,10 +1,11 @@
 //! The JSON-lines source: a file or stdin, read on its own thread so the
 //! daemon's loop never blocks on input and can always react to a shutdown.
 //! Positions are line numbers: the checkpoint holds the next line to read of
-//! each input it has read, keyed by the input's first line (see
-//! [`position_key`]), and the mark of the line before it. Owns the keys and
-//! marks of JSON-lines inputs (the checkpoint, their form on disk); it does
-//! not parse lines (the pipeline does) nor write outputs ([`super::sinks`]).
+//! each input it has read, keyed by the input's first line (an
+//! [`InputKey`]), and the mark of the line before it; the source skips the
+//! lines a checkpoint holds and refuses an input that only begins like the
+//! one checkpointed. It does not parse lines (the pipeline does) nor write
+//! outputs ([`super::sinks`]).
 
 use std::fs::File;
 use std::io::{self, BufReader, Read};
@@ -13,37 +14,14 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 use super::bounded::{Got, read_bounded};
-use crate::checkpoint::{LINES_PREFIX, Positions};
-
-/// The xxh3-64 of a line (without its line end), as marks hold it.
-pub fn line_mark(line: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(line)
-}
-
-/// The checkpoint key of the input whose first line is `first_line`
-/// (without its line end): `jsonl:` and the line's xxh3-64 in hex.
-///
-/// An input is known by its first line, not by its name: the same stream
-/// resumes where it stopped whether it comes from a file, a renamed or
-/// copied file, or stdin, and a file that only grows keeps its key, while
-/// the next day's file (whose first line is another message, with its own
-/// id) starts at its first line instead of skipping as many lines as the
-/// previous file had.
-pub fn position_key(first_line: &[u8]) -> String {
-    format!("{LINES_PREFIX}{:016x}", xxhash_rust::xxh3::xxh3_64(first_line))
-}
-
-/// The key of an input named by `--input-name` rather than by its first line.
-pub fn named_key(name: &str) -> String {
-    format!("{LINES_PREFIX}name:{name}")
-}
+use crate::checkpoint::{InputKey, LinePosition, Positions};
 
 /// Where an input starts, found from its first line (or the name it was
 /// given) among a checkpoint's positions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resume {
-    /// The input's position key.
-    pub key: String,
+    /// The input's key.
+    pub key: InputKey,
     /// Lines the checkpoint already holds (skipped).
     pub skip: u64,
     /// The position came from an older checkpoint's single position
@@ -60,7 +38,7 @@ impl Resume {
     /// checkpoint from before inputs were told apart is assumed to be of
     /// this input, as it was then), else its first line.
     pub fn find(positions: &Positions, first_line: &[u8], name: Option<&str>) -> Self {
-        let key = name.map_or_else(|| position_key(first_line), named_key);
+        let key = name.map_or_else(|| InputKey::first_line(first_line), InputKey::named);
         let (skip, legacy, mark) = match (positions.line(&key), positions.legacy_line()) {
             (Some(p), _) => (p.next, false, p.mark),
             (None, Some(n)) => (n, true, None),
@@ -271,7 +249,7 @@ fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &Reading, tx: &mp
                     (skip, mark) = (resume.skip, resume.mark);
                     chunk.push(LineEvent::Start(resume));
                 }
-                if number + 1 == skip && mark.is_some_and(|m| m != line_mark(&buf)) {
+                if number + 1 == skip && mark.is_some_and(|m| m != LinePosition::mark_of(&buf)) {
                     Some(another_input(
                         reading,
                         skip,
@@ -386,8 +364,8 @@ mod tests {
     #[test]
     fn lines_in_order_across_chunks_after_skipping() {
         let text: String = (0..1000).map(|i| format!("line {i}\r\n")).collect();
-        let key = position_key(b"line 0");
-        let mut source = source_of(&text, &[(&key, 10)]);
+        let key = InputKey::first_line(b"line 0");
+        let mut source = source_of(&text, &[(&key.on_disk(), 10)]);
         let (start, got) = lines_of(&mut source);
         assert_eq!(
             start,
@@ -412,13 +390,14 @@ mod tests {
         let a = "{\"id\": \"a1\", \"text\": \"x\"}\na2\na3\na4\n";
         let b = "{\"id\": \"b1\", \"text\": \"x\"}\nb2\nb3\n";
         let (ka, kb) = (
-            position_key(b"{\"id\": \"a1\", \"text\": \"x\"}"),
-            position_key(b"{\"id\": \"b1\", \"text\": \"x\"}"),
+            InputKey::first_line(b"{\"id\": \"a1\", \"text\": \"x\"}"),
+            InputKey::first_line(b"{\"id\": \"b1\", \"text\": \"x\"}"),
         );
         assert_ne!(ka, kb);
-        assert!(ka.starts_with(LINES_PREFIX) && ka.len() == LINES_PREFIX.len() + 16);
+        let (da, db) = (ka.on_disk(), kb.on_disk());
+        let (ka_disk, kb_disk) = (da.as_str(), db.as_str());
         // A checkpoint that has read 3 lines of A: B is new to it and starts at its first line.
-        let (start, got) = lines_of(&mut source_of(b, &[(&ka, 3)]));
+        let (start, got) = lines_of(&mut source_of(b, &[(ka_disk, 3)]));
         assert_eq!(
             start,
             Some(Resume {
@@ -432,7 +411,7 @@ mod tests {
         // A resumes at its line 3, also with B's position beside it; the key
         // is the first line's, a CR LF line end not included.
         let crlf = a.replace('\n', "\r\n");
-        let (start, got) = lines_of(&mut source_of(&crlf, &[(&ka, 3), (&kb, 2)]));
+        let (start, got) = lines_of(&mut source_of(&crlf, &[(ka_disk, 3), (kb_disk, 2)]));
         assert_eq!(start.map(|r| (r.key, r.skip)), Some((ka.clone(), 3)));
         assert_eq!(got, vec![(3, b"a4".to_vec())]);
         // A checkpoint from before keys told inputs apart: its one position
@@ -449,14 +428,14 @@ mod tests {
         );
         assert_eq!(got.len(), 2);
         // An input's own key wins over the legacy one.
-        let (start, _) = lines_of(&mut source_of(a, &[(LEGACY_POSITION, 2), (&ka, 4)]));
+        let (start, _) = lines_of(&mut source_of(a, &[(LEGACY_POSITION, 2), (ka_disk, 4)]));
         assert_eq!(start.map(|r| (r.skip, r.legacy)), Some((4, false)));
         // An input shorter than its position sends nothing after Start, and ends.
-        let (start, got) = lines_of(&mut source_of(a, &[(&ka, 9)]));
+        let (start, got) = lines_of(&mut source_of(a, &[(ka_disk, 9)]));
         assert_eq!(start.map(|r| r.skip), Some(9));
         assert!(got.is_empty());
         // An empty input sends no Start: there is no line to know it by.
-        assert_eq!(lines_of(&mut source_of("", &[(&ka, 3)])), (None, vec![]));
+        assert_eq!(lines_of(&mut source_of("", &[(ka_disk, 3)])), (None, vec![]));
     }
 
     /// What `source` sends until its end or its error: the lines, and the error.
@@ -468,9 +447,9 @@ mod tests {
         let day1 = "same first\nb\nc\n";
         let grown = "same first\nb\nc\nd\n";
         let day2 = "same first\nx\ny\nz\n";
-        let key = position_key(b"same first");
+        let key = InputKey::first_line(b"same first").on_disk();
         let mark = mark_key(&key);
-        let read_3 = [(key.as_str(), 3), (mark.as_str(), line_mark(b"c"))];
+        let read_3 = [(key.as_str(), 3), (mark.as_str(), LinePosition::mark_of(b"c"))];
         assert_eq!(lines_or_error(&mut named_source(day1, &read_3, None)), (vec![], None));
         assert_eq!(lines_or_error(&mut named_source(grown, &read_3, None)), (vec![3], None));
         let (lines, err) = lines_or_error(&mut named_source(day2, &read_3, None));
@@ -480,8 +459,12 @@ mod tests {
         // Named, it has a key of its own: read from its first line.
         let (lines, err) = lines_or_error(&mut named_source(day2, &read_3, Some("day2")));
         assert_eq!((lines, err), (vec![0, 1, 2, 3], None));
-        let (day2_key, day2_mark) = (named_key("day2"), mark_key(&named_key("day2")));
-        let positions = [(day2_key.as_str(), 2), (day2_mark.as_str(), line_mark(b"x"))];
+        let day2_key = InputKey::named("day2").on_disk();
+        let day2_mark = mark_key(&day2_key);
+        let positions = [
+            (day2_key.as_str(), 2),
+            (day2_mark.as_str(), LinePosition::mark_of(b"x")),
+        ];
         assert_eq!(
             lines_or_error(&mut named_source(day2, &positions, Some("day2"))),
             (vec![2, 3], None)

@@ -23,8 +23,6 @@ pub mod sinks;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-pub use lines::{named_key, position_key};
-
 use crate::checkpoint::CheckpointError;
 
 /// Why the daemon stopped with an error.
