@@ -12,7 +12,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 /// Settings of the demo producer.
 #[derive(Clone, Debug)]
-pub struct DemoSettings {
+pub(crate) struct DemoSettings {
     pub brokers: String,
     pub input: std::path::PathBuf,
     pub input_topic: String,
@@ -46,7 +46,7 @@ pub enum DemoError {
 
 /// Runs until the file ends (or, repeating, until `stop` is set). Returns
 /// (messages, feedback labels) sent.
-pub fn run(s: &DemoSettings, stop: &crate::shutdown::Shutdown) -> Result<(u64, u64), DemoError> {
+pub(crate) fn run(s: &DemoSettings, stop: &crate::shutdown::Shutdown) -> Result<(u64, u64), DemoError> {
     let text = std::fs::read_to_string(&s.input).map_err(|source| DemoError::Read {
         path: s.input.clone(),
         source,

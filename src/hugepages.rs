@@ -10,7 +10,7 @@
 
 /// A number type whose all-zero bytes are its zero (so `vec![ZERO; n]`
 /// takes zeroed memory from the allocator and touches none of it).
-pub trait Zero: Copy {
+pub(crate) trait Zero: Copy {
     const ZERO: Self;
 }
 
@@ -24,7 +24,7 @@ impl Zero for u32 {
 
 /// `n` zeros, backed by transparent huge pages where the OS offers them
 /// (tables under 4 MiB are left to the allocator).
-pub fn zeroed<T: Zero>(n: usize) -> Vec<T> {
+pub(crate) fn zeroed<T: Zero>(n: usize) -> Vec<T> {
     let mut v = vec![T::ZERO; n];
     advise(&mut v);
     v
@@ -55,7 +55,7 @@ fn advise<T>(_: &mut [T]) {}
 /// OS: a table that shrank keeps its allocation, but not the memory it
 /// touched past its new end. Its spare capacity reads as zeros after.
 #[cfg(target_os = "linux")]
-pub fn release_spare<T>(v: &mut Vec<T>) {
+pub(crate) fn release_spare<T>(v: &mut Vec<T>) {
     const PAGE: usize = 4096;
     let spare = v.spare_capacity_mut();
     let start = spare.as_mut_ptr() as usize;

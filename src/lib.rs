@@ -30,13 +30,18 @@
 //! - [`clock`]: the wall clock in the pipeline's unit.
 //! - [`demo`]: `classifyd demo-produce`, a labeled stream with late feedback.
 
+// Items visible outside the crate are the library's API (the binary, the
+// tests, benches and fuzz targets use it): a `pub` that no one outside can
+// reach says so as `pub(crate)`.
+#![warn(unreachable_pub)]
+
 pub mod allocator;
 pub mod checkpoint;
 pub(crate) mod clock;
 pub mod commands;
 pub mod config;
 #[cfg(feature = "kafka")]
-pub mod demo;
+pub(crate) mod demo;
 pub mod email;
 pub(crate) mod eval;
 pub mod features;
@@ -50,5 +55,5 @@ pub mod model;
 pub mod pipeline;
 pub(crate) mod plot;
 pub mod replica;
-pub mod shutdown;
-pub mod transport;
+pub(crate) mod shutdown;
+pub(crate) mod transport;

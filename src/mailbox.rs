@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// One message of a folder.
 #[derive(Debug, PartialEq)]
-pub enum Item {
+pub(crate) enum Item {
     /// Its id (the file, or `mbox#n`) and its bytes.
     Message { id: String, bytes: Vec<u8> },
     /// A message over the cap: its id and its length in bytes.
@@ -20,7 +20,7 @@ pub enum Item {
 
 /// Calls `f` with every message under `path`, in order, each at most
 /// `max_bytes` long; returns how many.
-pub fn each_message(path: &Path, max_bytes: usize, f: &mut dyn FnMut(Item)) -> io::Result<u64> {
+pub(crate) fn each_message(path: &Path, max_bytes: usize, f: &mut dyn FnMut(Item)) -> io::Result<u64> {
     let meta = std::fs::metadata(path)?;
     if !meta.is_dir() {
         return each_in_file(path, max_bytes, f);
@@ -42,7 +42,7 @@ pub fn each_message(path: &Path, max_bytes: usize, f: &mut dyn FnMut(Item)) -> i
 }
 
 /// Bytes of every file under `paths` (for a progress bar).
-pub fn total_bytes(paths: &[PathBuf]) -> u64 {
+pub(crate) fn total_bytes(paths: &[PathBuf]) -> u64 {
     let mut total = 0;
     for p in paths {
         match std::fs::metadata(p) {

@@ -15,7 +15,7 @@ const F1_CLASSES: usize = 5;
 
 /// One sample of the curve.
 #[derive(Clone, Debug)]
-pub struct Point {
+pub(crate) struct Point {
     pub examples: u64,
     pub accuracy: f64,
     pub window_accuracy: f64,
@@ -27,13 +27,13 @@ pub struct Point {
 
 /// Samples of progressive metrics along a stream.
 #[derive(Clone, Debug, Default)]
-pub struct Curve {
+pub(crate) struct Curve {
     pub points: Vec<Point>,
 }
 
 impl Curve {
     /// Records the metrics as they stand.
-    pub fn sample(&mut self, m: &Progressive) {
+    pub(crate) fn sample(&mut self, m: &Progressive) {
         let total = m.total();
         if total.examples == 0 {
             return;
@@ -106,7 +106,13 @@ pub struct PlotError {
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
 /// Draws `curve` to an SVG file; `labels` and `support` name and rank the classes.
-pub fn render(curve: &Curve, labels: &[String], support: &[u64], title: &str, path: &Path) -> Result<(), PlotError> {
+pub(crate) fn render(
+    curve: &Curve,
+    labels: &[String],
+    support: &[u64],
+    title: &str,
+    path: &Path,
+) -> Result<(), PlotError> {
     let err = |detail: String| PlotError {
         path: path.to_path_buf(),
         detail,

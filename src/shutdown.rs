@@ -7,25 +7,26 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A cloneable shutdown flag.
 #[derive(Clone, Debug, Default)]
-pub struct Shutdown(Arc<AtomicBool>);
+pub(crate) struct Shutdown(Arc<AtomicBool>);
 
 impl Shutdown {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Asks every loop holding a clone to stop.
-    pub fn trigger(&self) {
+    #[cfg(test)]
+    pub(crate) fn trigger(&self) {
         self.0.store(true, Ordering::SeqCst);
     }
 
-    pub fn is_triggered(&self) -> bool {
+    pub(crate) fn is_triggered(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
 
     /// Routes SIGTERM and SIGINT to this flag; a second one terminates the
     /// process immediately.
-    pub fn install_signal_handlers(&self) -> std::io::Result<()> {
+    pub(crate) fn install_signal_handlers(&self) -> std::io::Result<()> {
         use signal_hook::consts::{SIGINT, SIGTERM};
         for sig in [SIGTERM, SIGINT] {
             // Registered first: acts when the flag is already set (a second signal).

@@ -110,7 +110,10 @@ fn lesson_to_pb(l: &Lesson) -> pb::Lesson {
 /// The late-label cache left out of a [`WeightsPlacement::Apart`] capture, a few
 /// thousand entries per piece, in the cache's order (pieces merge by
 /// appending, as [`fragments`] do).
-pub fn cache_fragments<E>(p: &Pipeline, each: &mut dyn FnMut(&pb::Checkpoint) -> Result<(), E>) -> Result<(), E> {
+pub(super) fn cache_fragments<E>(
+    p: &Pipeline,
+    each: &mut dyn FnMut(&pb::Checkpoint) -> Result<(), E>,
+) -> Result<(), E> {
     let entries = p.cache().entries();
     for chunk in entries.chunks(4096) {
         let piece = pb::Checkpoint {

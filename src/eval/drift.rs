@@ -17,7 +17,7 @@
 
 /// The Page-Hinkley test's settings and state.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PageHinkley {
+pub(crate) struct PageHinkley {
     /// Tolerated rise of the error rate before it counts.
     delta: f64,
     /// How far the cumulative rise must go to signal.
@@ -49,7 +49,7 @@ impl Default for PageHinkley {
 }
 
 impl PageHinkley {
-    pub fn new(delta: f64, threshold: f64, alpha: f64, min_instances: u64) -> Self {
+    pub(crate) fn new(delta: f64, threshold: f64, alpha: f64, min_instances: u64) -> Self {
         PageHinkley {
             delta,
             threshold,
@@ -64,7 +64,7 @@ impl PageHinkley {
 
     /// Adds one observation; true when it completes a drift (the test
     /// then starts over).
-    pub fn update(&mut self, error: bool) -> bool {
+    pub(crate) fn update(&mut self, error: bool) -> bool {
         let x = if error { 1.0 } else { 0.0 };
         self.n += 1;
         self.mean += (x - self.mean) / self.n as f64;
@@ -79,7 +79,7 @@ impl PageHinkley {
 
     /// How far the cumulative rise is above its minimum, in standard
     /// deviations of the errors (signals past the threshold).
-    pub fn statistic(&self) -> f64 {
+    pub(crate) fn statistic(&self) -> f64 {
         let sd = (self.mean * (1.0 - self.mean)).sqrt().max(0.05);
         (self.sum - self.min_sum) / sd
     }

@@ -17,10 +17,10 @@ use serde::Serialize;
 
 /// Most (score, is-positive) pairs kept for the cumulative ROC AUC; beyond
 /// it a deterministic reservoir sample keeps the estimate unbiased.
-pub const ROC_CAP: usize = 1 << 20;
+pub(crate) const ROC_CAP: usize = 1 << 20;
 
 /// Default length of the sliding window.
-pub const DEFAULT_WINDOW: usize = 1000;
+pub(crate) const DEFAULT_WINDOW: usize = 1000;
 
 /// Per-class counts.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -55,7 +55,7 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 /// One counted example, as kept in the window.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Counted {
+pub(crate) struct Counted {
     pub gold: Vec<u32>,
     pub predicted: Vec<u32>,
     /// The positive class's score (binary single-label tasks).
@@ -65,7 +65,7 @@ pub struct Counted {
 /// Most classes a confusion matrix is kept for: it costs classes squared
 /// (with 4,096 classes, 134 MB a matrix, six per pipeline) and nobody reads
 /// one that large; past it, per-class counts remain.
-pub const CONFUSION_MAX_CLASSES: usize = 64;
+pub(crate) const CONFUSION_MAX_CLASSES: usize = 64;
 
 /// Counters over a set of examples (the whole stream, or the window).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -509,7 +509,7 @@ fn truncate(s: &str, n: usize) -> String {
 
 /// ROC AUC by the rank-sum (Mann-Whitney) statistic, ties counted half.
 /// `None` unless both classes occur.
-pub fn roc_auc(pairs: &[(f32, bool)]) -> Option<f64> {
+pub(crate) fn roc_auc(pairs: &[(f32, bool)]) -> Option<f64> {
     let pos = pairs.iter().filter(|p| p.1).count() as f64;
     let neg = pairs.len() as f64 - pos;
     if pos == 0.0 || neg == 0.0 {
@@ -542,9 +542,9 @@ pub(crate) fn splitmix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-pub mod drift;
-pub mod ranking;
-pub mod users;
+pub(crate) mod drift;
+pub(crate) mod ranking;
+pub(crate) mod users;
 
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,7 @@
 use serde::Serialize;
 
 /// Costliest mistakes reported.
-pub const COSTLIEST: usize = 10;
+pub(crate) const COSTLIEST: usize = 10;
 
 /// The ranking figures of a binary stream.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -41,7 +41,7 @@ pub struct Mistake {
 }
 
 /// The figures of `pairs` (score, is positive), `None` unless both classes occur.
-pub fn ranking(pairs: &[(f32, bool)]) -> Option<Ranking> {
+pub(crate) fn ranking(pairs: &[(f32, bool)]) -> Option<Ranking> {
     let mut pos: Vec<f32> = pairs.iter().filter(|p| p.1).map(|p| p.0).collect();
     let mut neg: Vec<f32> = pairs.iter().filter(|p| !p.1).map(|p| p.0).collect();
     if pos.is_empty() || neg.is_empty() {

@@ -7,11 +7,11 @@
 use foldhash::HashMap;
 
 /// The bands' lower bounds, in labels the user had given before.
-pub const BANDS: [u64; 3] = [0, 50, 500];
+pub(crate) const BANDS: [u64; 3] = [0, 50, 500];
 
 /// Counts per band.
 #[derive(Clone, Debug, Default)]
-pub struct UserBands {
+pub(crate) struct UserBands {
     /// Labels seen per user so far.
     seen: HashMap<String, u64>,
     /// Per band: examples and correct predictions.
@@ -31,7 +31,7 @@ pub struct Band {
 
 impl UserBands {
     /// Counts a labeled example of `user`, predicted `correct`ly or not.
-    pub fn record(&mut self, user: String, correct: bool) {
+    pub(crate) fn record(&mut self, user: String, correct: bool) {
         let seen = self.seen.entry(user).or_default();
         let before = *seen;
         *seen += 1;
@@ -42,12 +42,12 @@ impl UserBands {
     }
 
     /// Whether any example named a user.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.seen.is_empty()
     }
 
     /// The bands, in order.
-    pub fn report(&self) -> Vec<Band> {
+    pub(crate) fn report(&self) -> Vec<Band> {
         BANDS
             .iter()
             .enumerate()

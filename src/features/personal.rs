@@ -30,7 +30,7 @@ const NS_USER: u64 = 0x5851_F42D_4C95_7F2D;
 /// How much a personal copy weighs against its shared word: 2 was best of
 /// 0.5-4 on the grey-mail stream among the scales that keep SMS with
 /// random users within 2 % of SMS without users (docs/model.md).
-pub const PERSONAL_SCALE: f32 = 2.0;
+pub(super) const PERSONAL_SCALE: f32 = 2.0;
 
 /// The key of `user`'s personal features under `cfg`'s seed.
 pub fn user_key(cfg: &FeatureConfig, user: &str) -> u64 {

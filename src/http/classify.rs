@@ -20,7 +20,7 @@ use crate::message::{Bad, BadReason};
 use crate::pipeline::Prediction;
 
 /// The path of predictions on request.
-pub const CLASSIFY_PATH: &str = "/v1/classify";
+pub(super) const CLASSIFY_PATH: &str = "/v1/classify";
 /// Features explained when a request asks `?explain` without a number.
 const DEFAULT_EXPLAIN: usize = 10;
 

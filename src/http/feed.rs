@@ -16,18 +16,18 @@ use super::images::Images;
 use crate::pipeline::Pipeline;
 
 /// The shortest interval between two publications.
-pub const MIN_INTERVAL: Duration = Duration::from_millis(250);
+pub(super) const MIN_INTERVAL: Duration = Duration::from_millis(250);
 
 /// At most this share of the loop's time goes to publications: the
 /// interval is the last copy's time divided by it.
-pub const COST_SHARE: u32 = 20;
+pub(super) const COST_SHARE: u32 = 20;
 
 /// What the model was at the last publication: version (the reported
 /// messages change only with it) and the review band's bits.
 type Mark = (u64, u64);
 
 /// The loop's end of the copies.
-pub struct Feed {
+pub(crate) struct Feed {
     images: Arc<Images>,
     published: Mark,
     at: Instant,
@@ -37,7 +37,7 @@ pub struct Feed {
 impl Feed {
     /// Makes the copies of `pipeline`'s model (which, but on a predictor,
     /// keeps what they answer for its late labels).
-    pub fn start(pipeline: &mut Pipeline) -> Self {
+    pub(crate) fn start(pipeline: &mut Pipeline) -> Self {
         let images = Arc::new(Images::new(pipeline));
         Feed {
             images,
@@ -48,13 +48,13 @@ impl Feed {
     }
 
     /// The copies, for the endpoint.
-    pub fn images(&self) -> Arc<Images> {
+    pub(crate) fn images(&self) -> Arc<Images> {
         Arc::clone(&self.images)
     }
 
     /// Publishes `pipeline`'s model when it changed and the interval has
     /// passed (with `force`, whenever it changed).
-    pub fn publish(&mut self, pipeline: &Pipeline, force: bool) {
+    pub(crate) fn publish(&mut self, pipeline: &Pipeline, force: bool) {
         if !force && self.at.elapsed() < self.interval {
             return;
         }

@@ -21,7 +21,7 @@ use crate::pipeline::{Answered, Asked, Pipeline, Prediction, Prepared, Preparer,
 
 /// The two copies, which of them requests read, and what a request's
 /// preparation needs.
-pub struct Images {
+pub(crate) struct Images {
     copies: [Mutex<Option<Pipeline>>; 2],
     /// The copy requests read (0 or 1).
     active: AtomicUsize,
@@ -43,7 +43,7 @@ pub struct Images {
 impl Images {
     /// The copies of `from` (the daemon's pipeline, which keeps what the
     /// copies answer for its late labels unless it is a predictor's).
-    pub fn new(from: &mut Pipeline) -> Self {
+    pub(crate) fn new(from: &mut Pipeline) -> Self {
         let forward = (from.config().role != Role::Predictor).then(|| from.absorb_requests_from_copies());
         let images = Images {
             copies: [Mutex::new(None), Mutex::new(None)],
@@ -63,7 +63,7 @@ impl Images {
     /// into the copy requests do not read, which they read from then on.
     /// The copy is made before the lock is taken, and the model it
     /// replaces dropped after.
-    pub fn publish(&self, from: &Pipeline) {
+    pub(crate) fn publish(&self, from: &Pipeline) {
         let next = 1 - self.active.load(Ordering::Acquire);
         let model = from.model().scoring_copy();
         let replaced = {

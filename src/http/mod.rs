@@ -32,18 +32,18 @@ mod classify;
 mod feed;
 mod images;
 
-pub use feed::Feed;
-pub use images::Images;
+pub(crate) use feed::Feed;
+pub(crate) use images::Images;
 
 /// Default `--http-max-body-bytes`: a batch of a few hundred messages.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
+pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 8 << 20;
 /// Default `--http-max-connections`.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// Default `--http-max-concurrent`: a copy of the model answers one
 /// message at a time, so more only queue on its lock.
-pub const DEFAULT_MAX_CONCURRENT: usize = 4;
+pub(crate) const DEFAULT_MAX_CONCURRENT: usize = 4;
 /// Default `--http-timeout-ms`.
-pub const DEFAULT_TIMEOUT_MS: u64 = 5_000;
+pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 5_000;
 
 /// Where and how bounded the endpoint serves.
 #[derive(Clone, Debug)]
@@ -102,7 +102,10 @@ pub trait Classify: Send + Sync + 'static {
 
 /// Starts the endpoint when `settings` asks for one, answering from the
 /// copies `images` (both transports call this, once the copies serve).
-pub fn serve(settings: Option<&HttpSettings>, images: Option<Arc<Images>>) -> Result<Option<HttpServer>, HttpError> {
+pub(crate) fn serve(
+    settings: Option<&HttpSettings>,
+    images: Option<Arc<Images>>,
+) -> Result<Option<HttpServer>, HttpError> {
     let (Some(settings), Some(images)) = (settings, images) else {
         return Ok(None);
     };
@@ -119,14 +122,14 @@ struct Ctx {
 
 /// The running endpoint; dropping it stops it (connections in flight are
 /// cut after at most a second).
-pub struct HttpServer {
+pub(crate) struct HttpServer {
     _serving: Serving,
 }
 
 impl HttpServer {
     /// Binds `settings.addr` (an error here stops the daemon's start) and
     /// serves on a thread of its own.
-    pub fn start(settings: HttpSettings, handle: Arc<dyn Classify>) -> Result<Self, HttpError> {
+    pub(crate) fn start(settings: HttpSettings, handle: Arc<dyn Classify>) -> Result<Self, HttpError> {
         let addr = settings.addr.clone();
         let max_blocking = settings.max_concurrent.max(1);
         let max_connections = settings.max_connections;

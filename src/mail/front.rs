@@ -49,7 +49,7 @@ pub(super) struct Front {
 }
 
 impl Front {
-    pub fn new(
+    pub(super) fn new(
         handle: Arc<dyn Classify>,
         told: Option<SyncSender<Told>>,
         max_concurrent: usize,
@@ -69,7 +69,7 @@ impl Front {
     }
 
     /// `asked` predicted with the served copies, on the scale of `required`.
-    pub async fn check(&self, asked: Asked, required: f32) -> Result<(Checked, Vec<u8>), Unanswered> {
+    pub(super) async fn check(&self, asked: Asked, required: f32) -> Result<(Checked, Vec<u8>), Unanswered> {
         let Ok(_turn) = self.turns.acquire().await else {
             return Err(Unanswered::Busy);
         };
@@ -93,7 +93,7 @@ impl Front {
     /// Whether a client that can give a secret (rspamd's `Password`) may
     /// teach: with the secret when one is set (a wrong or missing one is
     /// refused from any address), else from an allowed address.
-    pub fn may_learn(&self, peer: IpAddr, given: Option<&[u8]>) -> bool {
+    pub(super) fn may_learn(&self, peer: IpAddr, given: Option<&[u8]>) -> bool {
         match &self.password {
             Some(p) => given.is_some_and(|g| same_secret(p.as_bytes(), g)),
             None => self.allowed(peer),
@@ -102,19 +102,24 @@ impl Front {
 
     /// Whether `peer` is an address allowed to teach (`--learn-from`): what
     /// decides for a protocol without a secret (spamd's `TELL`).
-    pub fn allowed(&self, peer: IpAddr) -> bool {
+    pub(super) fn allowed(&self, peer: IpAddr) -> bool {
         self.learn_from.iter().any(|c| c.contains(peer))
     }
 
     /// Whether a secret is set.
-    pub fn has_password(&self) -> bool {
+    pub(super) fn has_password(&self) -> bool {
         self.password.is_some()
     }
 
     /// Hands `lesson` for `raw` (from `user`, also who it is for unless not
     /// personal) to the daemon's loop and waits
     /// for what it did; the model that answers checks has learned it by then.
-    pub async fn tell(&self, raw: Vec<u8>, lesson: Lesson, user: Option<String>) -> Result<TellDone, Unanswered> {
+    pub(super) async fn tell(
+        &self,
+        raw: Vec<u8>,
+        lesson: Lesson,
+        user: Option<String>,
+    ) -> Result<TellDone, Unanswered> {
         let Some(to) = &self.told else {
             return Err(Unanswered::NotLearner);
         };

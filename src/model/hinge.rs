@@ -4,7 +4,7 @@
 //! it scores within a margin of 1 of the gold class.
 
 /// Multiclass hinge: returns the loss `max(0, 1 + s_comp - s_gold)`.
-pub fn multiclass_gradient(scores: &[f32], gold: usize, grad: &mut [f32]) -> f32 {
+pub(super) fn multiclass_gradient(scores: &[f32], gold: usize, grad: &mut [f32]) -> f32 {
     grad.fill(0.0);
     let mut comp = usize::MAX;
     let mut best = f32::NEG_INFINITY;
@@ -27,7 +27,7 @@ pub fn multiclass_gradient(scores: &[f32], gold: usize, grad: &mut [f32]) -> f32
 }
 
 /// One-vs-rest hinge: each label with `y * s < 1` (y = +-1) steps by `y`.
-pub fn multilabel_gradient(scores: &[f32], gold: &[bool], grad: &mut [f32]) -> f32 {
+pub(super) fn multilabel_gradient(scores: &[f32], gold: &[bool], grad: &mut [f32]) -> f32 {
     let mut loss = 0.0;
     for ((g, &s), &y) in grad.iter_mut().zip(scores).zip(gold) {
         let y = if y { 1.0 } else { -1.0 };

@@ -27,7 +27,7 @@ pub fn sigmoid(x: f32) -> f32 {
 }
 
 /// Multiclass: `grad[k] = 1[k = gold] - softmax(scores)[k]`; returns `-ln P(gold)`.
-pub fn multiclass_gradient(scores: &[f32], gold: usize, grad: &mut [f32]) -> f32 {
+pub(super) fn multiclass_gradient(scores: &[f32], gold: usize, grad: &mut [f32]) -> f32 {
     softmax(scores, grad);
     let loss = -grad[gold].max(1e-30).ln();
     for g in grad.iter_mut() {
@@ -38,7 +38,7 @@ pub fn multiclass_gradient(scores: &[f32], gold: usize, grad: &mut [f32]) -> f32
 }
 
 /// Multi-label: `grad[k] = y_k - sigmoid(scores[k])`; returns the summed log loss.
-pub fn multilabel_gradient(scores: &[f32], gold: &[bool], grad: &mut [f32]) -> f32 {
+pub(super) fn multilabel_gradient(scores: &[f32], gold: &[bool], grad: &mut [f32]) -> f32 {
     let mut loss = 0.0;
     for ((g, &s), &y) in grad.iter_mut().zip(scores).zip(gold) {
         let p = sigmoid(s);

@@ -3,7 +3,7 @@
 
 /// Multiclass: `grad[gold] = 1`, `grad[pred] = -1` when `pred != gold`.
 /// Returns the 0/1 loss.
-pub fn multiclass_gradient(scores: &[f32], gold: usize, grad: &mut [f32]) -> f32 {
+pub(super) fn multiclass_gradient(scores: &[f32], gold: usize, grad: &mut [f32]) -> f32 {
     grad.fill(0.0);
     let pred = super::argmax(scores);
     if pred == gold {
@@ -16,7 +16,7 @@ pub fn multiclass_gradient(scores: &[f32], gold: usize, grad: &mut [f32]) -> f32
 
 /// One-vs-rest: each label whose sign is wrong (a score of 0 counts as
 /// negative) moves toward its gold sign. Returns the number of mistakes.
-pub fn multilabel_gradient(scores: &[f32], gold: &[bool], grad: &mut [f32]) -> f32 {
+pub(super) fn multilabel_gradient(scores: &[f32], gold: &[bool], grad: &mut [f32]) -> f32 {
     let mut mistakes = 0.0;
     for ((g, &s), &y) in grad.iter_mut().zip(scores).zip(gold) {
         *g = match (y, s > 0.0) {

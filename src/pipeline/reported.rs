@@ -31,7 +31,7 @@ const SEED: u64 = 0x636c_6173_7369_6679;
 
 /// The fingerprint of a message: xxh3-64 of its text as the model reads
 /// it (for an e-mail, the document its views render).
-pub fn fingerprint(text: &str) -> u64 {
+pub(super) fn fingerprint(text: &str) -> u64 {
     xxh3_64_with_seed(text.as_bytes(), SEED)
 }
 
@@ -155,7 +155,7 @@ impl Reported {
 /// takes the predicted class's raw score (and probability) and gives it
 /// its own, so the model's confidence is kept and set on the reported
 /// side. A prediction already on that side is left as it is.
-pub fn recalled(scored: &mut Scored, class: usize) {
+pub(super) fn recalled(scored: &mut Scored, class: usize) {
     if class >= scored.raw.len() {
         return;
     }

@@ -26,7 +26,7 @@ use crate::model::Task;
 /// Requests' predictions waiting for the learning pipeline: at 1,000
 /// requests a second, eight seconds of a loop that holds still (a prune,
 /// a checkpoint's write).
-pub const ANSWERED_QUEUE: usize = 8192;
+pub(super) const ANSWERED_QUEUE: usize = 8192;
 
 /// What a request asks to be predicted.
 #[derive(Clone, Copy, Debug)]

@@ -249,7 +249,7 @@ pub struct ReviewState {
 /// The confidence of a prediction: its best class's raw score over the
 /// runner-up's, for multi-label the nearest label's distance to
 /// `threshold`; 0 (no evidence) with fewer than two classes.
-pub fn confidence(scored: &Scored, task: Task, threshold: f32) -> f32 {
+pub(super) fn confidence(scored: &Scored, task: Task, threshold: f32) -> f32 {
     let raw = &scored.raw;
     if task == Task::MultiLabel {
         return raw.iter().map(|&s| (s - threshold).abs()).fold(f32::INFINITY, f32::min);

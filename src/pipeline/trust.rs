@@ -50,7 +50,7 @@ impl Default for TrustConfig {
 }
 
 /// The key of labels that name no reporter: they share one record.
-pub const ANONYMOUS: &str = "";
+pub(super) const ANONYMOUS: &str = "";
 /// Reporters kept by default (`--max-reporters`).
 pub const DEFAULT_MAX_REPORTERS: usize = 10_000;
 /// Each of a reporter's labels keeps this share of its earlier record, so
@@ -64,7 +64,7 @@ const PRIOR_LABELS: f32 = 10.0;
 /// contradictions may be with full trust, and where trust reaches 0.
 const EXCESS_BAND: (f32, f32) = (0.1, 0.3);
 /// Trust under which a reporter is reported as unreliable.
-pub const UNRELIABLE_BELOW: f32 = 0.5;
+pub(super) const UNRELIABLE_BELOW: f32 = 0.5;
 
 /// Messages remembered by default (`--reported-messages`): 16 bytes and
 /// a map slot each, about 2 MB for 65,536.

@@ -16,7 +16,7 @@ use pb::model_state::State as PbState;
 /// touched), task and weight layout, no rescale since (the budget's
 /// pruning goes in the delta: [`delta_of_changes`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Shape {
+pub(super) struct Shape {
     task: Option<Task>,
     labels: Vec<String>,
     layout: Option<(bool, bool, bool, bool)>,
@@ -27,7 +27,7 @@ pub struct Shape {
 
 /// Weights `m` holds ([`crate::model::Weights::held`]; 1 for naive
 /// Bayes): what a full version's size follows.
-pub fn weights_held(m: &Model) -> usize {
+pub(super) fn weights_held(m: &Model) -> usize {
     match &m.state {
         State::Linear(w) => w.held(),
         State::NaiveBayes(_) => 1,
@@ -35,7 +35,7 @@ pub fn weights_held(m: &Model) -> usize {
 }
 
 impl Shape {
-    pub fn of(m: &Model) -> Self {
+    pub(super) fn of(m: &Model) -> Self {
         let (layout, scale) = match &m.state {
             State::Linear(w) => {
                 let (a, g, mirrored) = w.layout();
@@ -57,7 +57,7 @@ impl Shape {
     /// `self` to `now` (for the log), or "" when it can: the rows learning
     /// left alone are the same in both (a rescale moves them all: the
     /// scale only goes down between two rescales).
-    pub fn departure(&self, now: &Shape) -> &'static str {
+    pub(super) fn departure(&self, now: &Shape) -> &'static str {
         let sparse = matches!(self.layout, Some((.., true))) && !self.fused;
         if self.task != now.task {
             "task changed"
@@ -78,7 +78,7 @@ impl Shape {
 /// scalar of `m`; `pruned_at`: the budget dropped the sparse weights at
 /// or below it since the version before (a replica replays it, and the
 /// rows of `buckets` are then replaced whole).
-pub fn delta_of_changes(m: &Model, buckets: &[u32], head: &[u32], pruned_at: Option<f32>) -> pb::ModelState {
+pub(super) fn delta_of_changes(m: &Model, buckets: &[u32], head: &[u32], pruned_at: Option<f32>) -> pb::ModelState {
     let state = match &m.state {
         State::Linear(w) => {
             let stride = w.scoring_stride() as u32;

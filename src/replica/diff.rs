@@ -184,7 +184,7 @@ fn df_sparse(d: &pb::DocFreq) -> Sparse<'_, u32> {
 
 /// The change from `old` to `new`, or `None` when only a whole image
 /// will do (other labels, task or weight layout).
-pub fn delta(old: &pb::ModelState, new: &pb::ModelState) -> Option<pb::ModelState> {
+pub(super) fn delta(old: &pb::ModelState, new: &pb::ModelState) -> Option<pb::ModelState> {
     if old.task != new.task || old.labels != new.labels {
         return None;
     }
@@ -292,7 +292,7 @@ fn nb_apply(b: &mut pb::NaiveBayesState, n: pb::NaiveBayesState) -> Result<(), R
 /// Applies a [`delta`] to the image it was taken against. The image keeps
 /// its feature-name sketch (deltas carry none). On error `base` may be
 /// half changed: the caller applies to a copy and keeps the old one.
-pub fn apply(base: &mut pb::ModelState, d: pb::ModelState) -> Result<(), ReplicaError> {
+pub(super) fn apply(base: &mut pb::ModelState, d: pb::ModelState) -> Result<(), ReplicaError> {
     if base.task != d.task || base.labels != d.labels {
         return Err("a delta for other labels".into());
     }

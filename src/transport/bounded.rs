@@ -10,7 +10,7 @@ use super::sinks::DEAD_LETTER_PREFIX;
 
 /// What [`read_bounded`] read.
 #[derive(Debug, PartialEq)]
-pub enum Got {
+pub(crate) enum Got {
     /// The input has ended.
     End,
     /// A line, whole, without its line end; `taken` bytes of input with it.
@@ -25,7 +25,7 @@ pub enum Got {
 /// `max + 2` bytes of it at any time: a longer line is read to its end in
 /// the reader's chunks, only its first bytes kept and its length counted,
 /// so memory stays flat whatever a producer sends. `buf` is cleared first.
-pub fn read_bounded(r: &mut impl BufRead, max: usize, buf: &mut Vec<u8>) -> io::Result<Got> {
+pub(crate) fn read_bounded(r: &mut impl BufRead, max: usize, buf: &mut Vec<u8>) -> io::Result<Got> {
     buf.clear();
     let mut length = 0u64;
     let mut over = false;

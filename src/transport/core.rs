@@ -32,7 +32,7 @@ use crate::pipeline::{EmailRecord, Outcome, Pipeline, Role};
 /// Where a record stands in its input: what a checkpoint records once it
 /// is handled.
 #[derive(Clone, Copy, Debug)]
-pub enum Position<'a> {
+pub(crate) enum Position<'a> {
     /// Offset `offset` of a Kafka topic's partition.
     Offset {
         topic: &'a str,
@@ -52,7 +52,7 @@ pub enum Position<'a> {
 impl Position<'_> {
     /// The id a message without one is given: `topic/partition/offset`, or
     /// its line's number from 1.
-    pub fn default_id(&self) -> String {
+    pub(crate) fn default_id(&self) -> String {
         match self {
             Position::Offset {
                 topic,
@@ -66,7 +66,7 @@ impl Position<'_> {
 
 /// How a record's payload is read.
 #[derive(Clone, Copy, Debug)]
-pub enum Payload<'a> {
+pub(crate) enum Payload<'a> {
     /// A JSON message or feedback line.
     Json(&'a [u8]),
     /// A raw e-mail, whose label came in a record header.
@@ -75,7 +75,7 @@ pub enum Payload<'a> {
 
 impl<'a> Payload<'a> {
     /// The payload's bytes.
-    pub fn bytes(&self) -> &'a [u8] {
+    pub(crate) fn bytes(&self) -> &'a [u8] {
         match self {
             Payload::Json(b) | Payload::Email { raw: b, .. } => b,
         }
@@ -84,7 +84,7 @@ impl<'a> Payload<'a> {
 
 /// One record a transport read.
 #[derive(Clone, Copy, Debug)]
-pub struct Record<'a> {
+pub(crate) struct Record<'a> {
     pub payload: Payload<'a>,
     /// The record's key (Kafka's), if any.
     pub key: Option<&'a [u8]>,
@@ -99,7 +99,7 @@ pub struct Record<'a> {
 
 /// Where a transport's outputs go. A sink queues or buffers; only
 /// [`Sink::flush`] promises that what it was given is delivered.
-pub trait Sink {
+pub(crate) trait Sink {
     /// Delivers `record`'s outcome: a prediction to the output (and to
     /// review when it asks for a person), a refusal to the dead letters.
     fn deliver(&mut self, record: &Record<'_>, outcome: Outcome) -> Result<(), DaemonError>;
@@ -114,7 +114,7 @@ pub trait Sink {
 
 /// A source's part in a checkpoint: after the save, the positions
 /// committed beyond it (a Kafka group's offsets).
-pub trait Checkpointed {
+pub(crate) trait Checkpointed {
     fn commit(&mut self, positions: &Positions, why: &str);
 }
 
@@ -155,7 +155,7 @@ impl LineAt {
 
 /// The endpoints a daemon serves besides its transport; dropped, they stop.
 #[derive(Default)]
-pub struct Fronts {
+pub(crate) struct Fronts {
     pub http: Option<HttpServer>,
     pub mail: MailServers,
 }
@@ -163,13 +163,13 @@ pub struct Fronts {
 impl Fronts {
     /// Whether any endpoint is served (a JSON-lines daemon then goes on
     /// after its input ends).
-    pub fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.http.is_some() || self.mail.any()
     }
 }
 
 /// The pipeline and everything a checkpoint covers, for one transport.
-pub struct Core<K: Sink> {
+pub(crate) struct Core<K: Sink> {
     pipeline: Pipeline,
     positions: Positions,
     dir: Option<CheckpointDir>,
@@ -191,7 +191,7 @@ pub struct Core<K: Sink> {
 impl<K: Sink> Core<K> {
     /// A core over `pipeline`, resumed at `positions` (from `dir`'s
     /// checkpoint, if any), delivering to `sink`.
-    pub fn new(
+    pub(crate) fn new(
         pipeline: Pipeline,
         positions: Positions,
         dir: Option<CheckpointDir>,
@@ -216,7 +216,7 @@ impl<K: Sink> Core<K> {
 
     /// Publishes the model beyond this process through `publication` (a
     /// learner's model topic) from now on.
-    pub fn publish_to(&mut self, publication: Publication) {
+    pub(crate) fn publish_to(&mut self, publication: Publication) {
         self.publication = Some(publication);
     }
 
@@ -232,7 +232,11 @@ impl<K: Sink> Core<K> {
     /// protocols (`--spamd-addr`, `--rspamd-addr`), which answer from copies
     /// of the model that [`Core::tick`] publishes to, and whose lessons it
     /// learns (but on a predictor, which refuses them).
-    pub fn serve(&mut self, http: Option<&HttpSettings>, mail: Option<&MailSettings>) -> Result<Fronts, DaemonError> {
+    pub(crate) fn serve(
+        &mut self,
+        http: Option<&HttpSettings>,
+        mail: Option<&MailSettings>,
+    ) -> Result<Fronts, DaemonError> {
         if http.is_some() || mail.is_some() {
             self.feed = Some(Feed::start(&mut self.pipeline));
         }
@@ -258,14 +262,14 @@ impl<K: Sink> Core<K> {
     /// path applies a labeled message or a forget, then publishes the
     /// model to the copies that answer checks, and only then answers each:
     /// a check after a `TELL`'s answer sees what it taught.
-    pub fn learn_told(&mut self) {
+    pub(crate) fn learn_told(&mut self) {
         self.learn_told_after(None);
     }
 
     /// Waits up to `within` for a lesson from the mail endpoints (sleeps
     /// that long without them), then applies what came: an idle daemon
     /// answers a lesson at once, not at its next tick.
-    pub fn wait_for_lessons(&mut self, within: Duration) {
+    pub(crate) fn wait_for_lessons(&mut self, within: Duration) {
         let Some(from) = &self.told else {
             std::thread::sleep(within);
             return;
@@ -329,43 +333,38 @@ impl<K: Sink> Core<K> {
         }
     }
 
-    pub fn pipeline(&self) -> &Pipeline {
+    pub(crate) fn pipeline(&self) -> &Pipeline {
         &self.pipeline
     }
 
     /// The pipeline, for what a transport puts in it besides records (a
     /// predictor's model versions, a refusal the transport made).
-    pub fn pipeline_mut(&mut self) -> &mut Pipeline {
+    pub(crate) fn pipeline_mut(&mut self) -> &mut Pipeline {
         &mut self.pipeline
     }
 
-    pub fn positions(&self) -> &Positions {
+    pub(crate) fn positions(&self) -> &Positions {
         &self.positions
     }
 
     /// The positions, for what a transport records besides its records'
     /// (an input's start, read from its first line).
-    pub fn positions_mut(&mut self) -> &mut Positions {
+    pub(crate) fn positions_mut(&mut self) -> &mut Positions {
         &mut self.positions
     }
 
-    pub fn sink_mut(&mut self) -> &mut K {
+    pub(crate) fn sink_mut(&mut self) -> &mut K {
         &mut self.sink
     }
 
     /// Records handled by this run.
-    pub fn messages(&self) -> u64 {
+    pub(crate) fn messages(&self) -> u64 {
         self.messages
-    }
-
-    /// Checkpoints taken by this run.
-    pub fn checkpoints(&self) -> u64 {
-        self.checkpoints
     }
 
     /// One record through the pipeline, its outcome to the sink, its
     /// position recorded.
-    pub fn handle(&mut self, record: &Record<'_>) -> Result<(), DaemonError> {
+    pub(crate) fn handle(&mut self, record: &Record<'_>) -> Result<(), DaemonError> {
         let default_id = || record.position.default_id();
         let now = record.stamp_ms.unwrap_or_else(now_ms);
         let started = Instant::now();
@@ -396,18 +395,13 @@ impl<K: Sink> Core<K> {
 
     /// A JSON-lines input starts: `input`, at line `next` (the lines
     /// before it a checkpoint holds).
-    pub fn start_lines(&mut self, input: InputKey, next: u64) {
+    pub(crate) fn start_lines(&mut self, input: InputKey, next: u64) {
         self.lines = Some(LineAt::new(input, next));
-    }
-
-    /// The next line of the JSON-lines input (0 before it is known).
-    pub fn next_line(&self) -> u64 {
-        self.lines.as_ref().map_or(0, |at| at.next)
     }
 
     /// Records that the record at `position` is done: a Kafka offset, or a
     /// JSON-lines line (kept as it stands, recorded at the next checkpoint).
-    pub fn advance(&mut self, position: Position<'_>) {
+    pub(crate) fn advance(&mut self, position: Position<'_>) {
         match position {
             Position::Offset {
                 topic,
@@ -429,7 +423,7 @@ impl<K: Sink> Core<K> {
     }
 
     /// Whether enough updates were learned for a checkpoint.
-    pub fn due_by_updates(&self) -> bool {
+    pub(crate) fn due_by_updates(&self) -> bool {
         self.cadence.due_by_updates(self.pipeline.model().version())
     }
 
@@ -437,7 +431,7 @@ impl<K: Sink> Core<K> {
     /// the model published (to the copies, and by the sink), the metrics
     /// (with `metrics`; true when they were exported), a checkpoint when
     /// one is due (with the transport's part, `part`).
-    pub fn tick(&mut self, metrics: bool, part: &mut impl Checkpointed) -> Result<bool, DaemonError> {
+    pub(crate) fn tick(&mut self, metrics: bool, part: &mut impl Checkpointed) -> Result<bool, DaemonError> {
         self.pipeline.absorb_requests();
         self.learn_told();
         self.publish(false);
@@ -458,7 +452,7 @@ impl<K: Sink> Core<K> {
 
     /// Publishes the model to the copies that answer requests and beyond
     /// this process, when due (with `force`, whenever it changed).
-    pub fn publish(&mut self, force: bool) {
+    pub(crate) fn publish(&mut self, force: bool) {
         if let Some(feed) = &mut self.feed {
             feed.publish(&self.pipeline, force);
         }
@@ -471,7 +465,7 @@ impl<K: Sink> Core<K> {
     /// save: `part`). When the sink cannot deliver yet, nothing is saved or
     /// committed, the next try is one interval away, and `Ok(false)` says
     /// so.
-    pub fn checkpoint(&mut self, why: &str, part: &mut impl Checkpointed) -> Result<bool, DaemonError> {
+    pub(crate) fn checkpoint(&mut self, why: &str, part: &mut impl Checkpointed) -> Result<bool, DaemonError> {
         if !self.sink.flush(why)? {
             crate::metrics::checkpoint_failed();
             self.cadence.put_off();
@@ -495,7 +489,7 @@ impl<K: Sink> Core<K> {
 
     /// Stops answering requests (the endpoint is stopped first) and keeps
     /// the messages they answered, for their late labels.
-    pub fn stop_requests(&mut self) {
+    pub(crate) fn stop_requests(&mut self) {
         drop(self.feed.take());
         self.pipeline.absorb_requests();
         self.learn_told();
@@ -505,7 +499,7 @@ impl<K: Sink> Core<K> {
     /// The last checkpoint, after the model's last publication, retried
     /// until `deadline` while the sink cannot deliver; then the run's
     /// report in the log.
-    pub fn finish(&mut self, within: Duration, part: &mut impl Checkpointed) -> Result<(), DaemonError> {
+    pub(crate) fn finish(&mut self, within: Duration, part: &mut impl Checkpointed) -> Result<(), DaemonError> {
         self.stop_requests();
         self.publish(true);
         let deadline = Instant::now() + within;
@@ -522,7 +516,7 @@ impl<K: Sink> Core<K> {
     /// messages and the accuracy of its published predictions that late
     /// labels judged (NaN where there were none: a run whose labels all
     /// came late has no progressive examples, not an accuracy of 0).
-    pub fn report(&self) {
+    pub(crate) fn report(&self) {
         let p = &self.pipeline;
         let c = p.counters();
         let or_nan = |r: &crate::eval::Progressive| {
@@ -531,6 +525,7 @@ impl<K: Sink> Core<K> {
         };
         tracing::info!(
             messages = self.messages,
+            checkpoints = self.checkpoints,
             learned = c.learned,
             predicted = c.predicted,
             bad = c.bad_total(),

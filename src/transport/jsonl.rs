@@ -58,22 +58,12 @@ pub struct JsonlSettings {
     pub mail: Option<MailSettings>,
 }
 
-/// What a run did.
-#[derive(Clone, Debug, Default)]
-pub struct RunSummary {
-    pub lines: u64,
-    /// The next line of this input to read (the lines before it are done).
-    pub next_line: u64,
-    pub resumed_from: Option<PathBuf>,
-    pub checkpoints: u64,
-}
-
 /// Runs until the input ends or `shutdown` is triggered; checkpoints at exit.
-pub fn run_jsonl(
+pub(crate) fn run_jsonl(
     s: &JsonlSettings,
     shutdown: &Shutdown,
     telemetry: Option<&Telemetry>,
-) -> Result<RunSummary, DaemonError> {
+) -> Result<(), DaemonError> {
     let mut daemon = JsonlDaemon::start(s, telemetry)?;
     loop {
         if shutdown.is_triggered() {
@@ -232,8 +222,9 @@ impl<'a> JsonlDaemon<'a> {
     }
 
     /// The last checkpoint (none when nothing new was read since the one it
-    /// resumed from, which still says it all), and the summary.
-    fn shutdown(mut self) -> Result<RunSummary, DaemonError> {
+    /// resumed from, which still says it all), and the run's report in
+    /// the log.
+    fn shutdown(mut self) -> Result<(), DaemonError> {
         drop(std::mem::take(&mut self.fronts));
         let lines = self.core.messages();
         if lines > 0 || self.resumed_from.is_none() {
@@ -242,12 +233,7 @@ impl<'a> JsonlDaemon<'a> {
             self.core.stop_requests();
         }
         self.core.report();
-        Ok(RunSummary {
-            lines,
-            next_line: self.core.next_line(),
-            resumed_from: self.resumed_from,
-            checkpoints: self.core.checkpoints(),
-        })
+        Ok(())
     }
 }
 

@@ -19,7 +19,7 @@ use crate::checkpoint::{InputKey, LinePosition, Positions};
 /// Where an input starts, found from its first line (or the name it was
 /// given) among a checkpoint's positions.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Resume {
+pub(crate) struct Resume {
     /// The input's key.
     pub key: InputKey,
     /// Lines the checkpoint already holds (skipped).
@@ -37,7 +37,7 @@ impl Resume {
     /// position if the checkpoint has one, else the legacy key's (a
     /// checkpoint from before inputs were told apart is assumed to be of
     /// this input, as it was then), else its first line.
-    pub fn find(positions: &Positions, first_line: &[u8], name: Option<&str>) -> Self {
+    pub(crate) fn find(positions: &Positions, first_line: &[u8], name: Option<&str>) -> Self {
         let key = name.map_or_else(|| InputKey::first_line(first_line), InputKey::named);
         let (skip, legacy, mark) = match (positions.line(&key), positions.legacy_line()) {
             (Some(p), _) => (p.next, false, p.mark),
@@ -55,7 +55,7 @@ impl Resume {
 
 /// What the reader thread sends.
 #[derive(Debug)]
-pub enum LineEvent {
+pub(crate) enum LineEvent {
     /// Sent once, when the first line has been read, before any `Line`:
     /// the input's key and the lines it skips.
     Start(Resume),
@@ -79,7 +79,7 @@ pub enum LineEvent {
 /// per line: a quarter of the CPU of `classifyd run` over SMS went to the
 /// scheduler.
 #[derive(Debug)]
-pub struct LineSource {
+pub(crate) struct LineSource {
     rx: Receiver<Vec<LineEvent>>,
     /// Events received and not yet taken, in order.
     pending: std::vec::IntoIter<LineEvent>,
@@ -88,7 +88,7 @@ pub struct LineSource {
 }
 
 /// Most lines handed over at once.
-pub const CHUNK_LINES: usize = 64;
+pub(crate) const CHUNK_LINES: usize = 64;
 
 impl LineSource {
     /// Opens `input` (a path, or "-" for stdin) and skips the lines that
@@ -97,7 +97,12 @@ impl LineSource {
     /// `input_name`, if given, keys the input's position instead of its
     /// first line (`--input-name`).
     /// A line over `max_line` bytes is never held whole: see [`LineEvent::Oversized`].
-    pub fn open(input: &str, positions: Positions, input_name: Option<String>, max_line: usize) -> io::Result<Self> {
+    pub(crate) fn open(
+        input: &str,
+        positions: Positions,
+        input_name: Option<String>,
+        max_line: usize,
+    ) -> io::Result<Self> {
         let (reader, name): (Box<dyn Read + Send>, String) = if input == "-" {
             (Box::new(io::stdin()), "stdin".to_string())
         } else {
@@ -124,7 +129,8 @@ impl LineSource {
 
     /// Reads lines from any reader (tests use in-memory ones); `input_name`
     /// as for [`LineSource::open`].
-    pub fn from_reader(
+    #[cfg(test)]
+    pub(crate) fn from_reader(
         reader: Box<dyn Read + Send>,
         positions: Positions,
         name: String,
@@ -156,7 +162,7 @@ impl LineSource {
     }
 
     /// The next event, or `None` if nothing came within `timeout`.
-    pub fn next(&mut self, timeout: Duration) -> Option<LineEvent> {
+    pub(crate) fn next(&mut self, timeout: Duration) -> Option<LineEvent> {
         if let Some(ev) = self.pending.next() {
             return Some(ev);
         }

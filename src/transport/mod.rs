@@ -11,14 +11,14 @@
 //! A transport may use the pipeline, the checkpoint directory and the
 //! metrics; none of those knows a transport.
 
-pub mod bounded;
+pub(crate) mod bounded;
 pub(crate) mod core;
-pub mod jsonl;
+pub(crate) mod jsonl;
 #[cfg(feature = "kafka")]
-pub mod kafka;
-pub mod lines;
+pub(crate) mod kafka;
+pub(crate) mod lines;
 pub(crate) mod publication;
-pub mod sinks;
+pub(crate) mod sinks;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -58,7 +58,7 @@ pub enum DaemonError {
 /// When a run checkpoints: every `interval`, and after every
 /// `every_updates` learned updates (0: only by time).
 #[derive(Clone, Debug)]
-pub struct Cadence {
+pub(crate) struct Cadence {
     interval: Duration,
     every_updates: u64,
     last: Instant,
@@ -68,7 +68,7 @@ pub struct Cadence {
 
 impl Cadence {
     /// A cadence starting now, for a model at `version`.
-    pub fn new(interval: Duration, every_updates: u64, version: u64) -> Self {
+    pub(crate) fn new(interval: Duration, every_updates: u64, version: u64) -> Self {
         Cadence {
             interval,
             every_updates,
@@ -78,23 +78,23 @@ impl Cadence {
     }
 
     /// Whether `interval` has passed since the last checkpoint.
-    pub fn due_by_time(&self) -> bool {
+    pub(crate) fn due_by_time(&self) -> bool {
         self.last.elapsed() >= self.interval
     }
 
     /// Whether `every_updates` updates were learned since the last checkpoint.
-    pub fn due_by_updates(&self, version: u64) -> bool {
+    pub(crate) fn due_by_updates(&self, version: u64) -> bool {
         self.every_updates > 0 && version - self.updates_at >= self.every_updates
     }
 
     /// A checkpoint of the model at `version` was written.
-    pub fn done(&mut self, version: u64) {
+    pub(crate) fn done(&mut self, version: u64) {
         self.last = Instant::now();
         self.updates_at = version;
     }
 
     /// A checkpoint was put off: the next try is one interval away.
-    pub fn put_off(&mut self) {
+    pub(crate) fn put_off(&mut self) {
         self.last = Instant::now();
     }
 }

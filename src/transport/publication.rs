@@ -12,7 +12,7 @@ use crate::replica::Publisher;
 
 /// Where the model's records go: queued now, delivered by the transport's
 /// next flush (the checkpoint's).
-pub trait Outlet: Send {
+pub(crate) trait Outlet: Send {
     /// Queues one record (a value of none deletes its key); false when it
     /// could not be queued (logged and counted by the outlet).
     fn send(&mut self, key: &[u8], value: Option<&[u8]>) -> bool;
@@ -22,25 +22,25 @@ pub trait Outlet: Send {
 }
 
 /// A learner's publication: its publisher and its outlet.
-pub struct Publication {
+pub(crate) struct Publication {
     publisher: Publisher,
     outlet: Box<dyn Outlet>,
 }
 
 impl Publication {
-    pub fn new(publisher: Publisher, outlet: Box<dyn Outlet>) -> Self {
+    pub(crate) fn new(publisher: Publisher, outlet: Box<dyn Outlet>) -> Self {
         Publication { publisher, outlet }
     }
 
     /// The model's version after a record was handled (when it first
     /// differs from the one published, the staleness clock starts).
-    pub fn observe(&mut self, version: u64) {
+    pub(crate) fn observe(&mut self, version: u64) {
         self.publisher.observe(version, now_ms);
     }
 
     /// Publishes `model` when a new version is due (with `force`, whenever
     /// it is not the one last published).
-    pub fn publish(&mut self, model: &mut Model, force: bool) {
+    pub(crate) fn publish(&mut self, model: &mut Model, force: bool) {
         let version = model.version();
         // A model that has learned nothing predicts nothing: replicas wait
         // (not ready) for the first one that has.

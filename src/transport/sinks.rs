@@ -24,7 +24,7 @@ fn named(what: &str, file: &str) -> impl Fn(io::Error) -> io::Error {
 /// (torn by a crash or a full disk) is cut off first, so that every line
 /// of the file parses; what it held comes after the last checkpoint, and
 /// the resumed run writes it again.
-pub fn open_append(path: &Path) -> io::Result<File> {
+pub(crate) fn open_append(path: &Path) -> io::Result<File> {
     let name = path.display().to_string();
     let mut f = OpenOptions::new()
         .create(true)
@@ -69,7 +69,7 @@ pub fn open_append(path: &Path) -> io::Result<File> {
 
 /// Opens an output: "-" is stdout, anything else a file opened for
 /// appending (its torn last line cut: [`open_append`]).
-pub fn open_output(output: &str) -> io::Result<Box<dyn Write + Send>> {
+pub(crate) fn open_output(output: &str) -> io::Result<Box<dyn Write + Send>> {
     if output == "-" {
         Ok(Box::new(io::stdout()))
     } else {
@@ -79,7 +79,7 @@ pub fn open_output(output: &str) -> io::Result<Box<dyn Write + Send>> {
 
 /// Writes predictions as JSON lines, and the messages to review (see
 /// [`Prediction::write_review_json`]) to their own file when there is one.
-pub struct PredictionSink {
+pub(crate) struct PredictionSink {
     out: BufWriter<Box<dyn Write + Send>>,
     buf: Vec<u8>,
     /// The output's name, for errors.
@@ -90,7 +90,7 @@ pub struct PredictionSink {
 
 impl PredictionSink {
     /// Predictions to `out`, which errors call `name`.
-    pub fn new(out: Box<dyn Write + Send>, name: &str) -> Self {
+    pub(crate) fn new(out: Box<dyn Write + Send>, name: &str) -> Self {
         PredictionSink {
             out: BufWriter::with_capacity(1 << 16, out),
             buf: Vec::with_capacity(256),
@@ -100,14 +100,14 @@ impl PredictionSink {
     }
 
     /// Also writes the messages to review to `path` (appended).
-    pub fn with_review(mut self, path: Option<&Path>) -> io::Result<Self> {
+    pub(crate) fn with_review(mut self, path: Option<&Path>) -> io::Result<Self> {
         if let Some(p) = path {
             self.review = Some((BufWriter::new(open_append(p)?), p.display().to_string()));
         }
         Ok(self)
     }
 
-    pub fn write(&mut self, p: &Prediction) -> io::Result<()> {
+    pub(crate) fn write(&mut self, p: &Prediction) -> io::Result<()> {
         self.buf.clear();
         p.write_json(&mut self.buf);
         self.buf.push(b'\n');
@@ -125,7 +125,7 @@ impl PredictionSink {
         Ok(())
     }
 
-    pub fn flush(&mut self) -> io::Result<()> {
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
         self.out
             .flush()
             .map_err(named("cannot write predictions to", &self.name))?;
@@ -141,7 +141,7 @@ impl PredictionSink {
 /// Writes refused lines, one JSON record each:
 /// `{"position": ..., "reason": ..., "error": ..., "raw": ...}` (or
 /// `"raw_base64"` when the bytes are not UTF-8).
-pub struct DeadLetterSink {
+pub(crate) struct DeadLetterSink {
     out: Option<BufWriter<File>>,
     /// The file's name, for errors.
     name: String,
@@ -151,7 +151,7 @@ pub struct DeadLetterSink {
 
 impl DeadLetterSink {
     /// With no path, refusals are only logged (the first ten, then one in a thousand).
-    pub fn open(path: Option<&Path>) -> io::Result<Self> {
+    pub(crate) fn open(path: Option<&Path>) -> io::Result<Self> {
         let out = match path {
             None => None,
             Some(p) => Some(BufWriter::new(open_append(p)?)),
@@ -160,13 +160,13 @@ impl DeadLetterSink {
         Ok(DeadLetterSink { out, name, logged: 0 })
     }
 
-    pub fn write(&mut self, position: &str, bad: &Bad, raw: &[u8]) -> io::Result<()> {
+    pub(crate) fn write(&mut self, position: &str, bad: &Bad, raw: &[u8]) -> io::Result<()> {
         self.write_prefix(position, bad, raw, raw.len() as u64)
     }
 
     /// Writes a refusal of which only `prefix` is at hand, of a message
     /// `length` bytes long (a line over the size cap).
-    pub fn write_prefix(&mut self, position: &str, bad: &Bad, prefix: &[u8], length: u64) -> io::Result<()> {
+    pub(crate) fn write_prefix(&mut self, position: &str, bad: &Bad, prefix: &[u8], length: u64) -> io::Result<()> {
         let raw = prefix;
         let Some(out) = &mut self.out else {
             self.logged += 1;
@@ -182,7 +182,7 @@ impl DeadLetterSink {
             .map_err(named("cannot write dead letters to", &self.name))
     }
 
-    pub fn flush(&mut self) -> io::Result<()> {
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
         match &mut self.out {
             Some(o) => o.flush().map_err(named("cannot write dead letters to", &self.name)),
             None => Ok(()),
@@ -193,7 +193,7 @@ impl DeadLetterSink {
 /// Where a JSON-lines daemon's outputs go: predictions (and messages to
 /// review) and dead letters, each a file or stdout, written through buffers
 /// that a flush empties.
-pub struct LinesSink {
+pub(crate) struct LinesSink {
     predictions: PredictionSink,
     dead: DeadLetterSink,
     /// The input's name, which a dead letter's position starts with.
@@ -201,7 +201,7 @@ pub struct LinesSink {
 }
 
 impl LinesSink {
-    pub fn new(predictions: PredictionSink, dead: DeadLetterSink, input: &str) -> Self {
+    pub(crate) fn new(predictions: PredictionSink, dead: DeadLetterSink, input: &str) -> Self {
         LinesSink {
             predictions,
             dead,
@@ -217,7 +217,13 @@ impl LinesSink {
 
     /// Refuses a line of which only `prefix` is at hand, `length` bytes
     /// long (over the size cap).
-    pub fn refuse_prefix(&mut self, position: &Position<'_>, bad: &Bad, prefix: &[u8], length: u64) -> io::Result<()> {
+    pub(crate) fn refuse_prefix(
+        &mut self,
+        position: &Position<'_>,
+        bad: &Bad,
+        prefix: &[u8],
+        length: u64,
+    ) -> io::Result<()> {
         let at = self.position(position);
         self.dead.write_prefix(&at, bad, prefix, length)
     }
@@ -246,12 +252,12 @@ impl Sink for LinesSink {
 /// The most of a refused message's bytes a dead-letter record copies: a
 /// record stays small whatever the message (its `length` says how long the
 /// message was when the copy is cut).
-pub const DEAD_LETTER_PREFIX: usize = 16 << 10;
+pub(crate) const DEAD_LETTER_PREFIX: usize = 16 << 10;
 
 /// The JSON record of a refused message `length` bytes long, of which
 /// `raw` is at hand (all of it, or a prefix); at most
 /// [`DEAD_LETTER_PREFIX`] bytes of it are copied.
-pub fn dead_letter_record(position: &str, bad: &Bad, raw: &[u8], length: u64) -> serde_json::Value {
+pub(crate) fn dead_letter_record(position: &str, bad: &Bad, raw: &[u8], length: u64) -> serde_json::Value {
     let mut v = serde_json::json!({
         "position": position,
         "reason": bad.reason.as_str(),

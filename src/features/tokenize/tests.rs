@@ -36,7 +36,7 @@ mod reference {
     /// Calls `emit` with every token of `text`, lowercased, in order.
     ///
     /// `scratch` is reused between calls to avoid allocation.
-    pub fn tokenize(text: &str, scratch: &mut String, mut emit: impl FnMut(&str)) {
+    pub(super) fn tokenize(text: &str, scratch: &mut String, mut emit: impl FnMut(&str)) {
         let bytes = text.as_bytes();
         let mut i = 0;
         // Where the next '@' is (e-mail addresses are only tried near one).

@@ -24,7 +24,7 @@ use crate::transport::core::{Checkpointed, Core};
 
 /// The consumer's context: sets start offsets on assignment and checkpoints
 /// before partitions are revoked.
-pub struct Ctx {
+pub(super) struct Ctx {
     pub(super) core: Arc<Mutex<KafkaCore>>,
     /// Partitions currently assigned (for `/readyz`).
     pub(super) assigned: Arc<AtomicU64>,

@@ -13,7 +13,6 @@
 //! (it is there because a consumer context must be `Sync`), and never held
 //! across a poll.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,7 +28,7 @@ use super::errors::{ErrorSpell, SpellNote};
 use super::model_topic::TopicOutlet;
 use super::model_topic::{self, ModelFeed};
 use super::sink::{DeliveryCounter, KafkaSink};
-use super::{KafkaSettings, KafkaSummary, topics};
+use super::{KafkaSettings, topics};
 use crate::checkpoint::{CheckpointDir, Positions, Resumed, load_or_new};
 use crate::clock::now_ms;
 use crate::metrics::Telemetry;
@@ -51,7 +50,6 @@ const FEED_EVERY: Duration = Duration::from_millis(10);
 struct Opened {
     pipeline: Pipeline,
     positions: Positions,
-    resumed_from: Option<PathBuf>,
     dir: Option<CheckpointDir>,
     /// A learner's publisher.
     publisher: Option<Publisher>,
@@ -75,7 +73,6 @@ pub(super) struct Daemon<'a> {
     errors: ErrorSpell,
     next_tick: Instant,
     next_feed: Instant,
-    resumed_from: Option<PathBuf>,
 }
 
 impl<'a> Daemon<'a> {
@@ -148,7 +145,6 @@ impl<'a> Daemon<'a> {
             errors: ErrorSpell::default(),
             next_tick: Instant::now() + TICK,
             next_feed: Instant::now(),
-            resumed_from: opened.resumed_from,
         }))
     }
 
@@ -240,17 +236,13 @@ impl<'a> Daemon<'a> {
 
     /// Finishes: a learner publishes its last version, then the last
     /// checkpoint (flush, save, commit) is retried until the deadline.
-    pub(super) fn shutdown(mut self) -> Result<KafkaSummary, DaemonError> {
+    pub(super) fn shutdown(mut self) -> Result<(), DaemonError> {
         drop(std::mem::take(&mut self.fronts));
         let mut core = lock(&self.core);
         // The learner's last version goes out with the last checkpoint's flush.
         core.finish(self.s.flush_timeout, &mut GroupCommit(&self.consumer))?;
         core.report();
-        Ok(KafkaSummary {
-            messages: core.messages(),
-            checkpoints: core.checkpoints(),
-            resumed_from: self.resumed_from.clone(),
-        })
+        Ok(())
     }
 }
 
@@ -296,7 +288,6 @@ fn open_model(s: &KafkaSettings, shutdown: &Shutdown) -> Result<Option<Opened>, 
         return Ok(Some(Opened {
             pipeline: Pipeline::new(model, s.pipeline.clone()),
             positions: Positions::default(),
-            resumed_from: None,
             dir: None,
             publisher: None,
             feed: Some(feed),
@@ -309,9 +300,7 @@ fn open_model(s: &KafkaSettings, shutdown: &Shutdown) -> Result<Option<Opened>, 
     };
     let dir = CheckpointDir::open(path, s.keep_checkpoints)?;
     let Resumed {
-        pipeline,
-        positions,
-        from: resumed_from,
+        pipeline, positions, ..
     } = load_or_new(Some(&dir), &s.features, &s.hyper, s.pipeline.clone())?;
     let publisher = match role {
         Role::Learner => Some(publisher(s, shutdown)?),
@@ -320,7 +309,6 @@ fn open_model(s: &KafkaSettings, shutdown: &Shutdown) -> Result<Option<Opened>, 
     Ok(Some(Opened {
         pipeline,
         positions,
-        resumed_from,
         dir: Some(dir),
         publisher,
         feed: None,

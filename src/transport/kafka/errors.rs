@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 /// long as an outage lasts. Every error is still counted, in
 /// `classifyd_consumer_errors_total`.
 #[derive(Debug, Default)]
-pub struct ErrorSpell {
+pub(super) struct ErrorSpell {
     /// The spell going on, if errors have come within [`ErrorSpell::QUIET`].
     spell: Option<Spell>,
 }
@@ -32,7 +32,7 @@ struct Spell {
 
 /// What the log says of a spell of consumer errors.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum SpellNote {
+pub(super) enum SpellNote {
     /// The first error of a spell.
     Began,
     /// Errors go on: so many since the spell began, over so long.
@@ -49,7 +49,7 @@ impl ErrorSpell {
     const QUIET: Duration = Duration::from_secs(5);
 
     /// An error at `now`: what to log, if anything.
-    pub fn error(&mut self, now: Instant) -> Option<SpellNote> {
+    pub(super) fn error(&mut self, now: Instant) -> Option<SpellNote> {
         let Some(s) = &mut self.spell else {
             self.spell = Some(Spell {
                 began: now,
@@ -72,7 +72,7 @@ impl ErrorSpell {
     }
 
     /// A tick at `now`: ends a spell whose last error is [`ErrorSpell::QUIET`] old.
-    pub fn tick(&mut self, now: Instant) -> Option<SpellNote> {
+    pub(super) fn tick(&mut self, now: Instant) -> Option<SpellNote> {
         let s = self.spell?;
         if now.duration_since(s.last_error) < Self::QUIET {
             return None;

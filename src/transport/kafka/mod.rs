@@ -30,7 +30,7 @@ mod daemon;
 mod errors;
 mod model_topic;
 mod sink;
-pub mod tail;
+pub(crate) mod tail;
 mod topics;
 
 use std::path::PathBuf;
@@ -91,21 +91,13 @@ pub struct KafkaSettings {
     pub topic_partitions: i32,
 }
 
-/// What a run did.
-#[derive(Clone, Debug, Default)]
-pub struct KafkaSummary {
-    pub messages: u64,
-    pub checkpoints: u64,
-    pub resumed_from: Option<PathBuf>,
-}
-
 /// Runs until `shutdown`; then finishes the message in hand, flushes,
 /// checkpoints, commits (a learner publishes its last version first).
 /// Blocks the calling thread, which it uses as the daemon's loop
 /// ([`daemon`] says why).
-pub fn run(s: &KafkaSettings, shutdown: &Shutdown, telemetry: Option<&Telemetry>) -> Result<KafkaSummary, DaemonError> {
+pub(crate) fn run(s: &KafkaSettings, shutdown: &Shutdown, telemetry: Option<&Telemetry>) -> Result<(), DaemonError> {
     let Some(mut daemon) = Daemon::start(s, shutdown, telemetry)? else {
-        return Ok(KafkaSummary::default());
+        return Ok(());
     };
     daemon.run()?;
     daemon.shutdown()

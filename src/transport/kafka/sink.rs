@@ -25,7 +25,7 @@ use crate::transport::sinks::DEAD_LETTER_PREFIX;
 /// the daemon sets to infinite, so a failure here is permanent (too large,
 /// not authorised, ...).
 #[derive(Default)]
-pub struct DeliveryCounter {
+pub(super) struct DeliveryCounter {
     pub delivered: AtomicU64,
     pub failed: AtomicU64,
     /// The model topic (a learner's), whose records are counted apart.

@@ -20,7 +20,7 @@ const QUIET: Duration = Duration::from_millis(1000);
 
 /// What to print.
 #[derive(Clone, Debug)]
-pub struct TailSettings {
+pub(crate) struct TailSettings {
     pub brokers: String,
     pub topic: String,
     pub max: Option<u64>,
@@ -31,7 +31,7 @@ pub struct TailSettings {
 
 /// Prints the records to `out` until the end (`no_follow`), `max`
 /// records, or `shutdown`; returns how many it printed.
-pub fn tail(s: &TailSettings, shutdown: &Shutdown, out: &mut impl Write) -> Result<u64, DaemonError> {
+pub(crate) fn tail(s: &TailSettings, shutdown: &Shutdown, out: &mut impl Write) -> Result<u64, DaemonError> {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &s.brokers)
         .set("group.id", "classifyd-tail")
