@@ -12,8 +12,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::sync::mpsc::Receiver;
+
 use super::images::Images;
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Answered, Pipeline};
 
 /// The shortest interval between two publications.
 pub(super) const MIN_INTERVAL: Duration = Duration::from_millis(250);
@@ -29,6 +31,9 @@ type Mark = (u64, u64);
 /// The loop's end of the copies.
 pub(crate) struct Feed {
     images: Arc<Images>,
+    /// What the copies answered, for the pipeline that learns to keep for
+    /// its late labels (none on a predictor).
+    answered: Option<Receiver<Answered>>,
     published: Mark,
     at: Instant,
     interval: Duration,
@@ -36,11 +41,12 @@ pub(crate) struct Feed {
 
 impl Feed {
     /// Makes the copies of `pipeline`'s model (which, but on a predictor,
-    /// keeps what they answer for its late labels).
-    pub(crate) fn start(pipeline: &mut Pipeline) -> Self {
-        let images = Arc::new(Images::new(pipeline));
+    /// keeps what they answer for its late labels: [`Feed::absorb`]).
+    pub(crate) fn start(pipeline: &Pipeline) -> Self {
+        let (images, answered) = Images::new(pipeline);
         Feed {
-            images,
+            images: Arc::new(images),
+            answered,
             published: mark(pipeline),
             at: Instant::now(),
             interval: MIN_INTERVAL,
@@ -50,6 +56,16 @@ impl Feed {
     /// The copies, for the endpoint.
     pub(crate) fn images(&self) -> Arc<Images> {
         Arc::clone(&self.images)
+    }
+
+    /// Keeps in `pipeline`'s cache what the copies answered since the last
+    /// call, for its late labels.
+    pub(crate) fn absorb(&self, pipeline: &mut Pipeline) {
+        if let Some(from) = &self.answered {
+            while let Ok(answered) = from.try_recv() {
+                pipeline.keep_answered(answered);
+            }
+        }
     }
 
     /// Publishes `pipeline`'s model when it changed and the interval has
@@ -112,7 +128,7 @@ mod tests {
     #[test]
     fn copies_answer_like_the_published_model_and_hand_back_what_they_answered() {
         let mut p = learner();
-        let mut feed = Feed::start(&mut p);
+        let mut feed = Feed::start(&p);
         let images = feed.images();
         let ask = br#"{"id": "asked", "text": "a cash prize for the team lunch"}"#;
         let lines = [
@@ -134,7 +150,9 @@ mod tests {
         let mut reference = Pipeline::new(p.model().clone(), p.config().clone());
         let want = reference.classify_request(for_user, &id, 9, None).expect("a text");
         assert_eq!(images.classify(for_user, None).expect("a text"), want);
-        // Asked of the copies, labeled later: joined by the learner.
+        // Asked of the copies, labeled later: joined by the learner once
+        // it kept what they answered.
+        feed.absorb(&mut p);
         let label = br#"{"id": "asked", "label": "ham"}"#;
         assert!(matches!(p.handle(label, &id, 10), Outcome::FeedbackMatched { .. }));
         assert_eq!(p.counters().feedback_matched, 1);

@@ -1,5 +1,5 @@
 //! The models requests are answered from: two copies of the daemon's
-//! model, each in a pipeline of its own, read left-right.
+//! model, each a [`Scorer`], read left-right.
 //!
 //! Requests read the active copy. A publication ([`super::feed`]) puts the
 //! daemon's model, as it stands, into the other copy, which then becomes
@@ -12,17 +12,17 @@
 //! (docs/http.md).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Mutex, MutexGuard};
 
 use super::Classify;
 use crate::message::{Bad, BadReason};
-use crate::pipeline::{Answered, Asked, Pipeline, Prediction, Prepared, Preparer, Role};
+use crate::pipeline::{ANSWERED_QUEUE, Answered, Asked, Pipeline, Prediction, Prepared, Preparer, Role, Scorer};
 
 /// The two copies, which of them requests read, and what a request's
 /// preparation needs.
 pub(crate) struct Images {
-    copies: [Mutex<Option<Pipeline>>; 2],
+    copies: [Mutex<Option<Scorer>>; 2],
     /// The copy requests read (0 or 1).
     active: AtomicUsize,
     /// Where a copy's predictions go to be kept for their late labels
@@ -41,10 +41,17 @@ pub(crate) struct Images {
 }
 
 impl Images {
-    /// The copies of `from` (the daemon's pipeline, which keeps what the
-    /// copies answer for its late labels unless it is a predictor's).
-    pub(crate) fn new(from: &mut Pipeline) -> Self {
-        let forward = (from.config().role != Role::Predictor).then(|| from.absorb_requests_from_copies());
+    /// The copies of `from` (the daemon's pipeline), and where what they
+    /// answer comes out to be kept for its late labels (none on a
+    /// predictor, which keeps none).
+    pub(crate) fn new(from: &Pipeline) -> (Self, Option<Receiver<Answered>>) {
+        let (forward, answered) = match from.config().role {
+            Role::Predictor => (None, None),
+            _ => {
+                let (to, from) = std::sync::mpsc::sync_channel(ANSWERED_QUEUE);
+                (Some(to), Some(from))
+            }
+        };
         let images = Images {
             copies: [Mutex::new(None), Mutex::new(None)],
             active: AtomicUsize::new(0),
@@ -56,7 +63,7 @@ impl Images {
         };
         images.publish(from);
         images.publish(from);
-        images
+        (images, answered)
     }
 
     /// Puts `from`'s model (with its reported messages and review band)
@@ -65,19 +72,12 @@ impl Images {
     /// replaces dropped after.
     pub(crate) fn publish(&self, from: &Pipeline) {
         let next = 1 - self.active.load(Ordering::Acquire);
-        let model = from.model().scoring_copy();
         let replaced = {
             let mut copy = lock(&self.copies[next]);
             match copy.as_mut() {
-                Some(p) => {
-                    p.follow(from);
-                    Some(p.replace_model(model))
-                }
+                Some(scorer) => Some(scorer.update(from)),
                 None => {
-                    let mut p = Pipeline::new(model, from.config().clone());
-                    p.hand_requests_back();
-                    p.follow(from);
-                    *copy = Some(p);
+                    *copy = Some(Scorer::of(from));
                     None
                 }
             }
@@ -91,7 +91,7 @@ impl Images {
 #[cfg(test)]
 impl Images {
     /// Runs `f` on the copy requests read.
-    pub(crate) fn with_active(&self, f: impl FnOnce(&Pipeline)) {
+    pub(crate) fn with_active(&self, f: impl FnOnce(&Scorer)) {
         let copy = lock(&self.copies[self.active.load(Ordering::Acquire)]);
         f(copy.as_ref().expect("copies are made at the start"));
     }
@@ -129,10 +129,10 @@ impl Images {
             let mut copy = lock(&self.copies[self.active.load(Ordering::Acquire)]);
             let now = crate::clock::now_ms();
             match copy.as_mut() {
-                Some(pipeline) => (
-                    pipeline.classify_prepared(asked, (&preparer, &mut p), &default_id, now, explain),
-                    pipeline.take_answered(),
-                ),
+                Some(scorer) => match scorer.classify_prepared(asked, (&preparer, &mut p), &default_id, now, explain) {
+                    Ok((prediction, answered)) => (Ok(prediction), answered),
+                    Err(bad) => (Err(bad), None),
+                },
                 // Both copies are made before the endpoint starts.
                 None => (Err(Bad::new(BadReason::MissingText, "no model is served yet")), None),
             }

@@ -35,8 +35,7 @@ pub use noise::LabelNoise;
 pub use outcome::{Contribution, Outcome, Prediction};
 pub use prepare::{Prepared, Preparer};
 pub use reported::{Reported, Vote};
-use request::Requests;
-pub use request::{Answered, Asked};
+pub use request::{ANSWERED_QUEUE, Answered, Asked, Scorer};
 pub use review::{Query, Review, ReviewConfig, ReviewState, Verdict};
 pub use role::Role;
 pub use settings::{ByteLrWhen, EvalKnobs, HeldBack, HeldExample, PipelineConfig};
@@ -161,9 +160,6 @@ pub struct Pipeline {
     /// labels, the reporters, the reported messages (checkpointed; see
     /// [`ledger`]).
     ledger: Ledger,
-    /// Where the predictions of requests answered apart go (see
-    /// [`request`]).
-    requests: Requests,
     /// What `eval` asks beyond a daemon's work (all off but in `eval`).
     eval: EvalKnobs,
     /// What those knobs hold back (empty but in `eval`).
@@ -192,7 +188,6 @@ impl Pipeline {
             review,
             work: Work::default(),
             ledger,
-            requests: Requests::Kept,
             eval: EvalKnobs::default(),
             held_back: HeldBack::default(),
         }
@@ -353,7 +348,6 @@ impl Pipeline {
             self.counters.skipped += 1;
             return Outcome::Skipped;
         };
-        self.absorb_requests();
         self.ledger.cache.expire(now_ms, self.cfg.cache_ttl_ms);
         if let Ok(Message::Example { email, .. }) = &message {
             self.offer_byte_lr(*email);
@@ -548,8 +542,6 @@ impl Pipeline {
 
     /// Keeps a predicted message for its late label (not on a predictor:
     /// its late labels go to the learner, nothing to join here).
-    /// A copy that answers requests hands it back, for the pipeline that
-    /// learns ([`Pipeline::hand_requests_back`]).
     fn keep_predicted(
         &mut self,
         prediction: &Prediction,
@@ -558,8 +550,23 @@ impl Pipeline {
         score: Option<f32>,
         now_ms: u64,
     ) {
+        if let Some(answered) = self.answered(prediction, text, user, score, now_ms) {
+            self.keep_answered(answered);
+        }
+    }
+
+    /// What the pipeline that learns keeps of a prediction for its late
+    /// label; none on a predictor.
+    fn answered(
+        &self,
+        prediction: &Prediction,
+        text: String,
+        user: Option<String>,
+        score: Option<f32>,
+        now_ms: u64,
+    ) -> Option<Answered> {
         if self.cfg.role == Role::Predictor {
-            return;
+            return None;
         }
         let entry = CacheEntry {
             text: Packed::Plain(text),
@@ -571,10 +578,13 @@ impl Pipeline {
             user,
         };
         let id = prediction.id.clone();
-        match &mut self.requests {
-            Requests::Handed(held) => *held = Some(Answered { id, entry }),
-            _ => self.ledger.cache.insert(id, entry, &self.cfg),
-        }
+        Some(Answered { id, entry })
+    }
+
+    /// Keeps what a request answered (here, or by a [`Scorer`]) for its
+    /// late label.
+    pub fn keep_answered(&mut self, Answered { id, entry }: Answered) {
+        self.ledger.cache.insert(id, entry, &self.cfg);
     }
 
     /// Counts bad input that never reached the pipeline whole (a line over

@@ -9,24 +9,23 @@
 //! holds the pipeline with, and calls [`Pipeline::classify_prepared`].
 //!
 //! The daemon answers requests from copies of its model apart from the one
-//! it learns (`http::images`): a copy's pipeline hands each request's
-//! message back, and the caller sends it over a bounded queue to the
-//! pipeline that learns, which
-//! keeps it in its cache when it next handles a message or ticks
-//! ([`Pipeline::absorb_requests`]); and a copy follows the learning
-//! pipeline in what a prediction needs besides the model
-//! ([`Pipeline::follow`]).
-
-use std::sync::mpsc::{Receiver, SyncSender};
+//! it learns (`http::images`), each a [`Scorer`]: it predicts and never
+//! learns, follows the learning pipeline in what a prediction needs
+//! besides the model (the reported messages, the review's band), and
+//! hands each request's message back with its answer ([`Answered`]);
+//! the caller sends it over a bounded queue to the daemon's core, which
+//! keeps it in the learning pipeline's cache
+//! ([`Pipeline::keep_answered`]) before the next message or lesson.
 
 use super::{CacheEntry, Pipeline, Prediction, Prepared, Preparer, review};
 use crate::message::{Bad, BadReason, Message};
+use crate::model::Model;
 use crate::model::Task;
 
 /// Requests' predictions waiting for the learning pipeline: at 1,000
 /// requests a second, eight seconds of a loop that holds still (a prune,
 /// a checkpoint's write).
-pub(super) const ANSWERED_QUEUE: usize = 8192;
+pub const ANSWERED_QUEUE: usize = 8192;
 
 /// What a request asks to be predicted.
 #[derive(Clone, Copy, Debug)]
@@ -63,57 +62,59 @@ pub struct Answered {
     pub(crate) entry: CacheEntry,
 }
 
-/// Where a pipeline's requests' predictions go.
+/// A copy of a pipeline that answers requests: the model, as a scoring
+/// copy, and what a prediction needs besides it; it never learns, and
+/// keeps nothing of what it answers (see the module's doc).
 #[derive(Debug)]
-pub(super) enum Requests {
-    /// Into its own cache (it answers its own requests).
-    Kept,
-    /// Held for the caller to hand to the pipeline that learns (a copy
-    /// answering requests: [`Pipeline::take_answered`]).
-    Handed(Option<Answered>),
-    /// From the copies, into its own cache (the pipeline that learns).
-    Absorb(Receiver<Answered>),
+pub struct Scorer {
+    pipeline: Pipeline,
+}
+
+impl Scorer {
+    /// A scorer of `from`'s model as it stands.
+    pub fn of(from: &Pipeline) -> Self {
+        let mut pipeline = Pipeline::new(from.model.scoring_copy(), from.cfg.clone());
+        pipeline.follow(from);
+        Scorer { pipeline }
+    }
+
+    /// Scores with `from`'s model from now on; returns the model it
+    /// replaced (for the caller to drop outside its lock).
+    pub fn update(&mut self, from: &Pipeline) -> Model {
+        self.pipeline.follow(from);
+        self.pipeline.replace_model(from.model.scoring_copy())
+    }
+
+    /// The model it scores with.
+    pub fn model(&self) -> &Model {
+        &self.pipeline.model
+    }
+
+    /// The reported messages whose labels it recalls.
+    pub fn reported(&self) -> &super::Reported {
+        self.pipeline.reported()
+    }
+
+    /// [`Pipeline::classify_prepared`], and what the pipeline that learns
+    /// keeps of the answer for its late label (none on a predictor's).
+    pub fn classify_prepared(
+        &mut self,
+        asked: Asked<'_>,
+        prepared: (&Preparer, &mut Prepared),
+        default_id: &dyn Fn() -> String,
+        now_ms: u64,
+        explain: Option<usize>,
+    ) -> Result<(Prediction, Option<Answered>), Bad> {
+        self.pipeline
+            .answer_prepared(asked, prepared, default_id, now_ms, explain)
+    }
 }
 
 impl Pipeline {
-    /// Makes this pipeline the one that learns for copies answering
-    /// requests: the sender is theirs ([`Pipeline::forward_requests`]).
-    pub fn absorb_requests_from_copies(&mut self) -> SyncSender<Answered> {
-        let (to, from) = std::sync::mpsc::sync_channel(ANSWERED_QUEUE);
-        self.requests = Requests::Absorb(from);
-        to
-    }
-
-    /// Makes this pipeline a copy answering requests: it holds each
-    /// request's message for the caller to take ([`Pipeline::take_answered`])
-    /// and hand to the pipeline that learns.
-    pub fn hand_requests_back(&mut self) {
-        self.requests = Requests::Handed(None);
-    }
-
-    /// The message of the request just answered, for the pipeline that
-    /// learns to keep (a copy's: see [`Pipeline::hand_requests_back`]).
-    pub fn take_answered(&mut self) -> Option<Answered> {
-        match &mut self.requests {
-            Requests::Handed(held) => held.take(),
-            _ => None,
-        }
-    }
-
-    /// Keeps the copies' predictions that came since the last call.
-    pub fn absorb_requests(&mut self) {
-        let Requests::Absorb(from) = &self.requests else {
-            return;
-        };
-        while let Ok(Answered { id, entry }) = from.try_recv() {
-            self.ledger.cache.insert(id, entry, &self.cfg);
-        }
-    }
-
     /// Makes this copy answer as `from` does besides the model: the
     /// reported messages (a vote is counted only with a label learned, so
     /// they change only with the model's version) and the review's band.
-    pub fn follow(&mut self, from: &Pipeline) {
+    fn follow(&mut self, from: &Pipeline) {
         self.ledger.reported.clone_from(&from.ledger.reported);
         self.review.set_band(from.review.band());
     }
@@ -137,7 +138,11 @@ impl Pipeline {
         self.prep.prepare(raw, false, &mut p);
         let answer = self.classify_first(&mut p, default_id, now_ms, explain);
         self.spare = p;
-        answer
+        let (prediction, answered) = answer?;
+        if let Some(answered) = answered {
+            self.keep_answered(answered);
+        }
+        Ok(prediction)
     }
 
     /// [`Pipeline::classify_request`] for `asked`, which `preparer` prepared
@@ -151,6 +156,23 @@ impl Pipeline {
         now_ms: u64,
         explain: Option<usize>,
     ) -> Result<Prediction, Bad> {
+        let (prediction, answered) = self.answer_prepared(asked, (preparer, p), default_id, now_ms, explain)?;
+        if let Some(answered) = answered {
+            self.keep_answered(answered);
+        }
+        Ok(prediction)
+    }
+
+    /// [`Pipeline::classify_prepared`], what is kept of the answer handed
+    /// back instead of kept.
+    fn answer_prepared(
+        &mut self,
+        asked: Asked<'_>,
+        (preparer, p): (&Preparer, &mut Prepared),
+        default_id: &dyn Fn() -> String,
+        now_ms: u64,
+        explain: Option<usize>,
+    ) -> Result<(Prediction, Option<Answered>), Bad> {
         if preparer.features() != self.model.features() {
             p.clear();
             asked.prepare(&mut self.prep, p);
@@ -158,14 +180,15 @@ impl Pipeline {
         self.classify_first(p, default_id, now_ms, explain)
     }
 
-    /// Predicts the first message of `p`.
+    /// Predicts the first message of `p`; with what is kept of it for its
+    /// late label.
     fn classify_first(
         &mut self,
         p: &mut Prepared,
         default_id: &dyn Fn() -> String,
         now_ms: u64,
         explain: Option<usize>,
-    ) -> Result<Prediction, Bad> {
+    ) -> Result<(Prediction, Option<Answered>), Bad> {
         let first = p
             .messages
             .first_mut()
@@ -198,7 +221,7 @@ impl Pipeline {
         prediction.uncertain = self.review.is_uncertain(confidence);
         self.work = w;
         self.ledger.cache.expire(now_ms, self.cfg.cache_ttl_ms);
-        self.keep_predicted(&prediction, text, user, score, now_ms);
-        Ok(prediction)
+        let answered = self.answered(&prediction, text, user, score, now_ms);
+        Ok((prediction, answered))
     }
 }

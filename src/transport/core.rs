@@ -214,6 +214,15 @@ impl<K: Sink> Core<K> {
         }
     }
 
+    /// Keeps in the pipeline's cache what the copies answered since the
+    /// last call (before each record and lesson, and at each tick: a late
+    /// label finds its request's message).
+    fn absorb_requests(&mut self) {
+        if let Some(feed) = &self.feed {
+            feed.absorb(&mut self.pipeline);
+        }
+    }
+
     /// Publishes the model beyond this process through `publication` (a
     /// learner's model topic) from now on.
     pub(crate) fn publish_to(&mut self, publication: Publication) {
@@ -238,7 +247,7 @@ impl<K: Sink> Core<K> {
         mail: Option<&MailSettings>,
     ) -> Result<Fronts, DaemonError> {
         if http.is_some() || mail.is_some() {
-            self.feed = Some(Feed::start(&mut self.pipeline));
+            self.feed = Some(Feed::start(&self.pipeline));
         }
         let http = crate::http::serve(http, self.feed.as_ref().map(Feed::images))?;
         let learns = self.pipeline.config().role != Role::Predictor;
@@ -283,7 +292,7 @@ impl<K: Sink> Core<K> {
     fn learn_told_after(&mut self, first: Option<Told>) {
         // A check answered before its lesson is kept first (its record is
         // the one the lesson then teaches).
-        self.pipeline.absorb_requests();
+        self.absorb_requests();
         let mut replies = Vec::new();
         let mut first = first;
         while let Some(t) = first
@@ -365,6 +374,7 @@ impl<K: Sink> Core<K> {
     /// One record through the pipeline, its outcome to the sink, its
     /// position recorded.
     pub(crate) fn handle(&mut self, record: &Record<'_>) -> Result<(), DaemonError> {
+        self.absorb_requests();
         let default_id = || record.position.default_id();
         let now = record.stamp_ms.unwrap_or_else(now_ms);
         let started = Instant::now();
@@ -432,7 +442,7 @@ impl<K: Sink> Core<K> {
     /// (with `metrics`; true when they were exported), a checkpoint when
     /// one is due (with the transport's part, `part`).
     pub(crate) fn tick(&mut self, metrics: bool, part: &mut impl Checkpointed) -> Result<bool, DaemonError> {
-        self.pipeline.absorb_requests();
+        self.absorb_requests();
         self.learn_told();
         self.publish(false);
         let exported = metrics && self.last_metrics.elapsed() >= crate::metrics::PUBLISH_INTERVAL;
@@ -490,8 +500,8 @@ impl<K: Sink> Core<K> {
     /// Stops answering requests (the endpoint is stopped first) and keeps
     /// the messages they answered, for their late labels.
     pub(crate) fn stop_requests(&mut self) {
+        self.absorb_requests();
         drop(self.feed.take());
-        self.pipeline.absorb_requests();
         self.learn_told();
         self.told = None;
     }
