@@ -14,9 +14,10 @@ use serde::Serialize;
 use super::{CommandError, io_at};
 use crate::config::EvalArgs;
 use crate::eval::Report;
+use crate::eval::noise::LabelNoise;
 use crate::features::FeatureConfig;
 use crate::model::{Hyper, Model};
-use crate::pipeline::{EvalKnobs, HeldBack, Outcome, Pipeline, Prepared, Preparer};
+use crate::pipeline::{Driver, HeldExample, Outcome, Pipeline, Prepared, Preparer};
 use crate::transport::bounded::{Got, read_bounded};
 use crate::transport::sinks::DeadLetterSink;
 
@@ -91,11 +92,11 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     let mut cfg = args.pipeline.settings();
     cfg.limits = args.model.limits(&features)?;
     let review = args.labels.settings();
-    let knobs = EvalKnobs {
-        defer_test: true,
+    let mut driver = EvalDriver {
         keep_train: args.passes > 1,
-        query_labels: review.is_some(),
-        label_noise: args.labels.noise(),
+        budget: review.is_some(),
+        noise: args.labels.noise(),
+        ..EvalDriver::default()
     };
     if let Some(review) = review {
         cfg.review = review;
@@ -104,7 +105,7 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     let path = args.input.display().to_string();
     let file = File::open(&args.input).map_err(io_at(&path))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut pipeline = Pipeline::new(Model::new(choice, features), cfg).for_eval(knobs);
+    let mut pipeline = Pipeline::new(Model::new(choice, features), cfg);
     let start = Instant::now();
     let cpu_start = process_cpu_seconds();
     let mut pass = FirstPass {
@@ -116,8 +117,8 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     let mut dead = DeadLetterSink::open(args.dead_letter.as_deref()).map_err(CommandError::Output)?;
     let progress = progress_bar(size);
     let reader = BufReader::with_capacity(1 << 16, file);
-    pass.run(args, &path, reader, &mut pipeline, &mut dead, &progress)?;
-    let HeldBack { train, test } = pipeline.take_held_back();
+    pass.run(args, &path, reader, (&mut pipeline, &mut driver), &mut dead, &progress)?;
+    let (train, test) = (std::mem::take(&mut driver.train), std::mem::take(&mut driver.test));
     // Extra passes only serve the held-out test: a stream without one is
     // reported from its progressive pass, and the model is not kept.
     let passes = if test.is_empty() { 1 } else { args.passes };
@@ -136,8 +137,45 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     }
     dead.flush().map_err(CommandError::Output)?;
     let timing = (start.elapsed().as_secs_f64(), process_cpu_seconds() - cpu_start);
-    let result = report(&pipeline, &pass, passes, timing);
+    let result = report((&pipeline, &driver), &pass, passes, timing);
     Ok((result, pipeline))
+}
+
+/// What `eval` asks of the pipeline beyond a daemon's work: a label
+/// budget (`--label-budget`: a labeled example is learned only if the
+/// review asks for it), label noise (`--feedback-noise`), the learned
+/// train-split examples kept for the extra passes, the test-split
+/// examples scored after all training.
+#[derive(Debug, Default)]
+struct EvalDriver {
+    budget: bool,
+    noise: Option<LabelNoise>,
+    keep_train: bool,
+    train: Vec<HeldExample>,
+    test: Vec<HeldExample>,
+}
+
+impl Driver for EvalDriver {
+    fn budgets_labels(&self) -> bool {
+        self.budget
+    }
+
+    fn seen_class(&mut self, n: u64, class: usize, classes: usize) -> usize {
+        self.noise.map_or(class, |noise| noise.class(n, class, classes))
+    }
+
+    fn keeps_train(&self) -> bool {
+        self.keep_train
+    }
+
+    fn learned(&mut self, example: HeldExample) {
+        self.train.push(example);
+    }
+
+    fn test(&mut self, example: HeldExample) -> Option<HeldExample> {
+        self.test.push(example);
+        None
+    }
 }
 
 /// The first, progressive pass over a file and what it keeps for later.
@@ -163,7 +201,7 @@ impl FirstPass {
         args: &EvalArgs,
         path: &str,
         reader: impl BufRead + Send,
-        pipeline: &mut Pipeline,
+        (pipeline, driver): (&mut Pipeline, &mut EvalDriver),
         dead: &mut DeadLetterSink,
         progress: &ProgressBar,
     ) -> Result<(), CommandError> {
@@ -178,7 +216,7 @@ impl FirstPass {
             for batch in rx {
                 queued.fetch_sub(1, Ordering::Relaxed);
                 let mut batch = batch.map_err(io_at(path))?;
-                self.batch(&mut batch, path, pipeline, dead)?;
+                self.batch(&mut batch, path, (pipeline, driver), dead)?;
                 progress.set_position(self.bytes);
                 // The reader may have finished: then the batch is just dropped.
                 let _ = back_tx.send(batch);
@@ -192,7 +230,7 @@ impl FirstPass {
         &mut self,
         batch: &mut Batch,
         path: &str,
-        pipeline: &mut Pipeline,
+        (pipeline, driver): (&mut Pipeline, &mut EvalDriver),
         dead: &mut DeadLetterSink,
     ) -> Result<(), CommandError> {
         let mut start = 0;
@@ -206,7 +244,7 @@ impl FirstPass {
             let user = batch.prepared.user(i).map(str::to_string);
             // The stream's clock: line n is n seconds in (messages carry
             // no time), so `--feedback-ttl-secs 60` is 60 lines.
-            match pipeline.handle_prepared(&mut batch.prepared, i, &id, number.saturating_mul(1000)) {
+            match pipeline.handle_driven(&mut batch.prepared, i, &id, number.saturating_mul(1000), driver) {
                 Outcome::Bad(bad) => dead
                     .write(&format!("{path}:{number}"), &bad, line)
                     .map_err(CommandError::Output)?,
@@ -250,7 +288,12 @@ fn draw(
 }
 
 /// The report of a finished evaluation; `timing` is (wall, CPU) seconds.
-fn report(pipeline: &Pipeline, pass: &FirstPass, passes: usize, (seconds, cpu_seconds): (f64, f64)) -> EvalResult {
+fn report(
+    (pipeline, driver): (&Pipeline, &EvalDriver),
+    pass: &FirstPass,
+    passes: usize,
+    (seconds, cpu_seconds): (f64, f64),
+) -> EvalResult {
     let (number, bytes) = (pass.number, pass.bytes);
     // Blank lines are no examples.
     let examples = number - pipeline.counters().skipped;
@@ -273,7 +316,7 @@ fn report(pipeline: &Pipeline, pass: &FirstPass, passes: usize, (seconds, cpu_se
         published: (pipeline.published().total().examples > 0).then(|| pipeline.published().report()),
         users: (!pass.users.is_empty()).then(|| pass.users.report()),
         drift_detections: pipeline.drift().progressive_at.clone(),
-        label_budget: pipeline.eval_knobs().query_labels.then(|| {
+        label_budget: driver.budget.then(|| {
             let review = pipeline.review().config();
             LabelBudget {
                 fraction: review.fraction,
@@ -283,7 +326,7 @@ fn report(pipeline: &Pipeline, pass: &FirstPass, passes: usize, (seconds, cpu_se
                 declined: pipeline.counters().labels_declined,
             }
         }),
-        feedback_noise: pipeline.eval_knobs().label_noise.map(|n| FeedbackNoise {
+        feedback_noise: driver.noise.map(|n| FeedbackNoise {
             rate: n.rate,
             seed: n.seed,
             flipped: pipeline.counters().labels_flipped,
@@ -494,12 +537,7 @@ mod tests {
         let (result, threaded) = eval(&args).unwrap();
 
         let (features, choice) = args.model.settings().unwrap();
-        let knobs = EvalKnobs {
-            defer_test: true,
-            keep_train: true,
-            ..EvalKnobs::default()
-        };
-        let mut inline = Pipeline::new(Model::new(choice, features), args.pipeline.settings()).for_eval(knobs);
+        let mut inline = Pipeline::new(Model::new(choice, features), args.pipeline.settings());
         for (n, line) in text.lines().enumerate() {
             let number = n as u64 + 1;
             inline.handle(line.as_bytes(), &|| number.to_string(), number);

@@ -59,8 +59,8 @@ pub struct LabelBudgetArgs {
 impl LabelBudgetArgs {
     /// The review that chooses the labels, when there is a budget.
     /// The label flips of `--feedback-noise`, if asked for.
-    pub fn noise(&self) -> Option<crate::pipeline::LabelNoise> {
-        Some(crate::pipeline::LabelNoise {
+    pub fn noise(&self) -> Option<crate::eval::noise::LabelNoise> {
+        Some(crate::eval::noise::LabelNoise {
             rate: self.feedback_noise?,
             seed: self.seed,
         })

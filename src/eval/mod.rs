@@ -543,6 +543,7 @@ pub(crate) fn splitmix64(mut z: u64) -> u64 {
 }
 
 pub(crate) mod drift;
+pub(crate) mod noise;
 pub(crate) mod ranking;
 pub(crate) mod users;
 

@@ -107,10 +107,10 @@ impl Pipeline {
 
     /// The positive class's score in `scored` (binary single-label tasks).
     pub(super) fn positive_score(&self, scored: &Scored) -> Option<f32> {
-        if !self.progressive.is_binary() || self.model.task() == Some(Task::MultiLabel) {
+        if !self.accuracy.progressive.is_binary() || self.model.task() == Some(Task::MultiLabel) {
             return None;
         }
-        let pos = self.progressive.positive();
+        let pos = self.accuracy.progressive.positive();
         match pos.and_then(|p| self.model.labels().get(p)) {
             Some(id) => Some(self.model.positive_score(scored, id)),
             // The model does not know the positive class yet: against the

@@ -4,6 +4,7 @@
 //! weight, or held on its cache entry until another reporter confirms it.
 
 use super::cache::{CacheEntry, Held, Packed, Taught};
+use super::driver::Driver;
 use super::example::Work;
 use super::settings::HeldExample;
 use super::trust::ANONYMOUS;
@@ -22,8 +23,16 @@ pub(super) struct Labeled {
 }
 
 impl Pipeline {
-    /// Learns a labeled example; `keep` returns its raw features too.
-    pub(super) fn train(&mut self, labeled: Labeled, text: String, now_ms: u64, keep: bool, w: &mut Work) -> Outcome {
+    /// Learns a labeled example; with `keep`, hands its raw features to
+    /// `driver` too.
+    pub(super) fn train(
+        &mut self,
+        labeled: Labeled,
+        text: String,
+        now_ms: u64,
+        (keep, driver): (bool, &mut dyn Driver),
+        w: &mut Work,
+    ) -> Outcome {
         let Labeled {
             id,
             gold,
@@ -52,13 +61,13 @@ impl Pipeline {
         };
         let gold_names = gold.as_slice();
         let correct = same_set(&predicted, gold_names);
-        self.progressive.record(gold_names, &predicted, score);
-        self.drift.observe(Watched::Progressive, !correct);
-        if self.eval.query_labels && !self.review_current(&w.scored, true).ask {
+        self.accuracy.progressive.record(gold_names, &predicted, score);
+        self.accuracy.drift.observe(Watched::Progressive, !correct);
+        if driver.budgets_labels() && !self.review_current(&w.scored, true).ask {
             self.counters.labels_declined += 1;
             return Outcome::Learned { correct, taught: false };
         }
-        let (ids, gold_vec) = self.as_seen(ids, gold.into_vec());
+        let (ids, gold_vec) = self.as_seen(ids, gold.into_vec(), driver);
         let weight = self.label_weight(&w.scored, &ids, reporter.as_deref());
         self.count_weighed(weight, reporter.as_deref());
         let voted = self.note_report(fp, &ids, weight, reporter.as_deref());
@@ -81,7 +90,7 @@ impl Pipeline {
                     gold: gold_vec.clone(),
                     user: w.features.user,
                 };
-                self.held_back.train.push(held);
+                driver.learned(held);
             }
             entry.taught = Some(Box::new(Taught::new(gold_vec, reporter, voted, lesson)));
         } else {
@@ -91,16 +100,15 @@ impl Pipeline {
         Outcome::Learned { correct, taught }
     }
 
-    /// The labels the learner sees: the gold ones, or under
-    /// `eval --feedback-noise` (single-label tasks), sometimes another class.
-    fn as_seen(&mut self, ids: Vec<usize>, gold: Vec<String>) -> (Vec<usize>, Vec<String>) {
-        let Some(noise) = self.eval.label_noise else {
-            return (ids, gold);
-        };
+    /// The labels the learner sees: the gold ones, or in a single-label
+    /// task the class `driver` says (`eval --feedback-noise`: sometimes
+    /// another).
+    fn as_seen(&mut self, ids: Vec<usize>, gold: Vec<String>, driver: &mut dyn Driver) -> (Vec<usize>, Vec<String>) {
         let [class] = ids[..] else {
             return (ids, gold);
         };
-        let seen = noise.class(self.progressive.total().examples, class, self.model.labels().len());
+        let n = self.accuracy.progressive.total().examples;
+        let seen = driver.seen_class(n, class, self.model.labels().len());
         if seen == class {
             return (ids, gold);
         }
@@ -154,9 +162,9 @@ impl Pipeline {
         let gold_names = gold.into_vec();
         let mut correct = None;
         if let (true, Some(predicted)) = (first, &predicted) {
-            self.published.record(&gold_names, predicted, score);
+            self.accuracy.published.record(&gold_names, predicted, score);
             correct = Some(same_set(predicted, &gold_names));
-            self.drift.observe(Watched::Published, correct == Some(false));
+            self.accuracy.drift.observe(Watched::Published, correct == Some(false));
         }
         self.featurize(&text, &mut w.features);
         self.finish(&text, true, false, &mut w.features);

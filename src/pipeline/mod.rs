@@ -10,10 +10,10 @@
 
 mod cache;
 mod corrections;
+mod driver;
 mod example;
 mod labels;
 mod ledger;
-mod noise;
 mod outcome;
 mod prediction;
 mod prepare;
@@ -28,17 +28,17 @@ mod weighing;
 use foldhash::HashMap;
 
 pub use cache::{CacheEntry, FeedbackCache, Held, Packed, Taught};
+pub use driver::{Daemon, Driver};
 use example::Work;
 use labels::Labeled;
 pub use ledger::Ledger;
-pub use noise::LabelNoise;
 pub use outcome::{Contribution, Outcome, Prediction};
 pub use prepare::{Prepared, Preparer};
 pub use reported::{Reported, Vote};
 pub use request::{ANSWERED_QUEUE, Answered, Asked, Scorer};
 pub use review::{Query, Review, ReviewConfig, ReviewState, Verdict};
 pub use role::Role;
-pub use settings::{ByteLrWhen, EvalKnobs, HeldBack, HeldExample, PipelineConfig};
+pub use settings::{ByteLrWhen, HeldExample, PipelineConfig};
 pub use trust::{
     DEFAULT_CONTRADICTION_MARGIN, DEFAULT_MAX_REPORTERS, DEFAULT_REPORTED, Reporter, Reporters, TrustConfig,
 };
@@ -132,6 +132,30 @@ pub struct PipelineState {
     pub review: Option<ReviewState>,
 }
 
+/// How the pipeline's predictions fared, one part: progressive
+/// (test-then-train) metrics of labeled examples, those of the held-out
+/// test split, those of published predictions judged by their late
+/// labels, and the drift tests on the progressive and published errors.
+#[derive(Debug)]
+struct Accuracy {
+    progressive: Progressive,
+    test: Progressive,
+    published: Progressive,
+    drift: DriftWatch,
+}
+
+impl Accuracy {
+    fn new(cfg: &PipelineConfig) -> Self {
+        let metrics = || Progressive::new(cfg.window, cfg.positive_label.clone());
+        Accuracy {
+            progressive: metrics(),
+            test: metrics(),
+            published: metrics(),
+            drift: DriftWatch::default(),
+        }
+    }
+}
+
 /// The pipeline: model, features, metrics, join cache and counters.
 #[derive(Debug)]
 pub struct Pipeline {
@@ -142,15 +166,9 @@ pub struct Pipeline {
     prep: Preparer,
     /// Buffers for [`Pipeline::handle`]'s own [`Prepared`].
     spare: Prepared,
-    /// Progressive (test-then-train) metrics of labeled examples.
-    progressive: Progressive,
-    /// Metrics of held-out test-split examples.
-    test: Progressive,
-    /// Published predictions judged by late feedback.
-    published: Progressive,
+    /// How its predictions fared (see [`Accuracy`]).
+    accuracy: Accuracy,
     counters: Counters,
-    /// Drift tests on the progressive and published errors.
-    drift: DriftWatch,
     /// The uncertainty review: which predictions to mark and ask about.
     review: Review,
     /// The buffers a message's stages pass along (see [`example`]),
@@ -160,19 +178,13 @@ pub struct Pipeline {
     /// labels, the reporters, the reported messages (checkpointed; see
     /// [`ledger`]).
     ledger: Ledger,
-    /// What `eval` asks beyond a daemon's work (all off but in `eval`).
-    eval: EvalKnobs,
-    /// What those knobs hold back (empty but in `eval`).
-    held_back: HeldBack,
 }
 
 impl Pipeline {
     pub fn new(mut model: Model, cfg: PipelineConfig) -> Self {
         model.set_limits(cfg.limits);
         let prep = Preparer::new(*model.features(), cfg.reading());
-        let progressive = Progressive::new(cfg.window, cfg.positive_label.clone());
-        let test = Progressive::new(cfg.window, cfg.positive_label.clone());
-        let published = Progressive::new(cfg.window, cfg.positive_label.clone());
+        let accuracy = Accuracy::new(&cfg);
         let review = Review::new(cfg.review);
         let ledger = Ledger::new(&cfg.trust);
         Pipeline {
@@ -180,47 +192,26 @@ impl Pipeline {
             model,
             prep,
             spare: Prepared::default(),
-            progressive,
-            test,
-            published,
+            accuracy,
             counters: Counters::default(),
-            drift: DriftWatch::default(),
             review,
             work: Work::default(),
             ledger,
-            eval: EvalKnobs::default(),
-            held_back: HeldBack::default(),
         }
     }
 
     /// Rebuilds a pipeline from a checkpoint's state, under `cfg`.
     pub fn restored(model: Model, cfg: PipelineConfig, state: PipelineState) -> Self {
         let mut p = Pipeline::new(model, cfg);
-        p.progressive = state.progressive;
-        p.test = state.test;
-        p.published = state.published;
+        p.accuracy.progressive = state.progressive;
+        p.accuracy.test = state.test;
+        p.accuracy.published = state.published;
         p.ledger = state.ledger;
         p.counters = state.counters;
         if let Some(review) = state.review {
             p.review.restore(review);
         }
         p
-    }
-
-    /// A pipeline that does what `eval` asks of it besides a daemon's work.
-    pub fn for_eval(mut self, knobs: EvalKnobs) -> Self {
-        self.eval = knobs;
-        self
-    }
-
-    /// What `eval` asked of this pipeline (all off in a daemon).
-    pub fn eval_knobs(&self) -> &EvalKnobs {
-        &self.eval
-    }
-
-    /// The examples held back so far for `eval` (see [`EvalKnobs`]).
-    pub fn take_held_back(&mut self) -> HeldBack {
-        std::mem::take(&mut self.held_back)
     }
 
     pub fn model(&self) -> &Model {
@@ -230,16 +221,16 @@ impl Pipeline {
         &self.cfg
     }
     pub fn progressive(&self) -> &Progressive {
-        &self.progressive
+        &self.accuracy.progressive
     }
     pub fn test_metrics(&self) -> &Progressive {
-        &self.test
+        &self.accuracy.test
     }
     pub fn published(&self) -> &Progressive {
-        &self.published
+        &self.accuracy.published
     }
     pub fn drift(&self) -> &DriftWatch {
-        &self.drift
+        &self.accuracy.drift
     }
     pub fn review(&self) -> &Review {
         &self.review
@@ -340,6 +331,19 @@ impl Pipeline {
         default_id: &dyn Fn() -> String,
         now_ms: u64,
     ) -> Outcome {
+        self.handle_driven(p, i, default_id, now_ms, &mut Daemon)
+    }
+
+    /// [`Pipeline::handle_prepared`], with what `driver` asks of labeled
+    /// and test examples beyond a daemon's work (`eval`'s).
+    pub fn handle_driven(
+        &mut self,
+        p: &mut Prepared,
+        i: usize,
+        default_id: &dyn Fn() -> String,
+        now_ms: u64,
+        driver: &mut dyn Driver,
+    ) -> Outcome {
         let taken = p
             .messages
             .get_mut(i)
@@ -397,16 +401,16 @@ impl Pipeline {
                 }
                 let id = id.unwrap_or_else(default_id);
                 match (gold, split) {
-                    (Some(gold), Some(Split::Test)) => self.test_example(&text, gold, &mut w),
+                    (Some(gold), Some(Split::Test)) => self.test_example(&text, gold, &mut w, driver),
                     (Some(gold), split) => {
-                        let keep = self.eval.keep_train && split == Some(Split::Train);
+                        let keep = driver.keeps_train() && split == Some(Split::Train);
                         let labeled = Labeled {
                             id,
                             gold,
                             reporter,
                             user,
                         };
-                        self.train(labeled, text, now_ms, keep, &mut w)
+                        self.train(labeled, text, now_ms, (keep, driver), &mut w)
                     }
                     (None, _) => self.predict(id, text, user, now_ms, &mut w),
                 }
@@ -477,7 +481,7 @@ impl Pipeline {
         Ok(())
     }
 
-    fn test_example(&mut self, text: &str, gold: Gold, w: &mut Work) -> Outcome {
+    fn test_example(&mut self, text: &str, gold: Gold, w: &mut Work, driver: &mut dyn Driver) -> Outcome {
         if let Err(bad) = self.check_gold(&gold) {
             return Outcome::Bad(bad);
         }
@@ -487,16 +491,15 @@ impl Pipeline {
             gold: gold.as_slice().to_vec(),
             user: w.features.user,
         };
-        if self.eval.defer_test {
-            self.held_back.test.push(held);
+        let Some(held) = driver.test(held) else {
             return Outcome::Test;
-        }
+        };
         self.model.ensure_task(Self::task_of(&gold));
         self.score_test(&held);
         Outcome::Test
     }
 
-    /// Scores a held-out example (raw features, as [`HeldBack::test`] holds
+    /// Scores a held-out example (raw features, as a [`Driver`] takes
     /// them) with the model as it stands.
     pub fn score_test(&mut self, held: &HeldExample) {
         let (raw, gold) = (&held.raw, &held.gold[..]);
@@ -507,13 +510,13 @@ impl Pipeline {
         self.model.predict(&w.features.x, &mut w.scored);
         let predicted: Vec<&str> = w.scored.labels.iter().map(|&c| self.model.labels().name(c)).collect();
         let score = self.positive_score(&w.scored);
-        self.test.record(gold, &predicted, score);
+        self.accuracy.test.record(gold, &predicted, score);
         self.counters.test_scored += 1;
         self.work = w;
     }
 
     /// Learns an example again (extra passes of `eval`, as
-    /// [`HeldBack::train`] keeps it), without metrics or new document counts.
+    /// a [`Driver`] keeps it), without metrics or new document counts.
     pub fn relearn(&mut self, held: &HeldExample) {
         let ids: Option<Vec<usize>> = held.gold.iter().map(|l| self.model.labels().get(l)).collect();
         if let Some(ids) = ids {

@@ -20,12 +20,12 @@ pub enum Outcome {
     /// A labeled example, counted; `taught` when it was learned, not when
     /// its label was held (its reporter's trust: docs/feedback.md) or
     /// declined (under `eval --label-budget`, learned only if the review
-    /// asked for it: see [`super::EvalKnobs::query_labels`]).
+    /// asked for it: see [`super::Driver::budgets_labels`]).
     Learned { correct: bool, taught: bool },
     /// An unlabeled message's prediction, to publish.
     Predicted(Prediction),
     /// A test-split example, scored without learning (or held back for
-    /// `eval`: [`super::HeldBack`]).
+    /// a driver: [`super::Driver::test`]).
     Test,
     /// A late label joined to its message; `taught` when it was learned,
     /// not when it was held (its reporter's trust), as for

@@ -92,40 +92,12 @@ impl Default for PipelineConfig {
     }
 }
 
-/// Examples held back for `eval` under [`EvalKnobs`]: raw features and
-/// gold labels, taken with [`super::Pipeline::take_held_back`] (always
-/// empty in a daemon).
-#[derive(Clone, Debug, Default)]
-pub struct HeldBack {
-    /// Learned training examples, to learn again in later passes.
-    pub train: Vec<HeldExample>,
-    /// Test examples, to score after all training.
-    pub test: Vec<HeldExample>,
-}
-
-/// An example held back for `eval`: its raw features, its gold labels,
-/// and the key of the user it is for (its personal features are added
-/// when it is finished again).
+/// An example held back by a [`super::Driver`] (`eval`'s): its raw
+/// features, its gold labels, and the key of the user it is for (its
+/// personal features are added when it is finished again).
 #[derive(Clone, Debug, Default)]
 pub struct HeldExample {
     pub raw: SparseVec,
     pub gold: Vec<String>,
     pub user: Option<u64>,
-}
-
-/// What `eval` asks of the pipeline beyond what a daemon does: set only by
-/// `eval` ([`super::Pipeline::for_eval`]), never by `run`, all off by default.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct EvalKnobs {
-    /// Hold test-split examples back ([`HeldBack::test`]) instead of
-    /// scoring them at once; `eval` scores them after all training.
-    pub defer_test: bool,
-    /// Keep the features of learned examples marked `"split": "train"`
-    /// ([`HeldBack::train`], for `eval`'s extra passes).
-    pub keep_train: bool,
-    /// `eval --label-budget`: a labeled example is learned only if the
-    /// review asks for it (all are still predicted and counted first).
-    pub query_labels: bool,
-    /// `eval --feedback-noise`: the labels learned are flipped at random.
-    pub label_noise: Option<super::LabelNoise>,
 }

@@ -569,16 +569,33 @@ fn a_users_labels_teach_their_personal_part() {
 /// work buffers' user of the last message handled does not leak into it).
 #[test]
 fn held_back_examples_keep_their_user() {
-    let mut p = pipeline(PipelineConfig::default()).for_eval(EvalKnobs {
-        keep_train: true,
-        ..EvalKnobs::default()
-    });
+    /// Keeps the learned train-split examples, as `eval` does.
+    #[derive(Default)]
+    struct KeepTrain(Vec<HeldExample>);
+    impl Driver for KeepTrain {
+        fn keeps_train(&self) -> bool {
+            true
+        }
+        fn learned(&mut self, example: HeldExample) {
+            self.0.push(example);
+        }
+    }
+    let mut p = pipeline(PipelineConfig::default());
+    let (mut prep, mut batch, mut keep) = (p.preparer(), Prepared::default(), KeepTrain::default());
+    let mut handle = |p: &mut Pipeline, v: serde_json::Value| {
+        batch.clear();
+        prep.prepare(v.to_string().as_bytes(), false, &mut batch);
+        p.handle_driven(&mut batch, 0, &id0, 0, &mut keep);
+    };
     for (i, label) in ["spam", "ham"].iter().cycle().take(20).enumerate() {
         let v = serde_json::json!({"text": format!("newsletter of the club {}", i % 2), "label": label, "user": "a", "split": "train"});
-        p.handle(v.to_string().as_bytes(), &id0, 0);
+        handle(&mut p, v);
     }
-    p.handle(br#"{"text": "last message", "label": "ham", "user": "b"}"#, &id0, 0);
-    let held = p.take_held_back().train;
+    handle(
+        &mut p,
+        serde_json::json!({"text": "last message", "label": "ham", "user": "b"}),
+    );
+    let held = keep.0;
     assert!(held.iter().all(|h| h.user == held[0].user && h.user.is_some()));
     let margin = |p: &mut Pipeline, user: &str| {
         let v = serde_json::json!({"text": "newsletter of the club 0", "user": user});
