@@ -182,8 +182,12 @@ pub struct RunArgs {
 impl RunArgs {
     /// Every rule between `run`'s flags, in one place: a flag that does
     /// not apply to the chosen transport is refused by its presence (given
-    /// at all, even at its default value), one that does not apply to the
-    /// role by its value, each with what to use instead; never ignored.
+    /// at all, even at its default value), with what to use instead; a role
+    /// that needs a transport or a flag is refused by its value. A role's
+    /// own flags (`--model-topic`, `--model-publish-ms`, ...) are read by
+    /// the roles that use them and left to the others, so that a learner
+    /// and its predictors can share one configuration (one Kubernetes
+    /// ConfigMap, say).
     pub fn check(&self) -> Result<(), String> {
         self.mail.check()?;
         if self.given.has("label_header") && self.input_format != InputFormat::Email {
