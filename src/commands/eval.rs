@@ -212,7 +212,14 @@ impl FirstPass {
         let queued = AtomicUsize::new(0);
         std::thread::scope(|scope| -> Result<(), CommandError> {
             let queued = &queued;
-            scope.spawn(move || read_prepared(reader, limit, preparer, tx, back_rx, queued));
+            // Named, so that a profile tells the two threads apart
+            // (scripts/profile_stages.py).
+            std::thread::Builder::new()
+                .name("eval-reader".into())
+                .spawn_scoped(scope, move || {
+                    read_prepared(reader, limit, preparer, tx, back_rx, queued)
+                })
+                .map_err(io_at("eval's reader thread"))?;
             for batch in rx {
                 queued.fetch_sub(1, Ordering::Relaxed);
                 let mut batch = batch.map_err(io_at(path))?;
