@@ -4,21 +4,20 @@
 //! and the report (`--json` or readable).
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io::{BufRead, BufReader};
 use std::time::Instant;
 
 use indicatif::ProgressBar;
 use serde::Serialize;
 
+use super::ahead::{self, Batch};
 use super::{CommandError, io_at};
 use crate::config::EvalArgs;
 use crate::eval::Report;
 use crate::eval::noise::LabelNoise;
 use crate::features::FeatureConfig;
 use crate::model::{Hyper, Model};
-use crate::pipeline::{Driver, HeldExample, Outcome, Pipeline, Prepared, Preparer};
-use crate::transport::bounded::{Got, read_bounded};
+use crate::pipeline::{Driver, HeldExample, Outcome, Pipeline};
 use crate::transport::sinks::DeadLetterSink;
 
 /// The result of `eval`, printed by `--json`.
@@ -192,10 +191,9 @@ struct FirstPass {
 }
 
 impl FirstPass {
-    /// Reads, parses and featurizes on a reader thread (no model needed)
-    /// while this one runs the model, a batch of lines at a time. Spent
-    /// batches go back to the reader, so their buffers are reused (and
-    /// freed by the thread that allocated them).
+    /// Reads, parses and featurizes on `--threads` threads (no model
+    /// needed) while this one runs the model, a batch of lines at a time,
+    /// in order ([`super::ahead`]).
     fn run(
         &mut self,
         args: &EvalArgs,
@@ -205,29 +203,11 @@ impl FirstPass {
         dead: &mut DeadLetterSink,
         progress: &ProgressBar,
     ) -> Result<(), CommandError> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE_BATCHES);
-        let (back_tx, back_rx) = std::sync::mpsc::channel();
+        let threads = args.threads.unwrap_or_else(ahead::default_threads);
         let preparer = pipeline.preparer();
-        let limit = args.limit;
-        let queued = AtomicUsize::new(0);
-        std::thread::scope(|scope| -> Result<(), CommandError> {
-            let queued = &queued;
-            // Named, so that a profile tells the two threads apart
-            // (scripts/profile_stages.py).
-            std::thread::Builder::new()
-                .name("eval-reader".into())
-                .spawn_scoped(scope, move || {
-                    read_prepared(reader, limit, preparer, tx, back_rx, queued)
-                })
-                .map_err(io_at("eval's reader thread"))?;
-            for batch in rx {
-                queued.fetch_sub(1, Ordering::Relaxed);
-                let mut batch = batch.map_err(io_at(path))?;
-                self.batch(&mut batch, path, (pipeline, driver), dead)?;
-                progress.set_position(self.bytes);
-                // The reader may have finished: then the batch is just dropped.
-                let _ = back_tx.send(batch);
-            }
+        ahead::each_batch(reader, (args.limit, threads), preparer, path, |batch| {
+            self.batch(batch, path, (&mut *pipeline, &mut *driver), dead)?;
+            progress.set_position(self.bytes);
             Ok(())
         })
     }
@@ -338,92 +318,6 @@ fn report(
             seed: n.seed,
             flipped: pipeline.counters().labels_flipped,
         }),
-    }
-}
-
-/// Lines read and prepared together: the reader thread hands them over in a
-/// few large pieces rather than one by one.
-struct Batch {
-    /// The lines' bytes, one after another (without their line ends).
-    text: Vec<u8>,
-    /// Per line: where it ends in `text` and the bytes it took in the file.
-    lines: Vec<(usize, u64)>,
-    /// The messages prepared from the lines, in order.
-    prepared: Prepared,
-}
-
-/// Lines per batch (a batch also ends after `BATCH_BYTES` of text). Small,
-/// since the batches in flight and their features are all held at once,
-/// and fresh memory is dear (a page fault per 4 KiB).
-const BATCH_LINES: usize = 64;
-/// Text bytes after which a batch ends early.
-const BATCH_BYTES: usize = 1 << 18;
-/// Batches the reader may run ahead.
-const QUEUE_BATCHES: usize = 4;
-
-/// Reads `reader` to its end (or `limit` lines), preparing every line, and
-/// sends the lines in batches; stops early when the receiver hangs up.
-/// `queued` counts the batches sent and not yet taken: while the model
-/// thread lags (half the queue or more), the reader also counts repeated
-/// features, work either side can do; otherwise it leaves that to the model
-/// thread. Which side does it never changes the result.
-fn read_prepared(
-    mut reader: impl BufRead,
-    limit: Option<u64>,
-    mut preparer: Preparer,
-    tx: std::sync::mpsc::SyncSender<io::Result<Batch>>,
-    spent: std::sync::mpsc::Receiver<Batch>,
-    queued: &AtomicUsize,
-) {
-    let mut number = 0u64;
-    let mut eof = false;
-    let mut line = Vec::new();
-    while !eof {
-        let mut batch = spent.try_recv().unwrap_or_else(|_| Batch {
-            text: Vec::with_capacity(1 << 16),
-            lines: Vec::with_capacity(BATCH_LINES),
-            prepared: Prepared::default(),
-        });
-        batch.text.clear();
-        batch.lines.clear();
-        batch.prepared.clear();
-        let count = queued.load(Ordering::Relaxed) >= QUEUE_BATCHES / 2;
-        while batch.lines.len() < BATCH_LINES && batch.text.len() < BATCH_BYTES {
-            if limit.is_some_and(|l| number >= l) {
-                eof = true;
-                break;
-            }
-            match read_bounded(&mut reader, preparer.max_message_bytes(), &mut line) {
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                    return;
-                }
-                Ok(Got::End) => {
-                    eof = true;
-                    break;
-                }
-                Ok(Got::Line { taken }) => {
-                    number += 1;
-                    preparer.prepare(&line, count, &mut batch.prepared);
-                    batch.text.extend_from_slice(&line);
-                    batch.lines.push((batch.text.len(), taken));
-                }
-                Ok(Got::Oversized { length, taken }) => {
-                    // Read past, never held: its first bytes go to the dead letters.
-                    number += 1;
-                    preparer.refuse_too_large(length, &mut batch.prepared);
-                    batch.text.extend_from_slice(&line);
-                    batch.lines.push((batch.text.len(), taken));
-                }
-            }
-        }
-        if batch.lines.is_empty() {
-            break;
-        }
-        queued.fetch_add(1, Ordering::Relaxed);
-        if tx.send(Ok(batch)).is_err() {
-            return;
-        }
     }
 }
 
@@ -601,5 +495,50 @@ mod tests {
             noisy.progressive.accuracy,
             clean.progressive.accuracy
         );
+    }
+
+    /// Any number of preparing threads gives the same result, in order:
+    /// the report (but its timings), and the dead letters of lines over
+    /// the size cap, line for line, over more batches than threads.
+    #[test]
+    fn threads_that_prepare_ahead_change_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sms_head1000.jsonl");
+        let run = |threads: &str| {
+            let dead = dir.path().join(format!("dead-{threads}.jsonl"));
+            let all = [
+                "classifyd",
+                "eval",
+                "--input",
+                input.to_str().unwrap(),
+                "--max-message-bytes",
+                "150",
+                "--threads",
+                threads,
+                "--dead-letter",
+                dead.to_str().unwrap(),
+            ];
+            let Command::Eval(args) = Cli::parse_from(all).command else {
+                panic!("not eval")
+            };
+            let mut report = serde_json::to_value(eval(&args).unwrap().0).unwrap();
+            for timing in [
+                "seconds",
+                "cpu_seconds",
+                "examples_per_second",
+                "megabytes_per_second",
+                "megabytes_per_cpu_second",
+            ] {
+                report.as_object_mut().unwrap().remove(timing);
+            }
+            (report, std::fs::read_to_string(dead).unwrap())
+        };
+        let (one, dead_one) = run("1");
+        assert!(dead_one.lines().count() > 20, "too few oversized lines to check");
+        for threads in ["2", "3"] {
+            let (many, dead_many) = run(threads);
+            assert_eq!(many, one, "--threads {threads}");
+            assert_eq!(dead_many, dead_one, "--threads {threads}");
+        }
     }
 }

@@ -247,6 +247,11 @@ pub struct EvalArgs {
     /// Stop after this many lines.
     #[arg(long, env = "CLASSIFYD_LIMIT")]
     pub limit: Option<u64>,
+    /// Threads that read and prepare lines (parse, render, tokenize, hash)
+    /// ahead of the model's; the result is the same with any number
+    /// (default: the cores available but the model's, at least 1).
+    #[arg(long, env = "CLASSIFYD_THREADS", value_parser = at_least_one_usize())]
+    pub threads: Option<usize>,
     /// Bad lines, one JSON record each.
     #[arg(long, env = "CLASSIFYD_DEAD_LETTER")]
     pub dead_letter: Option<PathBuf>,
