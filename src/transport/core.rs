@@ -27,7 +27,7 @@ use crate::checkpoint::{CheckpointDir, InputKey, LinePosition, Positions};
 use crate::clock::now_ms;
 use crate::http::{Feed, HttpServer, HttpSettings};
 use crate::mail::{Lesson, MailServers, MailSettings, TellDone, Told};
-use crate::pipeline::{EmailRecord, Outcome, Pipeline, Role};
+use crate::pipeline::{EmailRecord, Outcome, Pipeline, Prepared, Role};
 
 /// Where a record stands in its input: what a checkpoint records once it
 /// is handled.
@@ -374,16 +374,43 @@ impl<K: Sink> Core<K> {
     /// One record through the pipeline, its outcome to the sink, its
     /// position recorded.
     pub(crate) fn handle(&mut self, record: &Record<'_>) -> Result<(), DaemonError> {
+        self.handle_with(record, None)
+    }
+
+    /// [`Core::handle`] for a record whose message a source prepared
+    /// already: message `i` of `prepared` ([`Pipeline::handle_prepared`]).
+    pub(crate) fn handle_prepared(
+        &mut self,
+        record: &Record<'_>,
+        (prepared, i): (&mut Prepared, usize),
+    ) -> Result<(), DaemonError> {
+        self.handle_with(record, Some((prepared, i)))
+    }
+
+    fn handle_with(
+        &mut self,
+        record: &Record<'_>,
+        prepared: Option<(&mut Prepared, usize)>,
+    ) -> Result<(), DaemonError> {
         self.absorb_requests();
         let default_id = || record.position.default_id();
         let now = record.stamp_ms.unwrap_or_else(now_ms);
         let started = Instant::now();
-        let outcome = match record.payload {
-            Payload::Json(bytes) => {
+        let outcome = match (prepared, record.payload) {
+            (Some((p, i)), _) => {
+                if let Some(header) = record.reporter {
+                    p.set_reporter(i, header);
+                }
+                if let Some(header) = record.user {
+                    p.set_user(i, header);
+                }
+                self.pipeline.handle_prepared(p, i, &default_id, now)
+            }
+            (None, Payload::Json(bytes)) => {
                 self.pipeline
                     .handle_reported(bytes, record.reporter, record.user, &default_id, now)
             }
-            Payload::Email { raw, label } => {
+            (None, Payload::Email { raw, label }) => {
                 let email = EmailRecord {
                     id: record
                         .key

@@ -80,7 +80,11 @@ pub(crate) fn run_jsonl(
             }
             Some(LineEvent::Error(e)) => return Err(DaemonError::Io(e)),
             Some(LineEvent::Oversized { number, prefix, length }) => daemon.on_oversized(number, prefix, length)?,
-            Some(LineEvent::Line { number, bytes }) => daemon.on_line(number, bytes)?,
+            Some(LineEvent::Line {
+                number,
+                bytes,
+                prepared,
+            }) => daemon.on_line(number, bytes, prepared)?,
         }
     }
     daemon.shutdown()
@@ -113,11 +117,14 @@ impl<'a> JsonlDaemon<'a> {
             positions,
             from: resumed_from,
         } = load_or_new(dir.as_ref(), &s.features, &s.hyper, s.pipeline.clone())?;
+        // The reader thread prepares each line for the pipeline's model
+        // (whose features a JSON-lines run never changes), so the loop only
+        // learns and predicts.
         let source = LineSource::open(
             &s.input,
             positions.clone(),
             s.input_name.clone(),
-            s.pipeline.max_message_bytes,
+            (s.pipeline.max_message_bytes, Some(pipeline.preparer())),
         )?;
         let predictions = PredictionSink::new(open_output(&s.output)?, &s.output).with_review(s.review.as_deref())?;
         let dead = DeadLetterSink::open(s.dead_letter.as_deref())?;
@@ -187,8 +194,8 @@ impl<'a> JsonlDaemon<'a> {
         Ok(())
     }
 
-    /// One line through the core.
-    fn on_line(&mut self, number: u64, bytes: Vec<u8>) -> Result<(), DaemonError> {
+    /// One line through the core (as the reader prepared it, when it did).
+    fn on_line(&mut self, number: u64, bytes: Vec<u8>, prepared: Option<usize>) -> Result<(), DaemonError> {
         let record = Record {
             payload: Payload::Json(&bytes),
             key: None,
@@ -201,7 +208,10 @@ impl<'a> JsonlDaemon<'a> {
                 line: &bytes,
             },
         };
-        self.core.handle(&record)
+        match prepared {
+            Some(i) => self.core.handle_prepared(&record, (self.source.prepared(), i)),
+            None => self.core.handle(&record),
+        }
     }
 
     /// The input ended. With the HTTP endpoint on, the daemon checkpoints

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use super::bounded::{Got, read_bounded};
 use crate::checkpoint::{InputKey, LinePosition, Positions};
+use crate::pipeline::{Prepared, Preparer};
 
 /// Where an input starts, found from its first line (or the name it was
 /// given) among a checkpoint's positions.
@@ -59,8 +60,14 @@ pub(crate) enum LineEvent {
     /// Sent once, when the first line has been read, before any `Line`:
     /// the input's key and the lines it skips.
     Start(Resume),
-    /// Line `number` (0-based) of the input, without its newline.
-    Line { number: u64, bytes: Vec<u8> },
+    /// Line `number` (0-based) of the input, without its newline; and,
+    /// when the source prepares ([`LineSource::open`]), the index of its
+    /// message in the chunk's [`LineSource::prepared`].
+    Line {
+        number: u64,
+        bytes: Vec<u8>,
+        prepared: Option<usize>,
+    },
     /// Line `number`, longer than the cap: only its first bytes were kept
     /// (the rest was read past in chunks, never held), and its length.
     Oversized { number: u64, prefix: Vec<u8>, length: u64 },
@@ -80,11 +87,20 @@ pub(crate) enum LineEvent {
 /// scheduler.
 #[derive(Debug)]
 pub(crate) struct LineSource {
-    rx: Receiver<Vec<LineEvent>>,
+    rx: Receiver<Chunk>,
     /// Events received and not yet taken, in order.
     pending: std::vec::IntoIter<LineEvent>,
+    /// The messages the reader prepared of those events' lines.
+    prepared: Prepared,
     /// A short label for positions and default ids ("stdin" or the file name).
     pub name: String,
+}
+
+/// Events handed over at once, with the messages prepared of their lines.
+#[derive(Debug, Default)]
+struct Chunk {
+    events: Vec<LineEvent>,
+    prepared: Prepared,
 }
 
 /// Most lines handed over at once.
@@ -97,11 +113,14 @@ impl LineSource {
     /// `input_name`, if given, keys the input's position instead of its
     /// first line (`--input-name`).
     /// A line over `max_line` bytes is never held whole: see [`LineEvent::Oversized`].
+    /// With `preparer`, the reader thread also prepares each line (parses,
+    /// renders, tokenizes, hashes and counts: no model needed), so the
+    /// daemon's loop only learns and predicts.
     pub(crate) fn open(
         input: &str,
         positions: Positions,
         input_name: Option<String>,
-        max_line: usize,
+        (max_line, preparer): (usize, Option<Preparer>),
     ) -> io::Result<Self> {
         let (reader, name): (Box<dyn Read + Send>, String) = if input == "-" {
             (Box::new(io::stdin()), "stdin".to_string())
@@ -123,6 +142,7 @@ impl LineSource {
             label,
             input_name,
             max_line,
+            preparer,
         };
         Ok(Self::spawn(reader, reading, name))
     }
@@ -142,23 +162,31 @@ impl LineSource {
             label: name.clone(),
             input_name,
             max_line,
+            preparer: None,
         };
         Self::spawn(reader, reading, name)
     }
 
-    fn spawn(reader: Box<dyn Read + Send>, reading: Reading, name: String) -> Self {
+    fn spawn(reader: Box<dyn Read + Send>, mut reading: Reading, name: String) -> Self {
         // Up to 64 chunks read ahead.
         let (tx, rx) = mpsc::sync_channel(64);
         std::thread::Builder::new()
             .name("jsonl-reader".into())
-            .spawn(move || read_lines(BufReader::with_capacity(1 << 16, reader), &reading, &tx))
+            .spawn(move || read_lines(BufReader::with_capacity(1 << 16, reader), &mut reading, &tx))
             // Spawning fails only when the OS is out of threads: nothing sensible to do.
             .expect("cannot spawn the input reader thread");
         LineSource {
             rx,
             pending: Vec::new().into_iter(),
+            prepared: Prepared::default(),
             name,
         }
+    }
+
+    /// The messages prepared of the lines of the events taken since the
+    /// last chunk came ([`LineEvent::Line`]'s `prepared`).
+    pub(crate) fn prepared(&mut self) -> &mut Prepared {
+        &mut self.prepared
     }
 
     /// The next event, or `None` if nothing came within `timeout`.
@@ -168,7 +196,8 @@ impl LineSource {
         }
         match self.rx.recv_timeout(timeout) {
             Ok(chunk) => {
-                self.pending = chunk.into_iter();
+                self.pending = chunk.events.into_iter();
+                self.prepared = chunk.prepared;
                 // The reader never sends an empty chunk; were one to come, it is a quiet spell.
                 self.pending.next()
             }
@@ -188,6 +217,8 @@ struct Reading {
     input_name: Option<String>,
     /// The longest line held whole.
     max_line: usize,
+    /// Prepares each line when given.
+    preparer: Option<Preparer>,
 }
 
 /// The error for an input that has the position key of one the checkpoint
@@ -210,6 +241,33 @@ fn another_input(reading: &Reading, skip: u64, why: &str) -> LineEvent {
     ))
 }
 
+/// Line `number`'s event: an oversized line's first bytes and length, or
+/// the line, prepared into `prepared` when there is a preparer (repeats
+/// counted here: the reader's work, not the loop's).
+fn line_event(
+    got: Got,
+    number: u64,
+    buf: Vec<u8>,
+    (preparer, prepared): (&mut Option<Preparer>, &mut Prepared),
+) -> LineEvent {
+    if let Got::Oversized { length, .. } = got {
+        return LineEvent::Oversized {
+            number,
+            prefix: buf,
+            length,
+        };
+    }
+    let prepared = preparer.as_mut().map(|p| {
+        p.prepare(&buf, true, prepared);
+        prepared.len() - 1
+    });
+    LineEvent::Line {
+        number,
+        bytes: buf,
+        prepared,
+    }
+}
+
 /// The reader thread: on the first line, sends where the input resumes
 /// (found in the positions), then `r`'s lines from there on, in chunks,
 /// then `End` or the error that stopped it (naming the input); returns
@@ -220,12 +278,15 @@ fn another_input(reading: &Reading, skip: u64, why: &str) -> LineEvent {
 /// read ahead (at most 64 chunks) stay within 64 x (this + one line).
 const CHUNK_BYTES: usize = 256 << 10;
 
-fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &Reading, tx: &mpsc::SyncSender<Vec<LineEvent>>) {
+fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &mut Reading, tx: &mpsc::SyncSender<Chunk>) {
     let label = &reading.label;
     let mut number = 0u64;
     let mut skip = 0u64;
     let mut mark = None;
-    let mut chunk = Vec::with_capacity(CHUNK_LINES);
+    let mut chunk = Chunk {
+        events: Vec::with_capacity(CHUNK_LINES),
+        prepared: Prepared::default(),
+    };
     // Bytes of the lines in `chunk`.
     let mut bytes = 0;
     loop {
@@ -253,7 +314,7 @@ fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &Reading, tx: &mp
                 if number == 0 {
                     let resume = Resume::find(&reading.positions, &buf, reading.input_name.as_deref());
                     (skip, mark) = (resume.skip, resume.mark);
-                    chunk.push(LineEvent::Start(resume));
+                    chunk.events.push(LineEvent::Start(resume));
                 }
                 if number + 1 == skip && mark.is_some_and(|m| m != LinePosition::mark_of(&buf)) {
                     Some(another_input(
@@ -264,14 +325,8 @@ fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &Reading, tx: &mp
                 } else {
                     if number >= skip {
                         bytes += buf.len();
-                        chunk.push(match got {
-                            Got::Oversized { length, .. } => LineEvent::Oversized {
-                                number,
-                                prefix: buf,
-                                length,
-                            },
-                            _ => LineEvent::Line { number, bytes: buf },
-                        });
+                        let event = line_event(got, number, buf, (&mut reading.preparer, &mut chunk.prepared));
+                        chunk.events.push(event);
                     }
                     number += 1;
                     None
@@ -284,11 +339,18 @@ fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &Reading, tx: &mp
             ))),
         };
         let done = last.is_some();
-        chunk.extend(last);
+        chunk.events.extend(last);
         // Send when full, at the end, or before a read that may block: the
         // buffer holds nothing more of what the input has given so far.
-        if !chunk.is_empty() && (done || chunk.len() >= CHUNK_LINES || bytes >= CHUNK_BYTES || r.buffer().is_empty()) {
-            let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK_LINES));
+        let n = chunk.events.len();
+        if n > 0 && (done || n >= CHUNK_LINES || bytes >= CHUNK_BYTES || r.buffer().is_empty()) {
+            let full = std::mem::replace(
+                &mut chunk,
+                Chunk {
+                    events: Vec::with_capacity(CHUNK_LINES),
+                    prepared: Prepared::default(),
+                },
+            );
             bytes = 0;
             if tx.send(full).is_err() {
                 return; // the daemon has gone
@@ -319,7 +381,7 @@ mod tests {
                     assert!(start.is_none() && out.is_empty(), "Start comes once, before any line");
                     start = Some(r);
                 }
-                Some(LineEvent::Line { number, bytes }) => out.push((number, bytes)),
+                Some(LineEvent::Line { number, bytes, .. }) => out.push((number, bytes)),
                 Some(LineEvent::Oversized { number, .. }) => out.push((number, b"(oversized)".to_vec())),
                 Some(LineEvent::End) => return (start, out, None),
                 Some(LineEvent::Error(e)) => return (start, out, Some(e.to_string())),
@@ -497,7 +559,7 @@ mod tests {
             other => panic!("expected the input's start, got {other:?}"),
         }
         match source.next(Duration::from_secs(10)) {
-            Some(LineEvent::Line { number: 0, bytes }) => assert_eq!(bytes, b"{\"text\": \"first\"}"),
+            Some(LineEvent::Line { number: 0, bytes, .. }) => assert_eq!(bytes, b"{\"text\": \"first\"}"),
             other => panic!("expected the first line, got {other:?}"),
         }
         assert!(source.next(Duration::from_millis(50)).is_none());
@@ -519,7 +581,7 @@ mod tests {
                 Some(LineEvent::Oversized { number, prefix, length }) => {
                     events.push(format!("{number} over {length} {}", prefix.len()))
                 }
-                Some(LineEvent::Line { number, bytes }) => {
+                Some(LineEvent::Line { number, bytes, .. }) => {
                     events.push(format!("{number} {}", String::from_utf8(bytes).unwrap()))
                 }
                 Some(_) => {}
