@@ -19,7 +19,10 @@
 #
 # Environment: DATA (../shared/data), STREAMS (names to run, space
 # separated: sms sa sa_raw news), AB_BIN (a binary to use as this build's,
-# skipping the build).
+# skipping the build), COMMAND (eval, the default, or run: the daemon on
+# JSON lines, `run --input S --output F --checkpoint-dir D`, timed whole;
+# its "report" is the checkpoint's `inspect --json` and the predictions'
+# SHA-256, so "identical" means the same model and the same outputs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:?usage: scripts/bench_ab.sh REV [RUNS]}
@@ -72,9 +75,26 @@ report=$(mktemp -d)
 trap 'rm -rf "$report"' EXIT
 # One eval; prints its wall seconds. The report goes to a file and is read
 # after the run (a reader on the pipe would take a core from it).
+command=${COMMAND:-eval}
 one() {
   local bin=$1 out=$2
   shift 2
+  if [[ $command == run ]]; then
+    local ck start end
+    ck=$(mktemp -d "$report/ck-XXXXXX")
+    start=$(date +%s.%N)
+    "$bin" --log warn run "$@" --output "$out.pred" --checkpoint-dir "$ck" 2>/dev/null
+    end=$(date +%s.%N)
+    "$bin" inspect --json --checkpoint-dir "$ck" | python3 -c '
+import hashlib, json, sys
+report = json.load(sys.stdin)
+report.pop("checkpoint", None)
+report["predictions_sha256"] = hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest()
+json.dump(report, open(sys.argv[2], "w"))' "$out.pred" "$out"
+    rm -rf "$ck" "$out.pred"
+    python3 -c "print($end - $start)"
+    return
+  fi
   "$bin" eval --json "$@" >"$out" 2>/dev/null
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["seconds"])' "$out"
 }
@@ -103,7 +123,7 @@ print("DIFFER: " + d if d else "identical" + (" (+ new fields)" if extra else ""
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-printf 'A/B against %s (%s), %s alternated pairs, medians of wall seconds\n\n' "$rev" "${sha:0:12}" "$runs"
+printf 'A/B of %s against %s (%s), %s alternated pairs, medians of wall seconds\n\n' "$command" "$rev" "${sha:0:12}" "$runs"
 printf '| stream | flags | %s s | this build s | ratio | reports |\n|---|---|---:|---:|---:|---|\n' "${sha:0:7}"
 for s in $streams; do
   f=$(file_of "$s")
