@@ -103,7 +103,7 @@ mod tests {
     use crate::features::FeatureConfig;
     use crate::http::Classify;
     use crate::model::{Hyper, Learner, Model};
-    use crate::pipeline::{Outcome, PipelineConfig};
+    use crate::pipeline::{Asked, Outcome, PipelineConfig};
 
     fn learner() -> Pipeline {
         let features = FeatureConfig {
@@ -137,19 +137,27 @@ mod tests {
             r#"{"text": "cheap pills cash offer", "label": "spam"}"#,
         ];
         for (n, l) in lines.iter().enumerate() {
-            let before = images.classify(ask, None).expect("a text");
+            let before = images.classify(Asked::Json(ask), None).expect("a text");
             p.handle(l.as_bytes(), &id, n as u64);
-            assert_eq!(images.classify(ask, None).expect("a text"), before, "not yet published");
+            assert_eq!(
+                images.classify(Asked::Json(ask), None).expect("a text"),
+                before,
+                "not yet published"
+            );
             feed.publish(&p, true);
             let mut reference = Pipeline::new(p.model().clone(), p.config().clone());
             let want = reference.classify_request(ask, &id, 9, None).expect("a text");
-            assert_eq!(images.classify(ask, None).expect("a text"), want, "after line {n}");
+            assert_eq!(
+                images.classify(Asked::Json(ask), None).expect("a text"),
+                want,
+                "after line {n}"
+            );
         }
         // A user's request is answered with that user's personal features.
         let for_user = br#"{"id": "u", "text": "a cash prize for the team lunch", "user": "u-1"}"#;
         let mut reference = Pipeline::new(p.model().clone(), p.config().clone());
         let want = reference.classify_request(for_user, &id, 9, None).expect("a text");
-        assert_eq!(images.classify(for_user, None).expect("a text"), want);
+        assert_eq!(images.classify(Asked::Json(for_user), None).expect("a text"), want);
         // Asked of the copies, labeled later: joined by the learner once
         // it kept what they answered.
         feed.absorb(&mut p);

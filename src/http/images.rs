@@ -98,25 +98,9 @@ impl Images {
 }
 
 impl Classify for Images {
-    fn classify(&self, raw: &[u8], explain: Option<usize>) -> Result<Prediction, Bad> {
-        self.answer(Asked::Json(raw), explain)
-    }
-
-    fn classify_email(
-        &self,
-        raw: &[u8],
-        id: &str,
-        user: Option<&str>,
-        explain: Option<usize>,
-    ) -> Result<Prediction, Bad> {
-        self.answer(Asked::Email { raw, id, user }, explain)
-    }
-}
-
-impl Images {
     /// Prepares `asked` outside the copies' locks, predicts it with the
     /// active copy, and hands what it answered to the learning pipeline.
-    fn answer(&self, asked: Asked<'_>, explain: Option<usize>) -> Result<Prediction, Bad> {
+    fn classify(&self, asked: Asked<'_>, explain: Option<usize>) -> Result<Prediction, Bad> {
         let default_id = || {
             let n = self.next.fetch_add(1, Ordering::Relaxed);
             format!("http-{}-{n}", self.started_ms)

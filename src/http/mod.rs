@@ -26,7 +26,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, oneshot};
 
 use crate::message::Bad;
-use crate::pipeline::Prediction;
+use crate::pipeline::{Asked, Prediction};
 
 mod classify;
 mod feed;
@@ -87,17 +87,9 @@ pub enum HttpError {
 /// predicted with a published copy of the model, as the output topic
 /// would carry it.
 pub trait Classify: Send + Sync + 'static {
-    fn classify(&self, raw: &[u8], explain: Option<usize>) -> Result<Prediction, Bad>;
-
-    /// The raw e-mail `raw`, named `id`, for `user` (a mail protocol's
-    /// request), predicted the same way.
-    fn classify_email(
-        &self,
-        raw: &[u8],
-        id: &str,
-        user: Option<&str>,
-        explain: Option<usize>,
-    ) -> Result<Prediction, Bad>;
+    /// `asked` (the input's JSON, or a mail protocol's raw e-mail named
+    /// for its user) predicted with `explain` features in the answer.
+    fn classify(&self, asked: Asked<'_>, explain: Option<usize>) -> Result<Prediction, Bad>;
 }
 
 /// Starts the endpoint when `settings` asks for one, answering from the

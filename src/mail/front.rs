@@ -78,8 +78,13 @@ impl Front {
         let user = asked.user.filter(|_| self.personal);
         let done = tokio::task::spawn_blocking(move || {
             let id = super::message_key(&asked.raw);
+            let email = crate::pipeline::Asked::Email {
+                raw: &asked.raw,
+                id: &id,
+                user: user.as_deref(),
+            };
             let checked = handle
-                .classify_email(&asked.raw, &id, user.as_deref(), Some(asked.explain))
+                .classify(email, Some(asked.explain))
                 .map(|p| Checked::of(&p, &spam_label, required));
             (checked, asked.raw)
         });

@@ -95,8 +95,9 @@ impl Scorer {
         self.pipeline.reported()
     }
 
-    /// [`Pipeline::classify_prepared`], and what the pipeline that learns
-    /// keeps of the answer for its late label (none on a predictor's).
+    /// [`Pipeline::classify_prepared`]: the prediction, and what the
+    /// pipeline that learns keeps of it for its late label (none on a
+    /// predictor's).
     pub fn classify_prepared(
         &mut self,
         asked: Asked<'_>,
@@ -106,7 +107,7 @@ impl Scorer {
         explain: Option<usize>,
     ) -> Result<(Prediction, Option<Answered>), Bad> {
         self.pipeline
-            .answer_prepared(asked, prepared, default_id, now_ms, explain)
+            .classify_prepared(asked, prepared, default_id, now_ms, explain)
     }
 }
 
@@ -146,26 +147,11 @@ impl Pipeline {
     }
 
     /// [`Pipeline::classify_request`] for `asked`, which `preparer` prepared
-    /// alone into `p`. Should the model's features have changed since (a
-    /// replica's new full version), `asked` is prepared again here.
+    /// alone into `p`, with what the pipeline that learns keeps of the
+    /// answer for its late label handed back, not kept (a [`Scorer`]'s
+    /// path). Should the model's features have changed since (a replica's
+    /// new full version), `asked` is prepared again here.
     pub fn classify_prepared(
-        &mut self,
-        asked: Asked<'_>,
-        (preparer, p): (&Preparer, &mut Prepared),
-        default_id: &dyn Fn() -> String,
-        now_ms: u64,
-        explain: Option<usize>,
-    ) -> Result<Prediction, Bad> {
-        let (prediction, answered) = self.answer_prepared(asked, (preparer, p), default_id, now_ms, explain)?;
-        if let Some(answered) = answered {
-            self.keep_answered(answered);
-        }
-        Ok(prediction)
-    }
-
-    /// [`Pipeline::classify_prepared`], what is kept of the answer handed
-    /// back instead of kept.
-    fn answer_prepared(
         &mut self,
         asked: Asked<'_>,
         (preparer, p): (&Preparer, &mut Prepared),

@@ -412,7 +412,7 @@ fn requests_prepared_apart_answer_like_whole_ones() {
         let mut batch = Prepared::default();
         preparer.prepare(raw, false, &mut batch);
         let apart = p.classify_prepared(Asked::Json(raw), (&preparer, &mut batch), &id0, 6, Some(3));
-        assert_eq!(apart.expect("a text"), whole);
+        assert_eq!(apart.expect("a text").0, whole);
     }
     for bad in [b"   ".as_slice(), b"{\"text\": 3}", br#"{"id": "r", "label": "ham"}"#] {
         let mut batch = Prepared::default();

@@ -378,7 +378,9 @@ impl<K: Sink> Core<K> {
     }
 
     /// [`Core::handle`] for a record whose message a source prepared
-    /// already: message `i` of `prepared` ([`Pipeline::handle_prepared`]).
+    /// already: message `i` of `prepared` ([`Pipeline::handle_prepared`]),
+    /// with whatever reporter and user the source set on it (a JSON
+    /// line's own fields; it has no headers).
     pub(crate) fn handle_prepared(
         &mut self,
         record: &Record<'_>,
@@ -397,15 +399,7 @@ impl<K: Sink> Core<K> {
         let now = record.stamp_ms.unwrap_or_else(now_ms);
         let started = Instant::now();
         let outcome = match (prepared, record.payload) {
-            (Some((p, i)), _) => {
-                if let Some(header) = record.reporter {
-                    p.set_reporter(i, header);
-                }
-                if let Some(header) = record.user {
-                    p.set_user(i, header);
-                }
-                self.pipeline.handle_prepared(p, i, &default_id, now)
-            }
+            (Some((p, i)), _) => self.pipeline.handle_prepared(p, i, &default_id, now),
             (None, Payload::Json(bytes)) => {
                 self.pipeline
                     .handle_reported(bytes, record.reporter, record.user, &default_id, now)
