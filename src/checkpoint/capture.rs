@@ -273,13 +273,12 @@ fn model_to_pb(m: &Model, weights: WeightsPlacement) -> pb::ModelState {
             .byte_lr
             .as_ref()
             .map(|b| byte_lr_to_pb(b, b.weights.clone(), Vec::new(), Vec::new())),
-        doc_freq: m.doc_freq.as_ref().map(|d| {
-            let (buckets, counts) =
-                d.df.iter()
-                    .enumerate()
-                    .filter(|e| *e.1 > 0)
-                    .map(|(b, &c)| (b as u32, c))
-                    .unzip();
+        doc_freq: m.doc_freq().map(|d| {
+            // Read through the model: the counts may ride in its weight rows.
+            let (buckets, counts) = (0..m.doc_buckets() as u32)
+                .map(|b| (b, m.doc_count(b)))
+                .filter(|e| e.1 > 0)
+                .unzip();
             pb::DocFreq {
                 docs: d.docs,
                 buckets,

@@ -6,14 +6,60 @@ use super::SparseVec;
 /// Document frequencies learned from the stream, for IDF weighting:
 /// `idf(f) = ln((1 + N) / (1 + df(f))) + 1` (scikit-learn's smooth IDF),
 /// with N the documents observed. Part of the model's learned state.
+///
+/// The counts per bucket sit in `df`, or (then `df` is empty) in cells the
+/// model keeps beside its weights, one cache line for both
+/// (`model::weights::counts`): the methods take the cells to use
+/// ([`CountCells`]), and the model says which.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DocFreq {
-    /// Documents containing each bucket.
+    /// Documents containing each bucket (empty while the model's weight
+    /// rows carry the counts).
     pub(crate) df: Vec<u32>,
     /// Documents observed.
     pub(crate) docs: u64,
     /// `ln(1 + docs)`.
     ln_docs: f32,
+}
+
+/// Where a model's document counts are read: [`DocFreq`]'s own table
+/// (`[u32]`) or cells beside the weights.
+pub trait CountCells {
+    /// The count of `bucket` (0 out of range).
+    fn count(&self, bucket: u32) -> u32;
+    /// Hints the CPU to fetch `bucket`'s count (see [`prefetch`]).
+    fn prefetch(&self, bucket: u32);
+    /// Buckets counted.
+    fn buckets(&self) -> usize;
+}
+
+/// Where a model's document counts are changed.
+pub trait CountCellsMut {
+    /// Sets `bucket`'s count to `f` of it (nothing out of range).
+    fn update(&mut self, bucket: u32, f: impl FnOnce(u32) -> u32);
+}
+
+impl CountCells for [u32] {
+    #[inline(always)]
+    fn count(&self, bucket: u32) -> u32 {
+        self.get(bucket as usize).copied().unwrap_or(0)
+    }
+    #[inline(always)]
+    fn prefetch(&self, bucket: u32) {
+        prefetch(self, bucket as usize);
+    }
+    fn buckets(&self) -> usize {
+        self.len()
+    }
+}
+
+impl CountCellsMut for [u32] {
+    #[inline(always)]
+    fn update(&mut self, bucket: u32, f: impl FnOnce(u32) -> u32) {
+        if let Some(d) = self.get_mut(bucket as usize) {
+            *d = f(*d);
+        }
+    }
 }
 
 /// Hints the CPU to fetch `v[i]` (no effect when `i` is out of bounds):
@@ -56,6 +102,11 @@ impl DocFreq {
         }
     }
 
+    /// Frequencies whose counts the model's weight rows carry (no table here).
+    pub fn in_rows() -> Self {
+        Self::with_counts(Vec::new(), 0)
+    }
+
     /// Rebuilds the state after a restore.
     pub(crate) fn with_counts(df: Vec<u32>, docs: u64) -> Self {
         DocFreq {
@@ -82,9 +133,10 @@ impl DocFreq {
         self.ln_docs - ln_df + 1.0
     }
 
-    /// Multiplies every value of `x` by its bucket's IDF weight, calling
-    /// `also` with each bucket when its count is prefetched.
-    pub fn weigh(&self, x: &mut SparseVec, also: impl Fn(u32)) {
+    /// Multiplies every value of `x` by its bucket's IDF weight, its count
+    /// read from `cells`, calling `also` with each bucket when its count is
+    /// prefetched.
+    pub(crate) fn weigh_in<C: CountCells + ?Sized>(&self, cells: &C, x: &mut SparseVec, also: impl Fn(u32)) {
         /// How many features ahead the counts are fetched: they are
         /// scattered over megabytes, a cache miss each (see [`prefetch`]).
         const AHEAD: usize = 32;
@@ -92,32 +144,37 @@ impl DocFreq {
         let (idx, val) = (&x.idx, &mut x.val);
         for (j, (&i, v)) in idx.iter().zip(val.iter_mut()).enumerate() {
             if let Some(&ahead) = idx.get(j + AHEAD) {
-                prefetch(&self.df, ahead as usize);
+                cells.prefetch(ahead);
                 also(ahead);
             }
-            *v *= self.weight_of(self.df[i as usize], table);
+            *v *= self.weight_of(cells.count(i), table);
         }
     }
 
-    /// Counts one document: the buckets of its features.
-    pub fn observe(&mut self, buckets: &[u32]) {
+    /// Counts one document, the buckets of its features, in `cells`.
+    pub fn observe_in<C: CountCellsMut + ?Sized>(&mut self, cells: &mut C, buckets: &[u32]) {
         for &i in buckets {
-            let d = &mut self.df[i as usize];
-            *d = d.saturating_add(1);
+            cells.update(i, |d| d.saturating_add(1));
         }
-        self.docs += 1;
-        self.ln_docs = (1.0 + self.docs as f32).ln();
+        self.set_docs(self.docs + 1);
     }
 
-    /// Takes back [`DocFreq::observe`] of the same buckets (a document
+    /// Takes back [`DocFreq::observe_in`] of the same buckets (a document
     /// forgotten).
-    pub fn forget(&mut self, buckets: &[u32]) {
+    pub fn forget_in<C: CountCellsMut + ?Sized>(&mut self, cells: &mut C, buckets: &[u32]) {
         for &i in buckets {
-            if let Some(d) = self.df.get_mut(i as usize) {
-                *d = d.saturating_sub(1);
-            }
+            cells.update(i, |d| d.saturating_sub(1));
         }
-        self.docs = self.docs.saturating_sub(1);
-        self.ln_docs = (1.0 + self.docs as f32).ln();
+        self.set_docs(self.docs.saturating_sub(1));
+    }
+
+    /// Takes the counts out (for the model's weight rows to carry).
+    pub(crate) fn take_counts(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.df)
+    }
+
+    /// Puts counts taken out back.
+    pub(crate) fn put_counts(&mut self, df: Vec<u32>) {
+        self.df = df;
     }
 }

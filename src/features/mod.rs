@@ -14,8 +14,8 @@ mod personal;
 mod tokenize;
 
 pub use head::{BYTE_LR_BITS, HEAD_BYTES, HeadGrams};
-pub use idf::DocFreq;
 pub(crate) use idf::prefetch;
+pub use idf::{CountCells, CountCellsMut, DocFreq};
 pub use personal::{crossed, personal_bucket, personalize, user_key};
 pub use tokenize::tokenize;
 
@@ -350,16 +350,18 @@ impl Featurizer {
     /// Completes a raw vector in place: IDF weights (when given), L2
     /// normalisation (when configured), then the bias feature with value 1.
     pub fn finalize(&self, x: &mut SparseVec, idf: Option<&DocFreq>) {
-        self.finalize_prefetching(x, idf, |_| {});
+        self.finalize_weighing(x, |x| {
+            if let Some(d) = idf {
+                d.weigh_in(&d.df[..], x, |_| {});
+            }
+        });
     }
 
-    /// [`Featurizer::finalize`], calling `ahead` with each bucket a few
-    /// features before IDF weighting reaches it: the model prefetches its
-    /// row there, so the row's cache miss overlaps the count's.
-    pub fn finalize_prefetching(&self, x: &mut SparseVec, idf: Option<&DocFreq>, ahead: impl Fn(u32)) {
-        if let Some(d) = idf {
-            d.weigh(x, ahead);
-        }
+    /// [`Featurizer::finalize`] with the IDF weighting done by `weigh`:
+    /// the model's, which knows where its counts are and prefetches its
+    /// rows as it goes, so their cache misses overlap the counts'.
+    pub fn finalize_weighing(&self, x: &mut SparseVec, weigh: impl FnOnce(&mut SparseVec)) {
+        weigh(x);
         if self.cfg.normalize && !x.val.is_empty() {
             let norm = x.val.iter().map(|v| v * v).sum::<f32>().sqrt();
             if norm > 0.0 {

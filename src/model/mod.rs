@@ -11,6 +11,7 @@
 
 mod arow;
 pub mod byte_lr;
+mod doc_counts;
 mod explain;
 pub mod fusion;
 mod hinge;
@@ -183,8 +184,15 @@ impl Model {
     /// `choice` and `features` must have been validated.
     pub fn new(choice: impl Into<HyperChoice>, features: FeatureConfig) -> Self {
         let choice = choice.into();
-        let state = Self::empty_state(&choice.single, &features, false);
-        let doc_freq = features.idf.then(|| DocFreq::new(features.buckets()));
+        let mut state = Self::empty_state(&choice.single, &features, false);
+        // A linear model's rows carry the document counts from the start.
+        let doc_freq = features.idf.then(|| match &mut state {
+            State::Linear(w) => {
+                *w = std::mem::replace(w, Weights::new(0, 0, false, false)).with_counts();
+                DocFreq::in_rows()
+            }
+            State::NaiveBayes(_) => DocFreq::new(features.buckets()),
+        });
         let fusion = Self::new_fusion(&choice.single, &features);
         Model::from_parts(ModelParts {
             choice,
@@ -256,7 +264,7 @@ impl Model {
     /// the default limits; the hyperparameters in force are the task's.
     pub(crate) fn from_parts(p: ModelParts) -> Self {
         let hyper = p.choice.for_task(p.task.unwrap_or(Task::SingleLabel)).clone();
-        Model {
+        let mut model = Model {
             choice: p.choice,
             hyper,
             features: p.features,
@@ -274,7 +282,9 @@ impl Model {
             fusion: p.fusion,
             byte_lr: p.byte_lr,
             changed: None,
-        }
+        };
+        model.settle_counts();
+        model
     }
 
     /// The memory and class bounds it is held to.
@@ -289,6 +299,8 @@ impl Model {
         if let State::Linear(w) = &mut self.state {
             w.set_budget(limits.memory);
         }
+        // Rows made sparse give their document counts back.
+        self.settle_counts();
     }
 
     /// Weights dropped to stay within the memory budget since this
@@ -310,30 +322,6 @@ impl Model {
                 State::Linear(w) => w.bytes(),
                 State::NaiveBayes(nb) => (nb.counts.len() + nb.totals.len()) * 4,
             }
-    }
-
-    /// Document frequencies, when the features are IDF-weighted.
-    pub fn doc_freq(&self) -> Option<&DocFreq> {
-        self.doc_freq.as_ref()
-    }
-
-    /// Counts a learned document's features (their buckets, without the
-    /// bias) into the document frequencies.
-    pub fn observe_doc(&mut self, buckets: &[u32]) {
-        if let Some(d) = &mut self.doc_freq {
-            d.observe(buckets);
-            self.mark(buckets.iter().copied());
-        }
-    }
-
-    /// Takes a document counted by [`Model::observe_doc`] out of the
-    /// document frequencies again (a message forgotten, or about to be
-    /// learned again under another label).
-    pub fn forget_doc(&mut self, buckets: &[u32]) {
-        if let Some(d) = &mut self.doc_freq {
-            d.forget(buckets);
-            self.mark(buckets.iter().copied());
-        }
     }
 
     /// From now on, notes the buckets whose rows learning changes (the
@@ -394,7 +382,7 @@ impl Model {
     }
 
     /// Notes `buckets` as changed, when changes are tracked.
-    fn mark(&mut self, buckets: impl Iterator<Item = u32>) {
+    pub(super) fn mark(&mut self, buckets: impl Iterator<Item = u32>) {
         if let Some(bits) = &mut self.changed {
             for b in buckets {
                 if let Some(word) = bits.get_mut(b as usize / 64) {
@@ -443,6 +431,7 @@ impl Model {
             None => {
                 if task == Task::MultiLabel {
                     // No classes exist yet: the task comes with the first label.
+                    self.release_counts();
                     self.hyper = self.choice.multi.clone();
                     self.state = Self::empty_state(&self.hyper, &self.features, true);
                     self.set_limits(self.limits);
@@ -464,6 +453,14 @@ impl Model {
         if k >= self.limits.max_classes {
             return Err(ModelError::TooManyClasses(self.limits.max_classes));
         }
+        self.add_state_class(k)?;
+        // Rows made sparse for the class give their document counts back.
+        self.settle_counts();
+        Ok(self.labels.push(name))
+    }
+
+    /// Room for class `k` in the learned state (and the fusion's).
+    fn add_state_class(&mut self, k: usize) -> Result<(), ModelError> {
         match &mut self.state {
             // Two classes of a single-label task move as a mirrored pair.
             State::Linear(w) if self.task == Some(Task::SingleLabel) => {
@@ -491,12 +488,11 @@ impl Model {
                 nb.add_class()
             }
         }
-        Ok(self.labels.push(name))
+        Ok(())
     }
 
-    /// Hints the CPU to fetch `bucket`'s weights (see [`Featurizer::finalize_prefetching`]).
-    ///
-    /// [`Featurizer::finalize_prefetching`]: crate::features::Featurizer::finalize_prefetching
+    /// Hints the CPU to fetch `bucket`'s weights and fused counts (see
+    /// [`Model::weigh_idf`]).
     #[inline(always)]
     pub fn prefetch_row(&self, bucket: u32) {
         match &self.state {

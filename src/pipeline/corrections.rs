@@ -323,7 +323,9 @@ mod tests {
             Outcome::Forgotten { found: true }
         );
         same_counts(relabeled.model(), never.model());
+        let counts = |m: &Model| (0..m.doc_buckets() as u32).map(|b| m.doc_count(b)).collect::<Vec<_>>();
         assert_eq!(relabeled.model().doc_freq(), never.model().doc_freq());
+        assert_eq!(counts(relabeled.model()), counts(never.model()));
         // Gone from the record: a forget again, or a label, finds nothing.
         assert_eq!(
             send(&mut relabeled, serde_json::json!({"id": "q", "forget": true})),

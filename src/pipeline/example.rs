@@ -75,9 +75,7 @@ impl Pipeline {
     pub(super) fn finalize(&self, f: &mut Features) {
         f.doc_len = f.x.len();
         let model = &self.model;
-        self.prep
-            .featurizer
-            .finalize_prefetching(&mut f.x, model.doc_freq(), |b| model.prefetch_row(b));
+        self.prep.featurizer.finalize_weighing(&mut f.x, |x| model.weigh_idf(x));
         if let Some(user) = f.user {
             crate::features::personalize(&mut f.x, user, model.features());
         }

@@ -63,11 +63,11 @@ pub fn apply_delta(m: &mut Model, d: &mut pb::ModelState) -> Result<(), ReplicaE
             b.set_stacking(s);
         }
     }
-    if let (Some(df), Some(n)) = (&mut m.doc_freq, &d.doc_freq) {
+    if let (true, Some(n)) = (m.doc_freq.is_some(), &d.doc_freq) {
         for (&b, &c) in n.buckets.iter().zip(&n.counts) {
-            df.df[b as usize] = c;
+            m.set_doc_count(b, c);
         }
-        df.set_docs(n.docs);
+        m.set_docs(n.docs);
     }
     m.version = d.version;
     Ok(())
@@ -137,8 +137,8 @@ fn check(m: &Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
     };
     let df_fits = match (&m.doc_freq, &d.doc_freq) {
         (None, None) => true,
-        (Some(df), Some(n)) => {
-            n.buckets.len() == n.counts.len() && n.buckets.iter().all(|&b| (b as usize) < df.df.len())
+        (Some(_), Some(n)) => {
+            n.buckets.len() == n.counts.len() && n.buckets.iter().all(|&b| (b as usize) < m.doc_buckets())
         }
         _ => false,
     };

@@ -150,10 +150,7 @@ pub(super) fn delta_of_changes(m: &Model, buckets: &[u32], head: &[u32], pruned_
         doc_freq: m.doc_freq().map(|d| pb::DocFreq {
             docs: d.docs,
             buckets: buckets.to_vec(),
-            counts: buckets
-                .iter()
-                .map(|&b| d.df.get(b as usize).copied().unwrap_or(0))
-                .collect(),
+            counts: buckets.iter().map(|&b| m.doc_count(b)).collect(),
         }),
     }
 }

@@ -16,20 +16,37 @@ pub(super) fn negate_class_0(row: &mut [f32], cap: usize, averaged: bool) {
 }
 
 /// Copies `[bucket][slot][class]` rows with `from` floats per slot into rows
-/// with `to` per slot, keeping the first `k` classes of each slot.
-pub(super) fn relayout(buf: &[f32], buckets: usize, slots: usize, from: usize, to: usize, k: usize) -> Vec<f32> {
-    let mut out = zeroed(buckets * slots * to);
-    if k > 0 && from > 0 {
-        for (dst, src) in out.chunks_exact_mut(slots * to).zip(buf.chunks_exact(slots * from)) {
-            // Rows never touched stay unwritten: the new buffer's pages are
-            // only backed where there are weights to copy.
-            if src.iter().all(|&x| x == 0.0) {
-                continue;
-            }
+/// with `to` per slot, keeping the first `k` classes of each slot. A row
+/// may end with a tail of more floats (the document count, see
+/// `counts.rs`): `(from, from_tail)`, `(to, to_tail)`; the tail is copied
+/// when both rows have it, dropped when only the old ones do.
+pub(super) fn relayout(
+    buf: &[f32],
+    buckets: usize,
+    slots: usize,
+    (from, from_tail): (usize, usize),
+    (to, to_tail): (usize, usize),
+    k: usize,
+) -> Vec<f32> {
+    let (src_len, dst_len) = (slots * from + from_tail, slots * to + to_tail);
+    let tail = from_tail.min(to_tail);
+    let mut out = zeroed(buckets * dst_len);
+    if src_len == 0 || dst_len == 0 {
+        return out;
+    }
+    for (dst, src) in out.chunks_exact_mut(dst_len).zip(buf.chunks_exact(src_len)) {
+        // Rows never touched stay unwritten: the new buffer's pages are
+        // only backed where there are weights to copy.
+        // (By the bits: a small document count is a denormal's.)
+        if src.iter().all(|&x| x.to_bits() << 1 == 0) {
+            continue;
+        }
+        if k > 0 && from > 0 {
             for s in 0..slots {
                 dst[s * to..s * to + k].copy_from_slice(&src[s * from..s * from + k]);
             }
         }
+        dst[slots * to..slots * to + tail].copy_from_slice(&src[slots * from..slots * from + tail]);
     }
     out
 }

@@ -44,6 +44,7 @@
 //! budget) past that. The measurements behind the line are in
 //! docs/many-classes.md.
 
+mod counts;
 mod dense;
 mod parts;
 mod pieces;
@@ -51,6 +52,7 @@ mod scoring;
 mod sparse;
 mod undo;
 
+pub use counts::{MAX_ROW_COUNT, RowCounts, RowCountsMut};
 pub use dense::widen_buffer;
 pub use parts::WeightsParts;
 pub use sparse::{MAX_SLOTS, SparseRows};
@@ -105,6 +107,13 @@ pub struct Weights {
     mirrored: bool,
     /// The sparse layout (then `buf` is empty and `cap` 0).
     sparse: Option<SparseRows>,
+    /// Whether each dense row ends with a document count (the model's IDF
+    /// counts, an f32's bits), so one feature touches one cache line: see
+    /// `counts.rs`.
+    counts: bool,
+    /// Counts taken out of the rows when they became sparse, until the
+    /// model takes them back ([`Weights::take_released_counts`]).
+    released: Option<Vec<u32>>,
     /// The memory budget in bytes.
     budget: usize,
 }
@@ -126,6 +135,8 @@ impl Weights {
             adagrad,
             mirrored: false,
             sparse: None,
+            counts: false,
+            released: None,
             budget: DEFAULT_BUDGET,
         }
     }
@@ -161,6 +172,8 @@ impl Weights {
     /// Moves the dense rows into the sparse layout (not a mirrored pair).
     fn make_sparse(&mut self) {
         debug_assert!(!self.mirrored);
+        // Sparse rows carry no counts: they wait for the model to take them.
+        self.released = self.release_counts();
         let (slots, cap, k) = (self.slots(), self.cap, self.classes);
         let entries = self
             .buf
@@ -213,8 +226,13 @@ impl Weights {
         1 + self.averaged as usize + self.adagrad as usize
     }
 
-    /// Floats per bucket row.
+    /// Floats per bucket row: the weights' cells, and the document count.
     fn stride(&self) -> usize {
+        self.weight_cells() + self.counts as usize
+    }
+
+    /// The weights' floats at the start of each row.
+    fn weight_cells(&self) -> usize {
         self.slots() * self.cap
     }
 
@@ -244,7 +262,8 @@ impl Weights {
         if self.mirrored { 1 } else { self.classes }
     }
 
-    /// Adds a class with zero weights (its average and AdaGrad sums are zero too).
+    /// Adds a class with zero weights (its average and AdaGrad sums are
+    /// zero too).
     pub fn add_class(&mut self) {
         if self.sparse.is_some() {
             self.classes += 1;
@@ -254,11 +273,11 @@ impl Weights {
             // Two columns again, room for four classes: class 1's column
             // moves to column 0, is copied to column 1, and column 0 takes
             // class 0's sign.
-            let slots = self.slots();
-            self.buf = relayout(&self.buf, self.buckets, slots, 1, 4, 1);
+            let (slots, tail) = (self.slots(), self.counts as usize);
+            self.buf = relayout(&self.buf, self.buckets, slots, (1, tail), (4, tail), 1);
             self.cap = 4;
             self.mirrored = false;
-            for row in self.buf.chunks_exact_mut(slots * 4) {
+            for row in self.buf.chunks_exact_mut(slots * 4 + tail) {
                 for s in 0..slots {
                     if row[s * 4] != 0.0 {
                         row[s * 4 + 1] = row[s * 4];
@@ -280,7 +299,9 @@ impl Weights {
                 self.classes += 1;
                 return;
             }
-            self.buf = relayout(&self.buf, self.buckets, self.slots(), self.cap, new_cap, self.classes);
+            let tail = self.counts as usize;
+            let (from, to) = ((self.cap, tail), (new_cap, tail));
+            self.buf = relayout(&self.buf, self.buckets, self.slots(), from, to, self.classes);
             self.cap = new_cap;
         }
         self.classes += 1;
@@ -296,12 +317,12 @@ impl Weights {
         // Class 0's column becomes the pair's, negated: class 1 = -class 0.
         // (With one class nothing has been learned, so this is all zeros in
         // practice; zeros are left unwritten, and their pages untouched.)
-        let slots = self.slots();
+        let (slots, tail) = (self.slots(), self.counts as usize);
         if self.cap != 1 {
-            self.buf = relayout(&self.buf, self.buckets, slots, self.cap, 1, 1);
+            self.buf = relayout(&self.buf, self.buckets, slots, (self.cap, tail), (1, tail), 1);
             self.cap = 1;
         }
-        for row in self.buf.chunks_exact_mut(slots) {
+        for row in self.buf.chunks_exact_mut(slots + tail) {
             negate_class_0(row, 1, self.averaged);
         }
         self.mirrored = true;

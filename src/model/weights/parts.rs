@@ -30,8 +30,8 @@ impl Weights {
             &self.buf,
             self.buckets,
             self.slots(),
-            self.cap,
-            self.columns(),
+            (self.cap, self.counts as usize),
+            (self.columns(), 0),
             self.columns(),
         )
     }
@@ -117,6 +117,8 @@ impl Weights {
             adagrad: p.adagrad,
             mirrored: p.mirrored,
             sparse,
+            counts: false,
+            released: None,
             budget: DEFAULT_BUDGET,
         })
     }

@@ -41,10 +41,11 @@ impl Weights {
         if self.sparse.is_some() || self.cap == 0 {
             return;
         }
-        let (slots, cap, columns) = (self.slots(), self.cap, self.columns());
+        let (slots, cap, columns, stride) = (self.slots(), self.cap, self.columns(), self.stride());
         let end = range.end.min(self.buckets);
         for b in range.start..end {
-            let row = &self.buf[b * slots * cap..(b + 1) * slots * cap];
+            // The weights' cells: not the document count a row may end with.
+            let row = &self.buf[b * stride..b * stride + slots * cap];
             if row.iter().all(|&x| x == 0.0) {
                 continue;
             }
@@ -87,12 +88,13 @@ impl Weights {
         if self.sparse.is_some() || self.cap != self.columns() || values.len() != rows.len().checked_mul(stride)? {
             return None;
         }
+        let row = self.stride();
         for (&r, v) in rows.iter().zip(values.chunks_exact(stride)) {
             let r = r as usize;
             if r >= self.buckets {
                 return None;
             }
-            self.buf[r * stride..(r + 1) * stride].copy_from_slice(v);
+            self.buf[r * row..r * row + stride].copy_from_slice(v);
         }
         Some(())
     }
@@ -259,16 +261,20 @@ impl Weights {
         if !self.adagrad {
             return self.clone();
         }
-        let slots = self.slots();
+        let (slots, stride, count) = (self.slots(), self.stride(), self.counts as usize);
         let keep = (slots - 1) * self.cap;
         let mut buf = Vec::new();
         if self.sparse.is_none() && keep > 0 {
-            buf = zeroed(self.buckets * keep);
-            for (dst, src) in buf.chunks_exact_mut(keep).zip(self.buf.chunks_exact(slots * self.cap)) {
+            buf = zeroed(self.buckets * (keep + count));
+            for (dst, src) in buf.chunks_exact_mut(keep + count).zip(self.buf.chunks_exact(stride)) {
                 // Rows never learned stay unwritten: their pages are only
                 // backed where there are weights to copy.
                 if src[..keep].iter().any(|&x| x != 0.0) {
-                    dst.copy_from_slice(&src[..keep]);
+                    dst[..keep].copy_from_slice(&src[..keep]);
+                }
+                // The document count, when the row carries one.
+                if count == 1 && src[stride - 1].to_bits() != 0 {
+                    dst[keep] = src[stride - 1];
                 }
             }
         }
@@ -286,6 +292,8 @@ impl Weights {
             adagrad: false,
             mirrored: self.mirrored,
             sparse: self.sparse.as_ref().map(SparseRows::without_last_slot),
+            counts: self.counts,
+            released: None,
             budget: self.budget,
         }
     }
@@ -318,9 +326,9 @@ impl Weights {
     /// Appends bucket `b`'s dense row in the scoring layout
     /// ([`Weights::scoring_stride`] floats).
     pub fn scoring_row(&self, b: usize, values: &mut Vec<f32>) {
-        let (slots, cap, columns) = (self.slots(), self.cap, self.columns());
+        let (slots, cap, columns, stride) = (self.slots(), self.cap, self.columns(), self.stride());
         let keep = slots - self.adagrad as usize;
-        let row = &self.buf[b * slots * cap..(b + 1) * slots * cap];
+        let row = &self.buf[b * stride..b * stride + slots * cap];
         for s in 0..keep {
             values.extend_from_slice(&row[s * cap..s * cap + columns]);
         }
