@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use classifyd::config::{Cli, Command};
-use classifyd::features::{FeatureConfig, Featurizer, SparseVec, tokenize};
+use classifyd::features::{FeatureConfig, FeatureHash, Featurizer, SparseVec, tokenize};
 use classifyd::model::{Hyper, Learner, Model, Scored, Task};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
@@ -152,19 +152,26 @@ fn stages(c: &mut Criterion) {
         });
     }
     g.throughput(Throughput::Bytes(bytes as u64));
-    let mut f = Featurizer::new(cfg);
     let mut buckets = Vec::new();
-    g.bench_function("tokenize+hash", |b| {
-        b.iter(|| {
-            let mut n = 0;
-            for (t, _) in &msgs {
-                buckets.clear();
-                f.hash_buckets(t, &mut buckets);
-                n += buckets.len();
-            }
-            n
-        })
-    });
+    // Each version of the feature hash, on VW's features (words) and on
+    // the defaults (character 3- and 4-grams too).
+    for (name, features) in [("words", cfg), ("default", FeatureConfig::default())] {
+        for hash in [FeatureHash::V1, FeatureHash::V2] {
+            let mut f = Featurizer::new(FeatureConfig { hash, ..features });
+            g.bench_function(format!("tokenize+hash/{name}/{hash:?}"), |b| {
+                b.iter(|| {
+                    let mut n = 0;
+                    for (t, _) in &msgs {
+                        buckets.clear();
+                        f.hash_buckets(t, &mut buckets);
+                        n += buckets.len();
+                    }
+                    n
+                })
+            });
+        }
+    }
+    let mut f = Featurizer::new(cfg);
     let hashed: Vec<Vec<u32>> = msgs
         .iter()
         .map(|(t, _)| {

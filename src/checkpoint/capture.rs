@@ -3,9 +3,9 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{FORMAT_VERSION, Positions, pb};
+use super::{Positions, format_for, pb};
 use crate::eval::{Progressive, Tally};
-use crate::features::FeatureConfig;
+use crate::features::{FeatureConfig, FeatureHash};
 use crate::message::BadReason;
 use crate::model::byte_lr::ByteLr;
 use crate::model::{Hyper, Lesson, Model, NaiveBayes, State, Task};
@@ -138,7 +138,7 @@ pub fn capture_model(m: &Model) -> pb::Checkpoint {
 /// follow as [`fragments`], a model image written as a stream).
 pub fn capture_model_with(m: &Model, weights: WeightsPlacement) -> pb::Checkpoint {
     pb::Checkpoint {
-        format_version: FORMAT_VERSION,
+        format_version: format_for(&m.features),
         created_unix_ms: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
@@ -164,6 +164,11 @@ fn features_to_pb(f: &FeatureConfig) -> pb::FeatureConfig {
         normalize: f.normalize,
         idf: f.idf,
         split_views: f.split_views,
+        // Version 1 is left out (0), as the builds before the field wrote it.
+        hash_version: match f.hash {
+            FeatureHash::V1 => 0,
+            FeatureHash::V2 => 2,
+        },
     }
 }
 

@@ -41,8 +41,20 @@ pub mod pb {
 /// with a version outside `OLDEST_FORMAT_VERSION..=FORMAT_VERSION` is
 /// refused. 2 added the sparse weight layout (`LinearState.entries`),
 /// which a version-1 reader would take for an empty model; a version-1
-/// checkpoint reads the same under 2.
-pub const FORMAT_VERSION: u32 = 2;
+/// checkpoint reads the same under 2. 3 added version 2 of the feature
+/// hash (`FeatureConfig.hash_version`), which a version-2 reader would
+/// ignore and hash with version 1. A checkpoint is stamped with the oldest
+/// format that reads it right ([`format_for`]): 2 for a model that hashes
+/// with version 1, so older builds still read it.
+pub const FORMAT_VERSION: u32 = 3;
+
+/// The format a checkpoint of a model with these features is stamped with.
+pub(crate) fn format_for(features: &crate::features::FeatureConfig) -> u32 {
+    match features.hash {
+        crate::features::FeatureHash::V1 => 2,
+        crate::features::FeatureHash::V2 => 3,
+    }
+}
 /// The oldest format this build reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
 const MAGIC: &[u8; 8] = b"CLSFYDCK";
@@ -181,7 +193,8 @@ impl CheckpointDir {
         ckpt.sequence = self.next_sequence;
         self.commit(|mut f| {
             let payload = ckpt.encode_to_vec();
-            f.write_all(&stream::header(payload.len() as u64, crc32fast::hash(&payload)))?;
+            let header = stream::header(ckpt.format_version, payload.len() as u64, crc32fast::hash(&payload));
+            f.write_all(&header)?;
             f.write_all(&payload)?;
             f.sync_all()?;
             Ok((HEADER + payload.len()) as u64)

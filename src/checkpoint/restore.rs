@@ -4,7 +4,7 @@
 
 use super::{Positions, pb};
 use crate::eval::{ClassCounts, Counted, Progressive, Tally};
-use crate::features::{DocFreq, FeatureConfig, ValueMode};
+use crate::features::{DocFreq, FeatureConfig, FeatureHash, ValueMode};
 use crate::message::BadReason;
 use crate::model::byte_lr::{ByteLr, Stacking};
 use crate::model::fusion::Fusion;
@@ -215,6 +215,8 @@ fn features_from_pb(f: &pb::FeatureConfig) -> Result<FeatureConfig, RestoreError
         normalize: f.normalize,
         idf: f.idf,
         split_views: f.split_views,
+        hash: FeatureHash::from_number(f.hash_version)
+            .ok_or_else(|| format!("feature hash version {} unknown", f.hash_version))?,
     };
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)

@@ -49,22 +49,23 @@ pub(super) fn write(file: File, p: &Pipeline, positions: &Positions, sequence: u
     };
     let mut light = capture::capture_with(p, positions, WeightsPlacement::Apart);
     light.sequence = sequence;
+    let format = light.format_version;
     put(&light)?;
     drop(light);
     capture::cache_fragments(p, &mut put)?;
     capture::fragments(p.model(), &mut put)?;
     let mut file = out.into_inner().map_err(|e| e.into_error())?;
     file.seek(SeekFrom::Start(0))?;
-    file.write_all(&header(len, crc.finalize()))?;
+    file.write_all(&header(format, len, crc.finalize()))?;
     file.sync_all()?;
     Ok(HEADER as u64 + len)
 }
 
 /// The file header: magic, format version, payload length, CRC-32.
-pub(super) fn header(len: u64, crc: u32) -> Vec<u8> {
+pub(super) fn header(format: u32, len: u64, crc: u32) -> Vec<u8> {
     let mut h = Vec::with_capacity(HEADER);
     h.extend_from_slice(MAGIC);
-    h.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h.extend_from_slice(&format.to_le_bytes());
     h.extend_from_slice(&len.to_le_bytes());
     h.extend_from_slice(&crc.to_le_bytes());
     h

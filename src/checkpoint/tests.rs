@@ -1,7 +1,7 @@
 //! Tests of the parent module.
 
 use super::*;
-use crate::features::{FeatureConfig, SparseVec};
+use crate::features::{FeatureConfig, FeatureHash, SparseVec};
 use crate::model::{Hyper, Learner, Model, Scored};
 use crate::pipeline::Pipeline;
 
@@ -314,9 +314,39 @@ fn sparse_rows_round_trip_and_format_versions() {
     bytes[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
     let err = decode_file(&bytes, &path).unwrap_err().to_string();
     assert!(
-        err.contains(&format!("format version {}", FORMAT_VERSION + 1)) && err.contains("versions 1 to 2"),
+        err.contains(&format!("format version {}", FORMAT_VERSION + 1)) && err.contains("versions 1 to 3"),
         "{err}"
     );
+}
+
+/// A checkpoint is stamped with the oldest format that reads it right: 3
+/// for a model hashed with version 2 (a reader of 2 would hash with
+/// version 1), 2 and no hash field for version 1, as the builds before
+/// wrote it; each restores with its own hash.
+#[test]
+fn the_feature_hash_sets_the_format_and_restores() {
+    let dir = tempfile::tempdir().unwrap();
+    for (hash, format, field) in [(FeatureHash::V2, 3, 2), (FeatureHash::V1, 2, 0)] {
+        let features = FeatureConfig {
+            bits: 12,
+            hash,
+            ..FeatureConfig::default()
+        };
+        let mut p = Pipeline::new(
+            Model::new(Hyper::defaults(Learner::Logistic), features),
+            PipelineConfig::default(),
+        );
+        p.handle(br#"{"text": "win a free prize", "label": "spam"}"#, &|| "a".into(), 0);
+        let mut d = CheckpointDir::open(dir.path().join(format!("{hash:?}")), 2).unwrap();
+        d.save_pipeline(&p, &Positions::default()).unwrap();
+        let (q, _, path) = d.load_latest(&PipelineConfig::default()).unwrap().unwrap();
+        let bytes = fs::read(&path).unwrap();
+        assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), format, "{hash:?}");
+        let ckpt = read_file(&path).unwrap();
+        assert_eq!(ckpt.format_version, format);
+        assert_eq!(ckpt.features.unwrap().hash_version, field);
+        assert_eq!(q.model().features().hash, hash);
+    }
 }
 
 /// Checkpoints written by 1d55a89, before positions were typed

@@ -27,6 +27,10 @@ pub struct ModelArgs {
     /// Words in the lower half of the buckets, character n-grams in the upper.
     #[arg(long, env = "CLASSIFYD_SPLIT_VIEWS", default_value_t = true, action = clap::ArgAction::Set, hide = true)]
     pub split_views: bool,
+    /// The feature hash: v2 (a folded multiply, the default) or v1 (xxh3,
+    /// every model before it). A checkpoint's own wins when resuming.
+    #[arg(long, env = "CLASSIFYD_FEATURE_HASH", value_enum, default_value = "v2", hide = true)]
+    pub feature_hash: crate::features::FeatureHash,
     /// Seed of the feature hash.
     #[arg(long, env = "CLASSIFYD_HASH_SEED", default_value_t = 0, hide = true)]
     pub hash_seed: u64,
@@ -164,6 +168,7 @@ impl ModelArgs {
             normalize: self.normalize,
             idf: self.idf,
             split_views: self.split_views,
+            hash: self.feature_hash,
         };
         features.validate().map_err(|e| ConfigError::Invalid(e.to_string()))?;
         let choice = match self.model {

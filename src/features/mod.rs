@@ -1,8 +1,9 @@
 //! Text to sparse feature vectors: tokenization, word and character n-grams,
 //! feature hashing into `2^bits` buckets, value weighting and normalisation.
 //!
-//! Hashing uses xxh3-64 with a seed; the bucket of a feature is its hash
-//! masked to `bits`. The bits, seed and the rest of [`FeatureConfig`] live in
+//! Hashing uses a seeded hash of the version the configuration names
+//! ([`FeatureHash`]: xxh3-64, or a folded multiply); the bucket of a
+//! feature is its hash masked to `bits`. The bits, seed and the rest of [`FeatureConfig`] live in
 //! the checkpoint, and `tests::golden_bucket_ids` pins known bucket ids so a
 //! saved model keeps its meaning across releases.
 
@@ -20,8 +21,8 @@ pub use personal::{crossed, personal_bucket, personalize, user_key};
 pub use tokenize::tokenize;
 
 use count::{CountTable, count_into};
-pub use hash::splitmix;
-use hash::{NS_BIAS, NS_CHAR, NS_WORD, ShortHash, combine};
+pub use hash::{FeatureHash, splitmix};
+use hash::{Fold, NS_BIAS, NS_CHAR, NS_WORD, ShortHash, WindowHash, combine};
 
 use std::fmt;
 use std::str::FromStr;
@@ -76,7 +77,7 @@ impl FromStr for ValueMode {
 pub struct FeatureConfig {
     /// log2 of the number of hash buckets.
     pub bits: u8,
-    /// Seed of the xxh3 feature hash.
+    /// Seed of the feature hash.
     pub seed: u64,
     /// Word n-grams up to this length (1 = unigrams only, 0 = no words).
     pub word_ngrams: u8,
@@ -96,6 +97,8 @@ pub struct FeatureConfig {
     /// character n-grams into the upper half ([`FeatureConfig::words_end`]):
     /// a model can then tell the two views apart (fusion reads the words).
     pub split_views: bool,
+    /// The hash function of tokens and character windows.
+    pub hash: FeatureHash,
 }
 
 impl Default for FeatureConfig {
@@ -111,6 +114,7 @@ impl Default for FeatureConfig {
             normalize: true,
             idf: true,
             split_views: true,
+            hash: FeatureHash::V2,
         }
     }
 }
@@ -410,8 +414,13 @@ impl Featurizer {
         if cfg.word_ngrams > 0 {
             let hashes = &mut self.token_hashes;
             let (name_text, spans) = (&mut self.name_text, &mut self.token_spans);
+            let fold = Fold::new(seed ^ NS_WORD);
+            let v2 = cfg.hash == FeatureHash::V2;
             tokenize(text, &mut self.scratch, |tok| {
-                hashes.push(xxh3_64_with_seed(tok.as_bytes(), seed ^ NS_WORD));
+                hashes.push(match v2 {
+                    true => fold.bytes(tok.as_bytes()),
+                    false => xxh3_64_with_seed(tok.as_bytes(), seed ^ NS_WORD),
+                });
                 if named {
                     if !name_text.is_empty() {
                         name_text.push(' ');
@@ -446,34 +455,11 @@ impl Featurizer {
             } else {
                 &text[..end]
             };
-            let bytes = window.as_bytes();
-            let short = ShortHash::new(seed ^ NS_CHAR);
-            if window.is_ascii() {
-                let buckets = &mut *out;
-                for n in lo as usize..=hi as usize {
-                    let grams = bytes.windows(n);
-                    buckets.reserve(grams.len());
-                    // `windows` yields slices of exactly `n` bytes: every conversion succeeds.
-                    let bucket = |h: u64| ((h & cm) | chars_at) as u32;
-                    match n {
-                        3 => buckets.extend(grams.filter_map(|g| g.try_into().ok()).map(|g| bucket(short.three(g)))),
-                        4 => buckets.extend(grams.filter_map(|g| g.try_into().ok()).map(|g| bucket(short.four(g)))),
-                        _ => buckets.extend(grams.map(|g| bucket(short.hash(g)))),
-                    }
-                }
-            } else {
-                self.char_offsets.clear();
-                self.char_offsets.extend(window.char_indices().map(|(i, _)| i));
-                self.char_offsets.push(window.len());
-                let chars = self.char_offsets.len() - 1;
-                for n in lo as usize..=hi as usize {
-                    for start in 0..chars.saturating_sub(n - 1) {
-                        // Most grams of a mostly-ASCII text are 3 or 4 bytes
-                        // long, and take the short formulas.
-                        let piece = &bytes[self.char_offsets[start]..self.char_offsets[start + n]];
-                        out.push(((short.hash(piece) & cm) | chars_at) as u32);
-                    }
-                }
+            let bucket = |h: u64| ((h & cm) | chars_at) as u32;
+            let offsets = &mut self.char_offsets;
+            match cfg.hash {
+                FeatureHash::V1 => char_ngrams(window, (lo, hi), offsets, out, ShortHash::new(seed ^ NS_CHAR), bucket),
+                FeatureHash::V2 => char_ngrams(window, (lo, hi), offsets, out, Fold::new(seed ^ NS_CHAR), bucket),
             }
         }
         chars_from
@@ -542,6 +528,44 @@ impl Featurizer {
     /// Counts repeats in `self.buckets` and applies the value mode.
     fn count(&mut self, out: &mut SparseVec) {
         count_into(&mut self.table, &self.buckets, self.cfg.value, out);
+    }
+}
+
+/// Appends the buckets of the character n-grams of `window`, `lo` to `hi`
+/// characters long, shorter ones first, hashed by `hash` and placed by
+/// `bucket`; `offsets` is scratch for a non-ASCII window's char boundaries.
+fn char_ngrams<H: WindowHash>(
+    window: &str,
+    (lo, hi): (u8, u8),
+    offsets: &mut Vec<usize>,
+    out: &mut Vec<u32>,
+    hash: H,
+    bucket: impl Fn(u64) -> u32,
+) {
+    let bytes = window.as_bytes();
+    if window.is_ascii() {
+        for n in lo as usize..=hi as usize {
+            let grams = bytes.windows(n);
+            out.reserve(grams.len());
+            // `windows` yields slices of exactly `n` bytes: every conversion succeeds.
+            match n {
+                3 => out.extend(grams.filter_map(|g| g.try_into().ok()).map(|g| bucket(hash.three(g)))),
+                4 => out.extend(grams.filter_map(|g| g.try_into().ok()).map(|g| bucket(hash.four(g)))),
+                _ => out.extend(grams.map(|g| bucket(hash.hash(g)))),
+            }
+        }
+        return;
+    }
+    offsets.clear();
+    offsets.extend(window.char_indices().map(|(i, _)| i));
+    offsets.push(window.len());
+    let chars = offsets.len() - 1;
+    for n in lo as usize..=hi as usize {
+        for start in 0..chars.saturating_sub(n - 1) {
+            // Most grams of a mostly-ASCII text are 3 or 4 bytes long,
+            // and take the short formulas.
+            out.push(bucket(hash.hash(&bytes[offsets[start]..offsets[start + n]])));
+        }
     }
 }
 

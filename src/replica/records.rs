@@ -14,6 +14,7 @@ use super::changes::{Shape, delta_of_changes, weights_held};
 use super::image::scoring_pieces;
 use super::spool::{SPILL_AT, Tape};
 use crate::checkpoint::pb;
+use crate::features::FeatureHash;
 use crate::model::Model;
 
 /// The newest format of model-topic records this build reads and writes;
@@ -25,18 +26,36 @@ use crate::model::Model;
 /// keys come as gaps (`Entries.key_gaps`: 5-6 bytes an entry against 12),
 /// which a version-4 reader would take for no keys; 6 a model with a byte
 /// LR (`ModelState.byte_lr`), which a version-5 reader would score
-/// without. A record is stamped
+/// without; 7 a model that hashes its features with version 2
+/// (`FeatureConfig.hash_version`), which a version-6 reader would hash
+/// with version 1. A record is stamped
 /// with the oldest format that reads it right: [`PLAIN_FORMAT`] for full
 /// versions and dense deltas, which replicas of the builds before read.
-pub const MODEL_FORMAT_VERSION: u32 = 6;
+pub const MODEL_FORMAT_VERSION: u32 = 7;
 /// The format of a delta with sparse entries' key gaps (5).
 pub(super) const SPARSE_FORMAT: u32 = 5;
 /// The format of a record whose model has a byte LR (6): a reader of an
 /// older format would score without it, so it skips the record.
 const BYTE_LR_FORMAT: u32 = 6;
 
+/// The format of every record of a model hashed with version 2 (7): a
+/// reader of an older format would hash with version 1, so it skips them.
+pub(super) const HASH_V2_FORMAT: u32 = 7;
+
 /// The format of every record but a delta of sparse entries.
 const PLAIN_FORMAT: u32 = 3;
+
+/// The oldest format that reads a record of `m` right, from `format`,
+/// what its content needs.
+fn stamp(m: &Model, format: u32) -> u32 {
+    if m.features().hash == FeatureHash::V2 {
+        HASH_V2_FORMAT
+    } else if m.byte_lr().is_some() {
+        BYTE_LR_FORMAT
+    } else {
+        format
+    }
+}
 
 /// The most a delta record may take, whatever the chunk size: under
 /// Kafka's default limit of 1 MiB a record, with room for the key and headers.
@@ -203,9 +222,7 @@ impl Publisher {
             if sparse_entries(&delta) {
                 header.format = SPARSE_FORMAT;
             }
-            if m.byte_lr().is_some() {
-                header.format = BYTE_LR_FORMAT;
-            }
+            header.format = stamp(m, header.format);
             // A delta over half a full version gives way to one (cheaper
             // to read whole); a full version's size now, from the last
             // one's and the weights held since (a growing model's delta
@@ -220,9 +237,7 @@ impl Publisher {
             }
             why = "delta over half a full version";
         }
-        if m.byte_lr().is_some() {
-            header.format = BYTE_LR_FORMAT;
-        }
+        header.format = stamp(m, header.format);
         tracing::info!(version = header.version, why, "publishing a full version");
         if let Err(error) = self.send_snapshot(&header, m, send) {
             // What was sent of it is incomplete, which replicas never
