@@ -96,10 +96,7 @@ impl Weights {
         if !self.counts {
             return None;
         }
-        let cells = self.weight_cells();
-        let df = (0..self.buckets)
-            .map(|b| self.buf[b * (cells + 1) + cells].to_bits())
-            .collect();
+        let df = self.counts_in_rows();
         self.buf = relayout(
             &self.buf,
             self.buckets,
@@ -110,6 +107,14 @@ impl Weights {
         );
         self.counts = false;
         Some(df)
+    }
+
+    /// The counts the rows carry, a copy (the rows must carry them).
+    pub(super) fn counts_in_rows(&self) -> Vec<u32> {
+        let (cells, stride) = (self.weight_cells(), self.stride());
+        (0..self.buckets)
+            .map(|b| self.buf[b * stride + cells].to_bits())
+            .collect()
     }
 
     /// The counts the rows gave up when they became sparse, for the model

@@ -172,22 +172,23 @@ impl Weights {
     /// Moves the dense rows into the sparse layout (not a mirrored pair).
     fn make_sparse(&mut self) {
         debug_assert!(!self.mirrored);
-        // Sparse rows carry no counts: they wait for the model to take them.
-        self.released = self.release_counts();
+        // Sparse rows carry no counts: they wait for the model to take them
+        // (read out of the rows in place: no copy of the rows without them).
+        if self.counts {
+            self.released = Some(self.counts_in_rows());
+            self.counts = false;
+        }
         let (slots, cap, k) = (self.slots(), self.cap, self.classes);
-        let entries = self
-            .buf
-            .chunks_exact(slots * cap.max(1))
-            .enumerate()
-            .flat_map(|(b, row)| {
-                (0..k).filter_map(move |c| {
-                    let mut vals = [0.0; MAX_SLOTS];
-                    for (s, v) in vals[..slots].iter_mut().enumerate() {
-                        *v = row[s * cap + c];
-                    }
-                    vals.iter().any(|&x| x != 0.0).then_some((b as u32, c as u32, vals))
-                })
-            });
+        let stride = (slots * cap + self.released.is_some() as usize).max(1);
+        let entries = self.buf.chunks_exact(stride).enumerate().flat_map(|(b, row)| {
+            (0..k).filter_map(move |c| {
+                let mut vals = [0.0; MAX_SLOTS];
+                for (s, v) in vals[..slots].iter_mut().enumerate() {
+                    *v = row[s * cap + c];
+                }
+                vals.iter().any(|&x| x != 0.0).then_some((b as u32, c as u32, vals))
+            })
+        });
         let max = self.max_entries();
         // The entries come in (bucket, class) order from a well-formed
         // buffer, so `from_entries` takes them.
