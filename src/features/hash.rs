@@ -60,20 +60,13 @@ impl ShortHash {
             flip4: (Self::SECRET_8 ^ Self::SECRET_16).wrapping_sub(seed4),
         }
     }
+}
 
-    /// xxh3-64 of `piece` with the seed: by the short formulas when it is
-    /// 3 or 4 bytes long, by the crate otherwise.
+/// xxh3-64 of a window with the seed: by the short formulas when it is 3
+/// or 4 bytes long, by the crate otherwise.
+impl WindowHash for ShortHash {
     #[inline(always)]
-    pub(super) fn hash(&self, piece: &[u8]) -> u64 {
-        match *piece {
-            [a, b, c] => self.three(&[a, b, c]),
-            [a, b, c, d] => self.four(&[a, b, c, d]),
-            _ => xxh3_64_with_seed(piece, self.seed),
-        }
-    }
-
-    #[inline(always)]
-    pub(super) fn three(&self, b: &[u8; 3]) -> u64 {
+    fn three(&self, b: &[u8; 3]) -> u64 {
         let combined = (b[0] as u32) << 16 | (b[1] as u32) << 24 | b[2] as u32 | 3 << 8;
         // XXH64's avalanche.
         let mut h = combined as u64 ^ self.flip3;
@@ -85,7 +78,7 @@ impl ShortHash {
     }
 
     #[inline(always)]
-    pub(super) fn four(&self, b: &[u8; 4]) -> u64 {
+    fn four(&self, b: &[u8; 4]) -> u64 {
         // The first and the last four bytes are the same four.
         let x = u32::from_le_bytes(*b) as u64;
         let mut h = x.wrapping_add(x << 32) ^ self.flip4;
@@ -95,6 +88,11 @@ impl ShortHash {
         h ^= (h >> 35).wrapping_add(4);
         h = h.wrapping_mul(0x9FB2_1C65_1E98_DF25);
         h ^ h >> 28
+    }
+
+    #[inline(always)]
+    fn other(&self, piece: &[u8]) -> u64 {
+        xxh3_64_with_seed(piece, self.seed)
     }
 }
 
@@ -159,28 +157,6 @@ impl Fold {
         fold_mul((x as u64 | (len as u64) << 32) ^ self.seed, Self::K_WINDOW)
     }
 
-    #[inline(always)]
-    pub(super) fn three(&self, b: &[u8; 3]) -> u64 {
-        self.window(u32::from_le_bytes([b[0], b[1], b[2], 0]), 3)
-    }
-
-    #[inline(always)]
-    pub(super) fn four(&self, b: &[u8; 4]) -> u64 {
-        self.window(u32::from_le_bytes(*b), 4)
-    }
-
-    /// Any bytes: a window of 3 or 4 by [`Fold::window`] (so a window
-    /// hashes alike in ASCII and non-ASCII text), anything else eight
-    /// bytes at a time, the length mixed in first.
-    #[inline(always)]
-    pub(super) fn hash(&self, piece: &[u8]) -> u64 {
-        match *piece {
-            [a, b, c] => self.three(&[a, b, c]),
-            [a, b, c, d] => self.four(&[a, b, c, d]),
-            _ => self.bytes(piece),
-        }
-    }
-
     /// A token or a window of other lengths: the length mixed in first,
     /// then the bytes as little-endian words, loaded the way xxh3 does for
     /// short input (overlapping loads, no copy): up to 3 bytes as one word
@@ -215,39 +191,39 @@ impl Fold {
 }
 
 /// A hash of character windows: 3 and 4 bytes by their own formulas, any
-/// other length by the general one. Both versions have the same shape.
+/// other length by the general one, so a window hashes alike in ASCII and
+/// non-ASCII text. Both versions have this shape.
 pub(super) trait WindowHash: Copy {
     fn three(&self, b: &[u8; 3]) -> u64;
     fn four(&self, b: &[u8; 4]) -> u64;
-    fn hash(&self, piece: &[u8]) -> u64;
-}
+    /// A window of any other length.
+    fn other(&self, piece: &[u8]) -> u64;
 
-impl WindowHash for ShortHash {
-    #[inline(always)]
-    fn three(&self, b: &[u8; 3]) -> u64 {
-        ShortHash::three(self, b)
-    }
-    #[inline(always)]
-    fn four(&self, b: &[u8; 4]) -> u64 {
-        ShortHash::four(self, b)
-    }
     #[inline(always)]
     fn hash(&self, piece: &[u8]) -> u64 {
-        ShortHash::hash(self, piece)
+        match *piece {
+            [a, b, c] => self.three(&[a, b, c]),
+            [a, b, c, d] => self.four(&[a, b, c, d]),
+            _ => self.other(piece),
+        }
     }
 }
 
+/// Version 2 of a window: [`Fold::window`] of 3 or 4 bytes, other lengths
+/// eight bytes at a time ([`Fold::bytes`]).
 impl WindowHash for Fold {
     #[inline(always)]
     fn three(&self, b: &[u8; 3]) -> u64 {
-        Fold::three(self, b)
+        self.window(u32::from_le_bytes([b[0], b[1], b[2], 0]), 3)
     }
+
     #[inline(always)]
     fn four(&self, b: &[u8; 4]) -> u64 {
-        Fold::four(self, b)
+        self.window(u32::from_le_bytes(*b), 4)
     }
+
     #[inline(always)]
-    fn hash(&self, piece: &[u8]) -> u64 {
-        Fold::hash(self, piece)
+    fn other(&self, piece: &[u8]) -> u64 {
+        self.bytes(piece)
     }
 }

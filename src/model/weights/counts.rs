@@ -39,14 +39,7 @@ impl Weights {
             self.cap = 1;
             self.buf = zeroed(self.buckets * (self.slots() + 1));
         } else {
-            self.buf = relayout(
-                &self.buf,
-                self.buckets,
-                self.slots(),
-                (self.cap, 0),
-                (self.cap, 1),
-                self.cap,
-            );
+            self.buf = self.with_tail(0, 1);
         }
         self.counts = true;
         self
@@ -70,14 +63,7 @@ impl Weights {
             return Err(df);
         }
         let cells = self.weight_cells();
-        let mut buf = relayout(
-            &self.buf,
-            self.buckets,
-            self.slots(),
-            (self.cap, 0),
-            (self.cap, 1),
-            self.cap,
-        );
+        let mut buf = self.with_tail(0, 1);
         for (b, &d) in df.iter().enumerate() {
             // Counts never written stay unwritten: pages are only backed
             // where there is something to copy.
@@ -97,16 +83,22 @@ impl Weights {
             return None;
         }
         let df = self.counts_in_rows();
-        self.buf = relayout(
+        self.buf = self.with_tail(1, 0);
+        self.counts = false;
+        Some(df)
+    }
+
+    /// The rows re-laid out from `from` cells after the weights to `to`
+    /// (0 or 1: without or with the count), the count kept when both have it.
+    fn with_tail(&self, from: usize, to: usize) -> Vec<f32> {
+        relayout(
             &self.buf,
             self.buckets,
             self.slots(),
-            (self.cap, 1),
-            (self.cap, 0),
+            (self.cap, from),
+            (self.cap, to),
             self.cap,
-        );
-        self.counts = false;
-        Some(df)
+        )
     }
 
     /// The counts the rows carry, a copy (the rows must carry them).
