@@ -319,7 +319,7 @@ impl Featurizer {
     /// normalisation and bias, with no IDF weighting.
     pub fn featurize(&mut self, text: &str, out: &mut SparseVec) {
         self.featurize_raw(text, out);
-        self.finalize(out, None);
+        self.finalize(out, |_| {});
     }
 
     /// The document's features with their values (binary, count or
@@ -351,20 +351,12 @@ impl Featurizer {
         self.head.grams(text, out);
     }
 
-    /// Completes a raw vector in place: IDF weights (when given), L2
-    /// normalisation (when configured), then the bias feature with value 1.
-    pub fn finalize(&self, x: &mut SparseVec, idf: Option<&DocFreq>) {
-        self.finalize_weighing(x, |x| {
-            if let Some(d) = idf {
-                d.weigh_in(&d.df[..], x, |_| {});
-            }
-        });
-    }
-
-    /// [`Featurizer::finalize`] with the IDF weighting done by `weigh`:
-    /// the model's, which knows where its counts are and prefetches its
-    /// rows as it goes, so their cache misses overlap the counts'.
-    pub fn finalize_weighing(&self, x: &mut SparseVec, weigh: impl FnOnce(&mut SparseVec)) {
+    /// Completes a raw vector in place: IDF weights by `weigh` (the
+    /// model's [`crate::model::Model::weigh_idf`], which knows where its
+    /// counts are and prefetches its rows as it goes; nothing without a
+    /// model), L2 normalisation (when configured), then the bias feature
+    /// with value 1.
+    pub fn finalize(&self, x: &mut SparseVec, weigh: impl FnOnce(&mut SparseVec)) {
         weigh(x);
         if self.cfg.normalize && !x.val.is_empty() {
             let norm = x.val.iter().map(|v| v * v).sum::<f32>().sqrt();

@@ -14,6 +14,11 @@ fn words_only(bits: u8) -> FeatureConfig {
     }
 }
 
+/// `c` with the feature hash of version `hash`.
+fn hashed(hash: FeatureHash, c: FeatureConfig) -> FeatureConfig {
+    FeatureConfig { hash, ..c }
+}
+
 /// `featurize_raw_named`'s (bucket, name) pairs, owned.
 fn owned_names(f: &mut Featurizer, text: &str, v: &mut SparseVec) -> Vec<(u32, String)> {
     f.featurize_raw_named(text, v)
@@ -27,10 +32,7 @@ fn owned_names(f: &mut Featurizer, text: &str, v: &mut SparseVec) -> Vec<(u32, S
 /// Version 1 of the hash (models that learned with it keep it).
 #[test]
 fn golden_bucket_ids() {
-    let v1 = |c: FeatureConfig| FeatureConfig {
-        hash: FeatureHash::V1,
-        ..c
-    };
+    let v1 = |c| hashed(FeatureHash::V1, c);
     let cfg = v1(words_only(20));
     let mut f = Featurizer::new(cfg);
     let mut v = SparseVec::default();
@@ -257,10 +259,7 @@ fn config_validation() {
 /// If this fails, models that learned with version 2 change meaning.
 #[test]
 fn golden_bucket_ids_of_version_2() {
-    let v2 = |c: FeatureConfig| FeatureConfig {
-        hash: FeatureHash::V2,
-        ..c
-    };
+    let v2 = |c| hashed(FeatureHash::V2, c);
     let mut f = Featurizer::new(v2(words_only(20)));
     let mut v = SparseVec::default();
     let got = owned_names(&mut f, "Free entry, extraordinarily", &mut v);

@@ -188,7 +188,7 @@ impl Model {
         // A linear model's rows carry the document counts from the start.
         let doc_freq = features.idf.then(|| match &mut state {
             State::Linear(w) => {
-                *w = std::mem::replace(w, Weights::new(0, 0, false, false)).with_counts();
+                w.carry_counts();
                 DocFreq::in_rows()
             }
             State::NaiveBayes(_) => DocFreq::new(features.buckets()),

@@ -75,7 +75,7 @@ impl Pipeline {
     pub(super) fn finalize(&self, f: &mut Features) {
         f.doc_len = f.x.len();
         let model = &self.model;
-        self.prep.featurizer.finalize_weighing(&mut f.x, |x| model.weigh_idf(x));
+        self.prep.featurizer.finalize(&mut f.x, |x| model.weigh_idf(x));
         if let Some(user) = f.user {
             crate::features::personalize(&mut f.x, user, model.features());
         }

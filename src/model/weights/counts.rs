@@ -8,7 +8,7 @@
 //! three floats, and a feature costs one miss instead of two.
 //!
 //! A new linear model's rows carry the counts from the start
-//! ([`Weights::with_counts`]), and every re-layout for more classes keeps
+//! ([`Weights::carry_counts`]), and every re-layout for more classes keeps
 //! them. Sparse rows do not: the counts step out when the rows become
 //! sparse, and the model takes them back into its own table
 //! ([`Weights::take_released_counts`]). A restored model's counts move in
@@ -27,13 +27,13 @@ use crate::hugepages::zeroed;
 pub const MAX_ROW_COUNT: u32 = 0x7F7F_FFFF;
 
 impl Weights {
-    /// These weights with a document count at the end of each dense row,
-    /// all zero (a new model's). Rows without room for a class get room
-    /// for one, so the first class needs no re-layout (a pass over every
-    /// row).
-    pub fn with_counts(mut self) -> Self {
+    /// Gives each dense row a document count at its end, all zero (a new
+    /// model's); nothing when the rows cannot hold them. Rows without room
+    /// for a class get room for one, so the first class needs no re-layout
+    /// (a pass over every row).
+    pub fn carry_counts(&mut self) {
         if !self.can_hold_counts() {
-            return self;
+            return;
         }
         if self.cap == 0 {
             self.cap = 1;
@@ -42,7 +42,6 @@ impl Weights {
             self.buf = self.with_tail(0, 1);
         }
         self.counts = true;
-        self
     }
 
     /// Whether the rows carry the document counts.
@@ -239,7 +238,8 @@ mod tests {
         /// weights without counts do; rows made sparse give them back.
         #[test]
         fn counts_ride_through_every_relayout(averaged in any::<bool>(), classes in 2usize..20) {
-            let mut with = Weights::new(BUCKETS, 0, averaged, true).with_counts();
+            let mut with = Weights::new(BUCKETS, 0, averaged, true);
+            with.carry_counts();
             let mut without = Weights::new(BUCKETS, 0, averaged, true);
             write(&mut with);
             for k in 1..=classes {
