@@ -352,7 +352,7 @@ impl Featurizer {
     }
 
     /// Completes a raw vector in place: IDF weights by `weigh` (the
-    /// model's [`crate::model::Model::weigh_idf`], which knows where its
+    /// model's `weigh_idf`, which knows where its
     /// counts are and prefetches its rows as it goes; nothing without a
     /// model), L2 normalisation (when configured), then the bias feature
     /// with value 1.
