@@ -14,7 +14,8 @@
 //!    prints the worst latency in each 200 ms of sending (a steady tail or
 //!    a few stalls?).
 //!
-//! BENCH_BIN runs another classifyd build (to compare two on one broker).
+//! BENCH_BIN runs another classifyd build (to compare two on one broker);
+//! BENCH_INPUT another stream's messages (JSON lines), repeated.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -302,9 +303,13 @@ fn main() {
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/classifyd"),
         std::path::PathBuf::from,
     );
-    let sms =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sms_head1000.jsonl")).unwrap();
-    let base: Vec<serde_json::Value> = sms.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    // BENCH_INPUT: another stream's messages (JSON lines) instead of SMS's.
+    let input = std::env::var_os("BENCH_INPUT").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sms_head1000.jsonl"),
+        std::path::PathBuf::from,
+    );
+    let text = std::fs::read_to_string(&input).unwrap();
+    let base: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let msgs: Vec<(String, String)> = (0..n)
         .map(|i| {
             let mut v = base[i % base.len()].clone();

@@ -33,7 +33,7 @@ use example::Work;
 use labels::Labeled;
 pub use ledger::Ledger;
 pub use outcome::{Contribution, Outcome, Prediction};
-pub use prepare::{Prepared, Preparer};
+pub use prepare::{EmailRecord, Prepared, Preparer};
 pub use reported::{Reported, Vote};
 pub use request::{ANSWERED_QUEUE, Answered, Asked, Scorer};
 pub use review::{Query, Review, ReviewConfig, ReviewState, Verdict};
@@ -47,19 +47,6 @@ use crate::eval::Progressive;
 use crate::eval::drift::DriftWatch;
 use crate::message::{self, Bad, BadReason, Gold, Message, Split};
 use crate::model::{Model, ModelError, Task};
-
-/// What a raw e-mail record's key and headers say.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct EmailRecord<'a> {
-    /// Its id (the record key), if it has one.
-    pub id: Option<&'a str>,
-    /// Its label, from a record header.
-    pub label: Option<&'a [u8]>,
-    /// Who gave the label, from a record header.
-    pub reporter: Option<&'a [u8]>,
-    /// Who the message is for, from a record header.
-    pub user: Option<&'a [u8]>,
-}
 
 /// Counters of what the pipeline has done, by kind and outcome.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -279,10 +266,11 @@ impl Pipeline {
         default_id: &dyn Fn() -> String,
         now_ms: u64,
     ) -> Outcome {
-        let mut p = std::mem::take(&mut self.spare);
-        p.clear();
-        self.prep.prepare(raw, false, &mut p);
-        self.handle_spare(p, reporter, user, default_id, now_ms)
+        self.handle_record(
+            |prep, p| prep.prepare_reported(raw, (reporter, user), false, p),
+            default_id,
+            now_ms,
+        )
     }
 
     /// A raw e-mail record (Kafka `--input-format email`): `record` says
@@ -294,28 +282,26 @@ impl Pipeline {
         default_id: &dyn Fn() -> String,
         now_ms: u64,
     ) -> Outcome {
-        let mut p = std::mem::take(&mut self.spare);
-        p.clear();
-        self.prep
-            .prepare_email(raw, record.id.map(str::to_string), record.label, &mut p);
-        self.handle_spare(p, record.reporter, record.user, default_id, now_ms)
+        self.handle_record(
+            |prep, p| prep.prepare_email_record(raw, record, false, p),
+            default_id,
+            now_ms,
+        )
     }
 
-    /// Handles the one message prepared into `p` (the pipeline's spare batch).
-    fn handle_spare(
+    /// Handles the one message that `prepare` puts, with this pipeline's
+    /// preparer, into its spare batch: a transport's record, read as
+    /// the transport says ([`Preparer::prepare_reported`] and
+    /// [`Preparer::prepare_email_record`]).
+    pub fn handle_record(
         &mut self,
-        mut p: Prepared,
-        reporter: Option<&[u8]>,
-        user: Option<&[u8]>,
+        prepare: impl FnOnce(&mut Preparer, &mut Prepared),
         default_id: &dyn Fn() -> String,
         now_ms: u64,
     ) -> Outcome {
-        if let Some(header) = reporter {
-            p.set_reporter(0, header);
-        }
-        if let Some(header) = user {
-            p.set_user(0, header);
-        }
+        let mut p = std::mem::take(&mut self.spare);
+        p.clear();
+        prepare(&mut self.prep, &mut p);
         let outcome = self.handle_prepared(&mut p, 0, default_id, now_ms);
         self.spare = p;
         outcome

@@ -8,6 +8,19 @@ use std::ops::Range;
 use crate::features::{FeatureConfig, Featurizer, SparseVec};
 use crate::message::{self, Bad, Message, Reading};
 
+/// What a raw e-mail record's key and headers say.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EmailRecord<'a> {
+    /// Its id (the record key), if it has one.
+    pub id: Option<&'a str>,
+    /// Its label, from a record header.
+    pub label: Option<&'a [u8]>,
+    /// Who gave the label, from a record header.
+    pub reporter: Option<&'a [u8]>,
+    /// Who the message is for, from a record header.
+    pub user: Option<&'a [u8]>,
+}
+
 /// Messages after the stages that need no model state: parsed, their
 /// texts' features hashed to buckets and, optionally, their repeats counted
 /// (IDF, normalisation and the bias follow in the pipeline). A transport
@@ -80,6 +93,18 @@ impl Prepared {
         match message::user_from_header(header) {
             Ok(name) => message.set_user(name),
             Err(bad) => prepared.message = Some(Err(bad)),
+        }
+    }
+
+    /// Names message `i`'s reporter and user from a transport's record
+    /// headers, when it has them ([`Prepared::set_reporter`],
+    /// [`Prepared::set_user`]).
+    pub fn set_headers(&mut self, i: usize, (reporter, user): (Option<&[u8]>, Option<&[u8]>)) {
+        if let Some(header) = reporter {
+            self.set_reporter(i, header);
+        }
+        if let Some(header) = user {
+            self.set_user(i, header);
         }
     }
 
@@ -164,11 +189,27 @@ impl Preparer {
         self.prepare_parsed(message, count, out);
     }
 
-    /// Appends a message the transport parsed itself (a raw e-mail record)
-    /// to `out`, as [`Preparer::prepare`] does.
-    pub fn prepare_email(&mut self, raw: &[u8], id: Option<String>, label: Option<&[u8]>, out: &mut Prepared) {
-        let message = message::parse_email(raw, id, label, &self.reading);
-        self.prepare_parsed(message, false, out);
+    /// A transport's JSON record ([`Preparer::prepare`]), with the
+    /// reporter and user its headers name ([`Prepared::set_headers`]).
+    pub fn prepare_reported(
+        &mut self,
+        raw: &[u8],
+        headers: (Option<&[u8]>, Option<&[u8]>),
+        count: bool,
+        out: &mut Prepared,
+    ) {
+        self.prepare(raw, count, out);
+        out.set_headers(out.len() - 1, headers);
+    }
+
+    /// A transport's raw e-mail record, which the transport parsed itself
+    /// ([`message::parse_email`]), appended to `out` as [`Preparer::prepare`]
+    /// does, with the reporter and user its headers name.
+    pub fn prepare_email_record(&mut self, raw: &[u8], record: EmailRecord<'_>, count: bool, out: &mut Prepared) {
+        let id = record.id.map(str::to_string);
+        let message = message::parse_email(raw, id, record.label, &self.reading);
+        self.prepare_parsed(message, count, out);
+        out.set_headers(out.len() - 1, (record.reporter, record.user));
     }
 
     fn prepare_parsed(&mut self, message: Result<Message, Bad>, count: bool, out: &mut Prepared) {

@@ -46,10 +46,12 @@ impl Asked<'_> {
         match *self {
             Asked::Json(raw) => preparer.prepare(raw, false, out),
             Asked::Email { raw, id, user } => {
-                preparer.prepare_email(raw, Some(id.to_string()), None, out);
-                if let Some(user) = user {
-                    out.set_user(out.len() - 1, user.as_bytes());
-                }
+                let record = super::EmailRecord {
+                    id: Some(id),
+                    user: user.map(str::as_bytes),
+                    ..Default::default()
+                };
+                preparer.prepare_email_record(raw, record, false, out);
             }
         }
     }

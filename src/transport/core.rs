@@ -27,7 +27,7 @@ use crate::checkpoint::{CheckpointDir, InputKey, LinePosition, Positions};
 use crate::clock::now_ms;
 use crate::http::{Feed, HttpServer, HttpSettings};
 use crate::mail::{Lesson, MailServers, MailSettings, TellDone, Told};
-use crate::pipeline::{EmailRecord, Outcome, Pipeline, Prepared, Role};
+use crate::pipeline::{EmailRecord, Outcome, Pipeline, Prepared, Preparer, Role};
 
 /// Where a record stands in its input: what a checkpoint records once it
 /// is handled.
@@ -95,6 +95,29 @@ pub(crate) struct Record<'a> {
     /// When the transport says it was written (ms since the epoch).
     pub stamp_ms: Option<u64>,
     pub position: Position<'a>,
+}
+
+/// Parses `record` as its transport says (a JSON message, or a raw e-mail
+/// named by its key), hashes its text's features and, with `count`,
+/// counts their repeats, into `out`, with the reporter and user its
+/// headers name: what [`Core::handle_prepared`] takes, on any thread.
+pub(crate) fn prepare_record(preparer: &mut Preparer, record: &Record<'_>, count: bool, out: &mut Prepared) {
+    let headers = (record.reporter, record.user);
+    match record.payload {
+        Payload::Json(bytes) => preparer.prepare_reported(bytes, headers, count, out),
+        Payload::Email { raw, label } => {
+            let email = EmailRecord {
+                id: record
+                    .key
+                    .and_then(|k| std::str::from_utf8(k).ok())
+                    .filter(|k| !k.is_empty()),
+                label,
+                reporter: record.reporter,
+                user: record.user,
+            };
+            preparer.prepare_email_record(raw, email, count, out);
+        }
+    }
 }
 
 /// Where a transport's outputs go. A sink queues or buffers; only
@@ -398,24 +421,11 @@ impl<K: Sink> Core<K> {
         let default_id = || record.position.default_id();
         let now = record.stamp_ms.unwrap_or_else(now_ms);
         let started = Instant::now();
-        let outcome = match (prepared, record.payload) {
-            (Some((p, i)), _) => self.pipeline.handle_prepared(p, i, &default_id, now),
-            (None, Payload::Json(bytes)) => {
-                self.pipeline
-                    .handle_reported(bytes, record.reporter, record.user, &default_id, now)
-            }
-            (None, Payload::Email { raw, label }) => {
-                let email = EmailRecord {
-                    id: record
-                        .key
-                        .and_then(|k| std::str::from_utf8(k).ok())
-                        .filter(|k| !k.is_empty()),
-                    label,
-                    reporter: record.reporter,
-                    user: record.user,
-                };
-                self.pipeline.handle_email(raw, email, &default_id, now)
-            }
+        let outcome = match prepared {
+            Some((p, i)) => self.pipeline.handle_prepared(p, i, &default_id, now),
+            None => self
+                .pipeline
+                .handle_record(|prep, p| prepare_record(prep, record, false, p), &default_id, now),
         };
         crate::metrics::handled(&outcome, started.elapsed());
         self.observe();

@@ -28,6 +28,9 @@ pub(super) struct Ctx {
     pub(super) core: Arc<Mutex<KafkaCore>>,
     /// Partitions currently assigned (for `/readyz`).
     pub(super) assigned: Arc<AtomicU64>,
+    /// Rebalances so far (each assignment and revocation): records taken
+    /// before one are not handled after it (`super::daemon`).
+    pub(super) rebalances: Arc<AtomicU64>,
 }
 
 /// The daemon core over the Kafka sink, shared by the loop and the
@@ -56,6 +59,7 @@ impl ClientContext for Ctx {
 
 impl ConsumerContext for Ctx {
     fn rebalance(&self, consumer: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
+        self.rebalances.fetch_add(1, Ordering::SeqCst);
         match err {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
                 let committed = consumer.committed_offsets(tpl.clone(), Duration::from_secs(10)).ok();

@@ -1,6 +1,8 @@
 //! The Kafka daemon as a type: [`Daemon::start`] opens the clients and the
-//! model, [`Daemon::run`] polls until shutdown, handing each input or
-//! feedback record to [`Daemon::on_message`], a predictor's model records
+//! model, [`Daemon::run`] polls until shutdown, handing the input and
+//! feedback records waiting, a batch at a time, to [`Daemon::on_batch`]
+//! (a helper thread prepares a batch's messages while the loop handles
+//! them: `crate::transport::batch_ahead`), a predictor's model records
 //! to [`Daemon::on_model_records`] and the time-based work to
 //! [`Daemon::on_tick`]; [`Daemon::shutdown`] finishes.
 //!
@@ -32,11 +34,12 @@ use super::{KafkaSettings, topics};
 use crate::checkpoint::{CheckpointDir, Positions, Resumed, load_or_new};
 use crate::clock::now_ms;
 use crate::metrics::Telemetry;
-use crate::pipeline::{Pipeline, Role};
+use crate::pipeline::{Pipeline, Prepared, Preparer, Role};
 use crate::replica::{Publisher, TopicIndex};
 use crate::shutdown::Shutdown;
+use crate::transport::batch_ahead::handle_ahead;
 use crate::transport::core::Fronts;
-use crate::transport::core::{Core, Payload, Position, Record};
+use crate::transport::core::{Core, Payload, Position, Record, prepare_record};
 use crate::transport::publication::Publication;
 use crate::transport::{Cadence, DaemonError};
 
@@ -45,6 +48,11 @@ use crate::transport::{Cadence, DaemonError};
 const TICK: Duration = Duration::from_millis(100);
 /// How often a predictor looks at the model topic, input or not.
 const FEED_EVERY: Duration = Duration::from_millis(10);
+/// Most records taken from the consumer at once, to be prepared ahead
+/// while they are handled (a batch never waits for more than are there).
+const BATCH: usize = 64;
+/// ... or about this many payload bytes.
+const BATCH_BYTES: usize = 1 << 20;
 
 /// The model a process starts with, and what comes with it by role.
 struct Opened {
@@ -67,6 +75,12 @@ pub(super) struct Daemon<'a> {
     core: Arc<Mutex<KafkaCore>>,
     /// Partitions assigned now (for `/readyz`).
     assigned: Arc<AtomicU64>,
+    /// Rebalances so far (the consumer's callbacks count them).
+    rebalances: Arc<AtomicU64>,
+    /// Prepares each batch's messages ahead of the loop, for the
+    /// pipeline's model (made again when a predictor's model hashes
+    /// otherwise).
+    preparer: Option<Preparer>,
     feed: Option<ModelFeed>,
     /// The HTTP endpoint, stopped before the last checkpoint.
     fronts: Fronts,
@@ -115,9 +129,11 @@ impl<'a> Daemon<'a> {
         }
         let core = Arc::new(Mutex::new(core));
         let assigned = Arc::new(AtomicU64::new(0));
+        let rebalances = Arc::new(AtomicU64::new(0));
         let ctx = Ctx {
             core: Arc::clone(&core),
             assigned: Arc::clone(&assigned),
+            rebalances: Arc::clone(&rebalances),
         };
         let consumer: BaseConsumer<Ctx> = consumer_config(s)
             .create_with_context(ctx)
@@ -140,6 +156,8 @@ impl<'a> Daemon<'a> {
             consumer,
             core,
             assigned,
+            rebalances,
+            preparer: None,
             feed: opened.feed,
             fronts,
             errors: ErrorSpell::default(),
@@ -163,30 +181,48 @@ impl<'a> Daemon<'a> {
             // A predictor waits at most as long as it may leave its model
             // feed unread.
             let wait = if self.feed.is_some() { FEED_EVERY } else { TICK };
-            match self.consumer.poll(wait) {
-                None => {}
-                Some(Err(error)) => self.on_error(&error),
-                Some(Ok(msg)) => Self::on_message(self.s, &self.core, &self.consumer, &msg)?,
+            let batch = take_batch(&self.consumer, &self.rebalances, wait, &mut self.errors);
+            if !batch.is_empty() {
+                Self::on_batch(self.s, &self.core, &self.consumer, &mut self.preparer, &batch)?;
             }
         }
         tracing::info!("shutdown requested; finishing");
         Ok(())
     }
 
-    /// One input or feedback record: through the pipeline, its outputs
-    /// queued, its offset recorded; a checkpoint when enough updates are due.
-    fn on_message(
+    /// Input and feedback records through the pipeline in order, each
+    /// one's outputs queued and offset recorded, a checkpoint whenever
+    /// enough updates are due. A helper thread prepares a batch's messages
+    /// ahead of the loop; a lone record is handled as it comes.
+    fn on_batch(
         s: &KafkaSettings,
         core: &Mutex<KafkaCore>,
         consumer: &BaseConsumer<Ctx>,
-        msg: &BorrowedMessage<'_>,
+        preparer: &mut Option<Preparer>,
+        msgs: &[BorrowedMessage<'_>],
     ) -> Result<(), DaemonError> {
         let mut core = lock(core);
-        core.handle(&record(s, msg))?;
-        if core.due_by_updates() {
-            core.checkpoint("updates", &mut GroupCommit(consumer))?;
-        }
-        Ok(())
+        let records: Vec<Record<'_>> = msgs.iter().map(|m| record(s, m)).collect();
+        let preparer = (records.len() > 1).then(|| fitted(preparer, core.pipeline()));
+        let mut handle = |r: &Record<'_>, prepared: Option<(&mut Prepared, usize)>| {
+            match prepared {
+                Some(p) => core.handle_prepared(r, p)?,
+                None => core.handle(r)?,
+            }
+            if core.due_by_updates() {
+                core.checkpoint("updates", &mut GroupCommit(consumer))?;
+            }
+            Ok(())
+        };
+        let (Some(preparer), [_, _, ..]) = (preparer, &records[..]) else {
+            return records.iter().try_for_each(|r| handle(r, None));
+        };
+        handle_ahead(
+            preparer,
+            &records,
+            |prep, r, out| prepare_record(prep, r, true, out),
+            |r, p| handle(r, Some(p)),
+        )
     }
 
     /// A predictor's model records: a newer complete version is put in
@@ -220,20 +256,6 @@ impl<'a> Daemon<'a> {
         Ok(())
     }
 
-    /// A consumer error (the broker away, say): counted, logged once per
-    /// spell, and a pause before the next poll.
-    fn on_error(&mut self, error: &KafkaError) {
-        metrics::counter!("classifyd_consumer_errors_total").increment(1);
-        match self.errors.error(Instant::now()) {
-            Some(SpellNote::Began) => tracing::warn!(%error, "consumer error; retrying"),
-            Some(SpellNote::GoesOn { errors, seconds }) => {
-                tracing::warn!(%error, errors, seconds, "consumer errors go on; retrying");
-            }
-            _ => {}
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-
     /// Finishes: a learner publishes its last version, then the last
     /// checkpoint (flush, save, commit) is retried until the deadline.
     pub(super) fn shutdown(mut self) -> Result<(), DaemonError> {
@@ -244,6 +266,69 @@ impl<'a> Daemon<'a> {
         core.report();
         Ok(())
     }
+}
+
+/// The records waiting, up to a batch: the first poll waits up to `wait`,
+/// the rest take only what is there. A rebalance in a poll (its callbacks
+/// run inside it) drops the records taken before it: their partitions
+/// were revoked, and a partition assigned again starts from the
+/// checkpoint's offset, before them, so they come again (to this process
+/// or the partition's new owner), and were never handled here.
+fn take_batch<'c>(
+    consumer: &'c BaseConsumer<Ctx>,
+    rebalances: &AtomicU64,
+    wait: Duration,
+    errors: &mut ErrorSpell,
+) -> Vec<BorrowedMessage<'c>> {
+    let mut batch = Vec::new();
+    let (mut bytes, mut wait) = (0, wait);
+    while batch.len() < BATCH && bytes < BATCH_BYTES {
+        let seen = rebalances.load(Ordering::SeqCst);
+        let polled = consumer.poll(wait);
+        if rebalances.load(Ordering::SeqCst) != seen {
+            batch.clear();
+            bytes = 0;
+        }
+        match polled {
+            None => break,
+            Some(Err(error)) => {
+                on_error(errors, &error);
+                break;
+            }
+            Some(Ok(msg)) => {
+                bytes += msg.payload_len();
+                batch.push(msg);
+            }
+        }
+        wait = Duration::ZERO;
+    }
+    batch
+}
+
+/// A consumer error (the broker away, say): counted, logged once per
+/// spell, and a pause before the next poll.
+fn on_error(errors: &mut ErrorSpell, error: &KafkaError) {
+    metrics::counter!("classifyd_consumer_errors_total").increment(1);
+    match errors.error(Instant::now()) {
+        Some(SpellNote::Began) => tracing::warn!(%error, "consumer error; retrying"),
+        Some(SpellNote::GoesOn { errors, seconds }) => {
+            tracing::warn!(%error, errors, seconds, "consumer errors go on; retrying");
+        }
+        _ => {}
+    }
+    std::thread::sleep(Duration::from_millis(100));
+}
+
+/// The daemon's preparer, made again when the pipeline's model hashes
+/// otherwise than the one it was made for.
+fn fitted<'p>(slot: &'p mut Option<Preparer>, pipeline: &Pipeline) -> &'p mut Preparer {
+    if slot
+        .as_ref()
+        .is_some_and(|p| p.features() != pipeline.model().features())
+    {
+        *slot = None;
+    }
+    slot.get_or_insert_with(|| pipeline.preparer())
 }
 
 /// What the core needs of a consumed record: its payload (a raw e-mail
