@@ -100,20 +100,11 @@ fn mark(p: &Pipeline) -> Mark {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::features::FeatureConfig;
     use crate::http::Classify;
-    use crate::model::{Hyper, Learner, Model};
     use crate::pipeline::{Asked, Outcome, PipelineConfig};
 
     fn learner() -> Pipeline {
-        let features = FeatureConfig {
-            bits: 16,
-            ..FeatureConfig::default()
-        };
-        Pipeline::new(
-            Model::new(Hyper::defaults(Learner::Logistic), features),
-            PipelineConfig::default(),
-        )
+        crate::pipeline::tests::pipeline(PipelineConfig::default())
     }
 
     fn id() -> String {

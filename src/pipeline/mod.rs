@@ -661,4 +661,4 @@ fn same_set(a: &[String], b: &[String]) -> bool {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

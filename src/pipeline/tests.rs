@@ -4,7 +4,8 @@ use super::*;
 use crate::features::FeatureConfig;
 use crate::model::{Hyper, Learner, Scored};
 
-pub(super) fn pipeline(cfg: PipelineConfig) -> Pipeline {
+/// A logistic pipeline over 2^16 buckets (for tests here and elsewhere).
+pub(crate) fn pipeline(cfg: PipelineConfig) -> Pipeline {
     let features = FeatureConfig {
         bits: 16,
         ..FeatureConfig::default()

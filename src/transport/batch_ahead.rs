@@ -104,21 +104,12 @@ fn handle_inline<R, E>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::features::FeatureConfig;
-    use crate::model::{Hyper, Learner, Model};
     use crate::pipeline::{Outcome, Pipeline, PipelineConfig};
 
     type Headed = (&'static [u8], Option<&'static [u8]>);
 
     fn pipeline() -> Pipeline {
-        let features = FeatureConfig {
-            bits: 16,
-            ..FeatureConfig::default()
-        };
-        Pipeline::new(
-            Model::new(Hyper::defaults(Learner::Logistic), features),
-            PipelineConfig::default(),
-        )
+        crate::pipeline::tests::pipeline(PipelineConfig::default())
     }
 
     fn records() -> Vec<Headed> {
