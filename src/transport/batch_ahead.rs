@@ -25,6 +25,19 @@ const CHUNK: usize = 4;
 /// most this many and one in hand, each of `CHUNK` messages).
 const AHEAD: usize = 4;
 
+/// Fewer payload bytes than this in a batch and a helper does not pay:
+/// starting one and handing messages over costs more than preparing short
+/// messages (Kafka on SMS: 64 records of about 100 bytes, where a helper
+/// cut throughput by a quarter; docs/performance.md).
+const AHEAD_MIN_BYTES: usize = 32 << 10;
+
+/// Whether a batch of `records` with `bytes` of payload gains from a
+/// helper ([`handle_ahead`]); if not, the caller handles its records as
+/// they come.
+pub(crate) fn worth_a_helper(records: usize, bytes: usize) -> bool {
+    records > 1 && bytes >= AHEAD_MIN_BYTES
+}
+
 /// Hands each record of `records` to `handle` in order, with its message
 /// prepared (`prepare`, with `preparer`) on a helper thread while the
 /// records before it are handled; `handle` gets the prepared messages and
@@ -169,6 +182,15 @@ mod tests {
             }
             assert_eq!(got, want, "batches of {size}");
         }
+    }
+
+    /// A helper only for a batch of several records with enough to prepare.
+    #[test]
+    fn a_helper_for_batches_of_long_messages_only() {
+        assert!(!worth_a_helper(1, 1 << 20), "a lone record");
+        assert!(!worth_a_helper(64, 64 * 100), "64 SMS messages");
+        assert!(worth_a_helper(64, 64 * 2_300), "64 SpamAssassin messages");
+        assert!(worth_a_helper(2, AHEAD_MIN_BYTES));
     }
 
     /// The first error stops the batch: it is returned, and no record

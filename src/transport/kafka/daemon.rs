@@ -37,7 +37,7 @@ use crate::metrics::Telemetry;
 use crate::pipeline::{Pipeline, Prepared, Preparer, Role};
 use crate::replica::{Publisher, TopicIndex};
 use crate::shutdown::Shutdown;
-use crate::transport::batch_ahead::handle_ahead;
+use crate::transport::batch_ahead::{handle_ahead, worth_a_helper};
 use crate::transport::core::Fronts;
 use crate::transport::core::{Core, Payload, Position, Record, prepare_record};
 use crate::transport::publication::Publication;
@@ -53,11 +53,6 @@ const FEED_EVERY: Duration = Duration::from_millis(10);
 const BATCH: usize = 64;
 /// ... or about this many payload bytes.
 const BATCH_BYTES: usize = 1 << 20;
-/// Fewer payload bytes than this in a batch and its records are handled
-/// as they come, with no helper: starting one and handing messages over
-/// costs more than preparing short messages (SMS: 64 records of about
-/// 100 bytes, where a helper cut throughput by a quarter).
-const AHEAD_MIN_BYTES: usize = 32 << 10;
 
 /// The model a process starts with, and what comes with it by role.
 struct Opened {
@@ -187,7 +182,7 @@ impl<'a> Daemon<'a> {
             // feed unread.
             let wait = if self.feed.is_some() { FEED_EVERY } else { TICK };
             let batch = take_batch(&self.consumer, &self.rebalances, wait, &mut self.errors);
-            if !batch.is_empty() {
+            if !batch.msgs.is_empty() {
                 Self::on_batch(self.s, &self.core, &self.consumer, &mut self.preparer, &batch)?;
             }
         }
@@ -198,20 +193,18 @@ impl<'a> Daemon<'a> {
     /// Input and feedback records through the pipeline in order, each
     /// one's outputs queued and offset recorded, a checkpoint whenever
     /// enough updates are due. A helper thread prepares a batch's messages
-    /// ahead of the loop; a lone record, or a batch of short ones
-    /// ([`AHEAD_MIN_BYTES`]), is handled as it comes.
+    /// ahead of the loop, unless the batch is too small to gain
+    /// ([`worth_a_helper`]): then its records are handled as they come.
     fn on_batch(
         s: &KafkaSettings,
         core: &Mutex<KafkaCore>,
         consumer: &BaseConsumer<Ctx>,
         preparer: &mut Option<Preparer>,
-        msgs: &[BorrowedMessage<'_>],
+        batch: &Batch<'_>,
     ) -> Result<(), DaemonError> {
         let mut core = lock(core);
-        let records: Vec<Record<'_>> = msgs.iter().map(|m| record(s, m)).collect();
-        let bytes: usize = records.iter().map(|r| r.payload.bytes().len()).sum();
-        let ahead = records.len() > 1 && bytes >= AHEAD_MIN_BYTES;
-        let preparer = ahead.then(|| fitted(preparer, core.pipeline()));
+        let records: Vec<Record<'_>> = batch.msgs.iter().map(|m| record(s, m)).collect();
+        let preparer = worth_a_helper(records.len(), batch.bytes).then(|| fitted(preparer, core.pipeline()));
         let mut handle = |r: &Record<'_>, prepared: Option<(&mut Prepared, usize)>| {
             match prepared {
                 Some(p) => core.handle_prepared(r, p)?,
@@ -222,7 +215,7 @@ impl<'a> Daemon<'a> {
             }
             Ok(())
         };
-        let (Some(preparer), [_, _, ..]) = (preparer, &records[..]) else {
+        let Some(preparer) = preparer else {
             return records.iter().try_for_each(|r| handle(r, None));
         };
         handle_ahead(
@@ -276,6 +269,12 @@ impl<'a> Daemon<'a> {
     }
 }
 
+/// Records taken from the consumer together, and their payloads' bytes.
+struct Batch<'c> {
+    msgs: Vec<BorrowedMessage<'c>>,
+    bytes: usize,
+}
+
 /// The records waiting, up to a batch: the first poll waits up to `wait`,
 /// the rest take only what is there. A rebalance in a poll (its callbacks
 /// run inside it) drops the records taken before it: their partitions
@@ -287,15 +286,18 @@ fn take_batch<'c>(
     rebalances: &AtomicU64,
     wait: Duration,
     errors: &mut ErrorSpell,
-) -> Vec<BorrowedMessage<'c>> {
-    let mut batch = Vec::new();
-    let (mut bytes, mut wait) = (0, wait);
-    while batch.len() < BATCH && bytes < BATCH_BYTES {
+) -> Batch<'c> {
+    let mut batch = Batch {
+        msgs: Vec::new(),
+        bytes: 0,
+    };
+    let mut wait = wait;
+    while batch.msgs.len() < BATCH && batch.bytes < BATCH_BYTES {
         let seen = rebalances.load(Ordering::SeqCst);
         let polled = consumer.poll(wait);
         if rebalances.load(Ordering::SeqCst) != seen {
-            batch.clear();
-            bytes = 0;
+            batch.msgs.clear();
+            batch.bytes = 0;
         }
         match polled {
             None => break,
@@ -304,8 +306,8 @@ fn take_batch<'c>(
                 break;
             }
             Some(Ok(msg)) => {
-                bytes += msg.payload_len();
-                batch.push(msg);
+                batch.bytes += msg.payload_len();
+                batch.msgs.push(msg);
             }
         }
         wait = Duration::ZERO;
