@@ -308,8 +308,16 @@ fn main() {
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sms_head1000.jsonl"),
         std::path::PathBuf::from,
     );
-    let text = std::fs::read_to_string(&input).unwrap();
-    let base: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let text = std::fs::read_to_string(&input).unwrap_or_else(|e| panic!("cannot read {}: {e}", input.display()));
+    let base: Vec<serde_json::Value> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("{} line {}: not JSON: {e}", input.display(), i + 1))
+        })
+        .collect();
+    assert!(!base.is_empty(), "{} has no messages", input.display());
     let msgs: Vec<(String, String)> = (0..n)
         .map(|i| {
             let mut v = base[i % base.len()].clone();

@@ -284,14 +284,13 @@ struct Batch<'c> {
 fn take_batch<'c>(
     consumer: &'c BaseConsumer<Ctx>,
     rebalances: &AtomicU64,
-    wait: Duration,
+    mut wait: Duration,
     errors: &mut ErrorSpell,
 ) -> Batch<'c> {
     let mut batch = Batch {
         msgs: Vec::new(),
         bytes: 0,
     };
-    let mut wait = wait;
     while batch.msgs.len() < BATCH && batch.bytes < BATCH_BYTES {
         let seen = rebalances.load(Ordering::SeqCst);
         let polled = consumer.poll(wait);
