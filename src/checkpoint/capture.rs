@@ -169,6 +169,7 @@ fn features_to_pb(f: &FeatureConfig) -> pb::FeatureConfig {
             FeatureHash::V1 => 0,
             FeatureHash::V2 => 2,
         },
+        personal_scale: Some(f.personal_scale),
     }
 }
 

@@ -43,13 +43,18 @@ pub mod pb {
 /// which a version-1 reader would take for an empty model; a version-1
 /// checkpoint reads the same under 2. 3 added version 2 of the feature
 /// hash (`FeatureConfig.hash_version`), which a version-2 reader would
-/// ignore and hash with version 1. A checkpoint is stamped with the oldest
+/// ignore and hash with version 1. 4 added the personal scale
+/// (`FeatureConfig.personal_scale`), which a version-3 reader would ignore
+/// and score users' messages at 2. A checkpoint is stamped with the oldest
 /// format that reads it right ([`format_for`]): 2 for a model that hashes
-/// with version 1, so older builds still read it.
-pub const FORMAT_VERSION: u32 = 3;
+/// with version 1 at the personal scale 2, so older builds still read it.
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The format a checkpoint of a model with these features is stamped with.
 pub(crate) fn format_for(features: &crate::features::FeatureConfig) -> u32 {
+    if features.personal_scale != crate::features::LEGACY_PERSONAL_SCALE {
+        return 4;
+    }
     match features.hash {
         crate::features::FeatureHash::V1 => 2,
         crate::features::FeatureHash::V2 => 3,

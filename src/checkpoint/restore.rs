@@ -4,7 +4,7 @@
 
 use super::{Positions, pb};
 use crate::eval::{ClassCounts, Counted, Progressive, Tally};
-use crate::features::{DocFreq, FeatureConfig, FeatureHash, ValueMode};
+use crate::features::{DocFreq, FeatureConfig, FeatureHash, LEGACY_PERSONAL_SCALE, ValueMode};
 use crate::message::BadReason;
 use crate::model::byte_lr::{ByteLr, Stacking};
 use crate::model::fusion::Fusion;
@@ -217,6 +217,7 @@ fn features_from_pb(f: &pb::FeatureConfig) -> Result<FeatureConfig, RestoreError
         split_views: f.split_views,
         hash: FeatureHash::from_number(f.hash_version)
             .ok_or_else(|| format!("feature hash version {} unknown", f.hash_version))?,
+        personal_scale: f.personal_scale.unwrap_or(LEGACY_PERSONAL_SCALE),
     };
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)

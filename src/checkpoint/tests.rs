@@ -314,7 +314,8 @@ fn sparse_rows_round_trip_and_format_versions() {
     bytes[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
     let err = decode_file(&bytes, &path).unwrap_err().to_string();
     assert!(
-        err.contains(&format!("format version {}", FORMAT_VERSION + 1)) && err.contains("versions 1 to 3"),
+        err.contains(&format!("format version {}", FORMAT_VERSION + 1))
+            && err.contains(&format!("versions 1 to {FORMAT_VERSION}")),
         "{err}"
     );
 }
@@ -330,6 +331,7 @@ fn the_feature_hash_sets_the_format_and_restores() {
         let features = FeatureConfig {
             bits: 12,
             hash,
+            personal_scale: crate::features::LEGACY_PERSONAL_SCALE,
             ..FeatureConfig::default()
         };
         let mut p = Pipeline::new(
@@ -346,6 +348,40 @@ fn the_feature_hash_sets_the_format_and_restores() {
         assert_eq!(ckpt.format_version, format);
         assert_eq!(ckpt.features.unwrap().hash_version, field);
         assert_eq!(q.model().features().hash, hash);
+    }
+}
+
+/// A checkpoint is stamped 4 when its model's personal scale is not 2,
+/// the one every build before the setting used (an older reader would
+/// score users at 2), and restores with its own scale; one written before
+/// the field (none) restores at 2.
+#[test]
+fn the_personal_scale_sets_the_format_and_restores() {
+    let dir = tempfile::tempdir().unwrap();
+    for (scale, format) in [(0.0, 4), (crate::features::PERSONAL_SCALE, 4), (2.0, 3)] {
+        let features = FeatureConfig {
+            bits: 12,
+            personal_scale: scale,
+            ..FeatureConfig::default()
+        };
+        let mut p = Pipeline::new(
+            Model::new(Hyper::defaults(Learner::Logistic), features),
+            PipelineConfig::default(),
+        );
+        p.handle(
+            br#"{"text": "win a free prize", "label": "spam", "user": "u"}"#,
+            &|| "a".into(),
+            0,
+        );
+        let mut d = CheckpointDir::open(dir.path().join(format!("s{scale}")), 2).unwrap();
+        d.save_pipeline(&p, &Positions::default()).unwrap();
+        let (q, _, path) = d.load_latest(&PipelineConfig::default()).unwrap().unwrap();
+        let mut ckpt = read_file(&path).unwrap();
+        assert_eq!(ckpt.format_version, format, "{scale}");
+        assert_eq!(q.model().features().personal_scale, scale);
+        ckpt.features.as_mut().unwrap().personal_scale = None;
+        let before_the_field = crate::checkpoint::restore_model(&mut ckpt).unwrap();
+        assert_eq!(before_the_field.features().personal_scale, 2.0);
     }
 }
 

@@ -56,6 +56,13 @@ pub struct ModelArgs {
     /// Weight values by inverse document frequency learned from the stream.
     #[arg(long, env = "CLASSIFYD_IDF", default_value_t = true, action = clap::ArgAction::Set, hide = true)]
     pub idf: bool,
+    /// How much a user's own labels weigh against everyone's: the scale of
+    /// each word's personal copy in a message for a named user (0: the
+    /// shared model alone). 1.5 keeps streams where users agree within 2 %
+    /// of the same streams without users; up to 3 gains more where users
+    /// disagree (docs/model.md). A checkpoint's own wins when resuming.
+    #[arg(long, env = "CLASSIFYD_PERSONAL_SCALE", default_value_t = crate::features::PERSONAL_SCALE, hide = true)]
+    pub personal_scale: f32,
     /// Learning rate (default depends on --model).
     #[arg(long, env = "CLASSIFYD_LEARNING_RATE", hide = true)]
     pub learning_rate: Option<f32>,
@@ -169,6 +176,7 @@ impl ModelArgs {
             idf: self.idf,
             split_views: self.split_views,
             hash: self.feature_hash,
+            personal_scale: self.personal_scale,
         };
         features.validate().map_err(|e| ConfigError::Invalid(e.to_string()))?;
         let choice = match self.model {

@@ -17,7 +17,9 @@ mod tokenize;
 pub use head::{BYTE_LR_BITS, HEAD_BYTES, HeadGrams};
 pub(crate) use idf::prefetch;
 pub use idf::{CountCells, CountCellsMut, DocFreq};
-pub use personal::{crossed, personal_bucket, personalize, user_key};
+pub use personal::{
+    LEGACY_PERSONAL_SCALE, MAX_PERSONAL_SCALE, PERSONAL_SCALE, crossed, personal_bucket, personalize, user_key,
+};
 pub use tokenize::tokenize;
 
 use count::{CountTable, count_into};
@@ -99,6 +101,10 @@ pub struct FeatureConfig {
     pub split_views: bool,
     /// The hash function of tokens and character windows.
     pub hash: FeatureHash,
+    /// How much the personal copy of a word weighs against the shared word
+    /// in a message for a named user ([`personalize`]); 0: no copies, the
+    /// shared model alone.
+    pub personal_scale: f32,
 }
 
 impl Default for FeatureConfig {
@@ -115,6 +121,7 @@ impl Default for FeatureConfig {
             idf: true,
             split_views: true,
             hash: FeatureHash::V2,
+            personal_scale: PERSONAL_SCALE,
         }
     }
 }
@@ -130,6 +137,8 @@ pub enum FeatureError {
     CharNgrams(u8, u8),
     #[error("no features: both word and character n-grams are off")]
     NoFeatures,
+    #[error("--personal-scale must be between 0 and {MAX_PERSONAL_SCALE}, got {0}")]
+    PersonalScale(f32),
 }
 
 impl FeatureConfig {
@@ -148,6 +157,9 @@ impl FeatureConfig {
         }
         if self.word_ngrams == 0 && self.char_ngrams.is_none() {
             return Err(FeatureError::NoFeatures);
+        }
+        if !(0.0..=MAX_PERSONAL_SCALE).contains(&self.personal_scale) {
+            return Err(FeatureError::PersonalScale(self.personal_scale));
         }
         Ok(())
     }

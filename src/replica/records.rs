@@ -14,7 +14,7 @@ use super::changes::{Shape, delta_of_changes, weights_held};
 use super::image::scoring_pieces;
 use super::spool::{SPILL_AT, Tape};
 use crate::checkpoint::pb;
-use crate::features::FeatureHash;
+use crate::features::{FeatureHash, LEGACY_PERSONAL_SCALE};
 use crate::model::Model;
 
 /// The newest format of model-topic records this build reads and writes;
@@ -28,10 +28,12 @@ use crate::model::Model;
 /// LR (`ModelState.byte_lr`), which a version-5 reader would score
 /// without; 7 a model that hashes its features with version 2
 /// (`FeatureConfig.hash_version`), which a version-6 reader would hash
-/// with version 1. A record is stamped
+/// with version 1; 8 a model whose personal copies are not scaled by 2
+/// (`FeatureConfig.personal_scale`), which a version-7 reader would score
+/// users' messages with at 2. A record is stamped
 /// with the oldest format that reads it right: [`PLAIN_FORMAT`] for full
 /// versions and dense deltas, which replicas of the builds before read.
-pub const MODEL_FORMAT_VERSION: u32 = 7;
+pub const MODEL_FORMAT_VERSION: u32 = 8;
 /// The format of a delta with sparse entries' key gaps (5).
 pub(super) const SPARSE_FORMAT: u32 = 5;
 /// The format of a record whose model has a byte LR (6): a reader of an
@@ -42,13 +44,20 @@ const BYTE_LR_FORMAT: u32 = 6;
 /// reader of an older format would hash with version 1, so it skips them.
 pub(super) const HASH_V2_FORMAT: u32 = 7;
 
+/// The format of every record of a model whose personal scale is not the
+/// one every build before the setting used (8): a reader of an older
+/// format would score users' messages at that scale, so it skips them.
+pub(super) const PERSONAL_SCALE_FORMAT: u32 = 8;
+
 /// The format of every record but a delta of sparse entries.
 const PLAIN_FORMAT: u32 = 3;
 
 /// The oldest format that reads a record of `m` right, from `format`,
 /// what its content needs.
 fn stamp(m: &Model, format: u32) -> u32 {
-    if m.features().hash == FeatureHash::V2 {
+    if m.features().personal_scale != LEGACY_PERSONAL_SCALE {
+        PERSONAL_SCALE_FORMAT
+    } else if m.features().hash == FeatureHash::V2 {
         HASH_V2_FORMAT
     } else if m.byte_lr().is_some() {
         BYTE_LR_FORMAT

@@ -545,9 +545,14 @@ fn pruning_goes_in_deltas() {
             let format = pb::ModelRecord::decode(records[0].value.as_deref().unwrap())
                 .unwrap()
                 .format_version;
-            // The oldest format that reads it: sparse keys as gaps, or
-            // the version 2 feature hash, which is newer.
-            let newest = match p.model().features().hash {
+            // The oldest format that reads it: sparse keys as gaps, the
+            // version 2 feature hash, or a personal scale that is not 2,
+            // each newer than the one before.
+            let f = p.model().features();
+            let newest = match f.hash {
+                _ if f.personal_scale != crate::features::LEGACY_PERSONAL_SCALE => {
+                    super::records::PERSONAL_SCALE_FORMAT
+                }
                 crate::features::FeatureHash::V1 => super::records::SPARSE_FORMAT,
                 crate::features::FeatureHash::V2 => super::records::HASH_V2_FORMAT,
             };
@@ -637,7 +642,17 @@ fn a_growing_model_stays_on_deltas() {
 #[test]
 fn a_replica_answers_for_any_user_as_the_learner() {
     let mut p = pipeline(Learner::Logistic, true);
-    let lines: Vec<String> = sms()
+    feed(&mut p, &sms_for_three_users());
+    let served = model_of(&scoring_image(p.model()));
+    for user in ["u0", "u1", "somebody new"] {
+        assert_eq!(ask(served.clone(), user), ask(p.model().clone(), user), "{user}");
+    }
+    assert_ne!(ask(p.model().clone(), "u0"), ask(p.model().clone(), "u1"));
+}
+
+/// The SMS lines, each for one of three users.
+fn sms_for_three_users() -> Vec<String> {
+    sms()
         .iter()
         .enumerate()
         .map(|(i, l)| {
@@ -645,16 +660,54 @@ fn a_replica_answers_for_any_user_as_the_learner() {
             v["user"] = format!("u{}", i % 3).into();
             v.to_string()
         })
-        .collect();
-    feed(&mut p, &lines);
-    let served = model_of(&scoring_image(p.model()));
-    let ask = |model: Model, user: &str| {
-        let mut q = Pipeline::new(model, PipelineConfig::default());
-        let raw = serde_json::json!({"text": "free cash prize, call now", "user": user}).to_string();
-        q.predict_only(raw.as_bytes(), &|| "probe".into()).unwrap().margins
-    };
-    for user in ["u0", "u1", "somebody new"] {
-        assert_eq!(ask(served.clone(), user), ask(p.model().clone(), user), "{user}");
+        .collect()
+}
+
+/// The margins `model` gives `user`'s copy of a spam-like probe.
+fn ask(model: Model, user: &str) -> Vec<(String, f32)> {
+    let mut q = Pipeline::new(model, PipelineConfig::default());
+    let raw = serde_json::json!({"text": "free cash prize, call now", "user": user}).to_string();
+    q.predict_only(raw.as_bytes(), &|| "probe".into()).unwrap().margins
+}
+
+/// The personal scale travels with the model: a replica scores a user's
+/// message at the learner's scale. A record of a model at the scale every
+/// build before the setting fixed (2) keeps the hash's format (7); at any
+/// other scale it is stamped 8, which a replica of those builds skips
+/// rather than score users at 2.
+#[test]
+fn the_personal_scale_travels_with_the_records() {
+    let mut margins = Vec::new();
+    for (scale, format) in [
+        (crate::features::LEGACY_PERSONAL_SCALE, records::HASH_V2_FORMAT),
+        (0.75, records::PERSONAL_SCALE_FORMAT),
+    ] {
+        let features = FeatureConfig {
+            bits: 14,
+            personal_scale: scale,
+            ..FeatureConfig::default()
+        };
+        let mut p = Pipeline::new(
+            Model::new(Hyper::defaults(Learner::Logistic), features),
+            PipelineConfig::default(),
+        );
+        feed(&mut p, &sms_for_three_users());
+        let mut publisher = Publisher::new(7, every_call(1 << 20), BTreeSet::new());
+        let (records, kind) = publish(&mut publisher, p.model_mut(), 1_000);
+        assert_eq!(kind, Kind::Full);
+        for r in &records {
+            let got = pb::ModelRecord::decode(r.value.as_deref().unwrap())
+                .unwrap()
+                .format_version;
+            assert_eq!(got, format, "scale {scale}");
+        }
+        let (mut replica, mut served) = (Assembler::default(), None);
+        offer_all(&mut replica, &records);
+        take(&mut replica, &mut served);
+        let served = served.expect("a full version was published");
+        assert_eq!(served.features().personal_scale, scale);
+        assert_eq!(ask(served, "u1"), ask(p.model().clone(), "u1"), "scale {scale}");
+        margins.push(ask(p.model().clone(), "u1"));
     }
-    assert_ne!(ask(p.model().clone(), "u0"), ask(p.model().clone(), "u1"));
+    assert_ne!(margins[0], margins[1], "the scale changes a user's score");
 }
