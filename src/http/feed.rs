@@ -126,6 +126,7 @@ mod tests {
             r#"{"text": "win a cash prize now", "label": "spam"}"#,
             r#"{"text": "lunch at noon with the team", "label": "ham"}"#,
             r#"{"text": "cheap pills cash offer", "label": "spam"}"#,
+            r#"{"text": "the team lunch cash prize is on", "label": "ham", "user": "u-1"}"#,
         ];
         for (n, l) in lines.iter().enumerate() {
             let before = images.classify(Asked::Json(ask), None).expect("a text");
@@ -148,7 +149,11 @@ mod tests {
         let for_user = br#"{"id": "u", "text": "a cash prize for the team lunch", "user": "u-1"}"#;
         let mut reference = Pipeline::new(p.model().clone(), p.config().clone());
         let want = reference.classify_request(for_user, &id, 9, None).expect("a text");
-        assert_eq!(images.classify(Asked::Json(for_user), None).expect("a text"), want);
+        let got = images.classify(Asked::Json(for_user), None).expect("a text");
+        assert_eq!(got, want);
+        // ...which u-1's own label made differ from everyone's answer.
+        let shared = images.classify(Asked::Json(ask), None).expect("a text");
+        assert_ne!(got.margins, shared.margins, "u-1's copies count");
         // Asked of the copies, labeled later: joined by the learner once
         // it kept what they answered.
         feed.absorb(&mut p);
