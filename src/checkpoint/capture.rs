@@ -4,6 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{Positions, format_for, pb};
+use crate::eval::users::UserBands;
 use crate::eval::{Progressive, Tally};
 use crate::features::{FeatureConfig, FeatureHash};
 use crate::message::BadReason;
@@ -37,6 +38,7 @@ pub fn capture_with(p: &Pipeline, positions: &Positions, weights: WeightsPlaceme
             progressive: Some(progressive_to_pb(p.progressive())),
             test: Some(progressive_to_pb(p.test_metrics())),
             published: Some(progressive_to_pb(p.published())),
+            user_bands: (!p.user_bands().is_empty()).then(|| user_bands_to_pb(p.user_bands())),
             cache: match weights {
                 WeightsPlacement::Inline => p.cache().entries().into_iter().map(cache_entry_to_pb).collect(),
                 WeightsPlacement::Apart => Vec::new(),
@@ -392,6 +394,16 @@ fn tally_to_pb(t: &Tally) -> pb::Tally {
             })
             .collect(),
         confusion: t.confusion.iter().flatten().copied().collect(),
+    }
+}
+
+fn user_bands_to_pb(b: &UserBands) -> pb::UserBands {
+    let (slots, counts, bands) = b.parts();
+    pb::UserBands {
+        slots,
+        counts,
+        examples: bands.iter().map(|b| b.0).collect(),
+        correct: bands.iter().map(|b| b.1).collect(),
     }
 }
 

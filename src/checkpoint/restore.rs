@@ -3,6 +3,7 @@
 //! (a hand-edited or damaged checkpoint is refused with the field at fault).
 
 use super::{Positions, pb};
+use crate::eval::users::UserBands;
 use crate::eval::{ClassCounts, Counted, Progressive, Tally};
 use crate::features::{DocFreq, FeatureConfig, FeatureHash, LEGACY_PERSONAL_SCALE, ValueMode};
 use crate::message::BadReason;
@@ -100,10 +101,21 @@ pub(super) fn restore_with(
         ps.reported_leads,
         ps.reported_evicted,
     )?;
+    let users = match ps.user_bands {
+        None => UserBands::default(),
+        Some(b) if b.examples.len() != b.correct.len() => {
+            return Err("user bands: as many examples as correct counts expected".into());
+        }
+        Some(b) => {
+            let bands: Vec<(u64, u64)> = b.examples.into_iter().zip(b.correct).collect();
+            UserBands::from_parts(&b.slots, &b.counts, &bands)?
+        }
+    };
     let state = PipelineState {
         progressive,
         test,
         published,
+        users,
         ledger: Ledger::from_parts(cache, ps.contradictions, reporters, reported),
         counters,
         review: ps.review.map(|r| ReviewState {

@@ -385,6 +385,39 @@ fn the_personal_scale_sets_the_format_and_restores() {
     }
 }
 
+/// The users' bands go with the checkpoint and come back as they were; a
+/// checkpoint from before them restores with none, and a malformed one is
+/// refused with what is wrong.
+#[test]
+fn user_bands_restore() {
+    let mut p = trained(Learner::Logistic);
+    for (i, user) in ["a", "b", "a"].iter().enumerate() {
+        let v = serde_json::json!({"text": format!("prize {i}"), "label": "spam", "user": user});
+        p.handle(v.to_string().as_bytes(), &|| format!("u{i}"), i as u64);
+    }
+    assert!(!p.user_bands().is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = CheckpointDir::open(dir.path(), 2).unwrap();
+    d.save_pipeline(&p, &Positions::default()).unwrap();
+    let (q, _, path) = d.load_latest(&PipelineConfig::default()).unwrap().unwrap();
+    assert_eq!(q.user_bands(), p.user_bands());
+    let mut ckpt = read_file(&path).unwrap();
+    let mut before = ckpt.clone();
+    before.pipeline.as_mut().unwrap().user_bands = None;
+    let (q, _) = restore(before, PipelineConfig::default()).unwrap();
+    assert!(q.user_bands().is_empty());
+    ckpt.pipeline
+        .as_mut()
+        .unwrap()
+        .user_bands
+        .as_mut()
+        .unwrap()
+        .correct
+        .pop();
+    let err = restore(ckpt, PipelineConfig::default()).unwrap_err().to_string();
+    assert!(err.contains("user bands"), "{err}");
+}
+
 /// Checkpoints written by 1d55a89, before positions were typed
 /// (tests/data/checkpoints: a JSON-lines run over the first 40 lines of
 /// tests/data/sms_demo.jsonl, and a Kafka run over 30 messages on four

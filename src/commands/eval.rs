@@ -183,8 +183,6 @@ struct FirstPass {
     /// Lines and bytes read.
     number: u64,
     bytes: u64,
-    /// Progressive accuracy by band of the user's labels.
-    users: crate::eval::users::UserBands,
     curve: Option<crate::plot::Curve>,
     plot_every: u64,
     next_plot: u64,
@@ -228,19 +226,13 @@ impl FirstPass {
             self.number += 1;
             let number = self.number;
             let id = || number.to_string();
-            let user = batch.prepared.user(i).map(str::to_string);
             // The stream's clock: line n is n seconds in (messages carry
             // no time), so `--feedback-ttl-secs 60` is 60 lines.
-            match pipeline.handle_driven(&mut batch.prepared, i, &id, number.saturating_mul(1000), driver) {
-                Outcome::Bad(bad) => dead
-                    .write(&format!("{path}:{number}"), &bad, line)
-                    .map_err(CommandError::Output)?,
-                Outcome::Learned { correct, .. } => {
-                    if let Some(u) = user {
-                        self.users.record(u, correct);
-                    }
-                }
-                _ => {}
+            if let Outcome::Bad(bad) =
+                pipeline.handle_driven(&mut batch.prepared, i, &id, number.saturating_mul(1000), driver)
+            {
+                dead.write(&format!("{path}:{number}"), &bad, line)
+                    .map_err(CommandError::Output)?;
             }
             if let Some(c) = &mut self.curve
                 && self.bytes >= self.next_plot
@@ -301,7 +293,7 @@ fn report(
         progressive: pipeline.progressive().report(),
         test: (pipeline.counters().test_scored > 0).then(|| pipeline.test_metrics().report()),
         published: (pipeline.published().total().examples > 0).then(|| pipeline.published().report()),
-        users: (!pass.users.is_empty()).then(|| pass.users.report()),
+        users: (!pipeline.user_bands().is_empty()).then(|| pipeline.user_bands().report()),
         drift_detections: pipeline.drift().progressive_at.clone(),
         label_budget: driver.budget.then(|| {
             let review = pipeline.review().config();

@@ -70,6 +70,21 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "gauge",
         "Accuracy of published predictions as judged by late labels, by window",
     ),
+    (
+        "classifyd_user_labeled_total",
+        "counter",
+        "Labeled messages that named a user, by band of the user's labels before them (0-50, 50-500, 500+)",
+    ),
+    (
+        "classifyd_user_correct_total",
+        "counter",
+        "Of those, the ones predicted right (inline labels progressively, late labels as published), by band",
+    ),
+    (
+        "classifyd_user_accuracy_ratio",
+        "gauge",
+        "Cumulative accuracy of users' labeled messages, by band of the user's labels (who gains from personal features)",
+    ),
     ("classifyd_classes", "gauge", "Classes the model knows"),
     (
         "classifyd_model_version",

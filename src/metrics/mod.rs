@@ -310,6 +310,22 @@ pub fn publish(p: &Pipeline) {
     counter!("classifyd_review_messages_total", "outcome" => "over_budget").absolute(c.review_over_budget);
     gauge!("classifyd_review_band").set(p.review().band());
     publish_feedback(p);
+    publish_user_bands(p);
+}
+
+/// Users' labeled messages and how many were predicted right, by band of
+/// the user's labels before them: a label per band, never per user.
+fn publish_user_bands(p: &Pipeline) {
+    for (band, examples, correct) in p.user_bands().tallies() {
+        counter!("classifyd_user_labeled_total", "band" => band.clone()).absolute(examples);
+        counter!("classifyd_user_correct_total", "band" => band.clone()).absolute(correct);
+        let ratio = if examples > 0 {
+            correct as f64 / examples as f64
+        } else {
+            f64::NAN
+        };
+        gauge!("classifyd_user_accuracy_ratio", "band" => band).set(ratio);
+    }
 }
 
 /// The labels by how far they were believed, and the reporters.

@@ -62,6 +62,9 @@ impl Pipeline {
         let gold_names = gold.as_slice();
         let correct = same_set(&predicted, gold_names);
         self.accuracy.progressive.record(gold_names, &predicted, score);
+        if let Some(user) = w.features.user {
+            self.accuracy.users.record(user, correct);
+        }
         self.accuracy.drift.observe(Watched::Progressive, !correct);
         if driver.budgets_labels() && !self.review_current(&w.scored, true).ask {
             self.counters.labels_declined += 1;
@@ -163,8 +166,12 @@ impl Pipeline {
         let mut correct = None;
         if let (true, Some(predicted)) = (first, &predicted) {
             self.accuracy.published.record(&gold_names, predicted, score);
-            correct = Some(same_set(predicted, &gold_names));
-            self.accuracy.drift.observe(Watched::Published, correct == Some(false));
+            let right = same_set(predicted, &gold_names);
+            correct = Some(right);
+            if let Some(user) = w.features.user {
+                self.accuracy.users.record(user, right);
+            }
+            self.accuracy.drift.observe(Watched::Published, !right);
         }
         self.featurize(&text, &mut w.features);
         self.finish(&text, true, false, &mut w.features);

@@ -45,6 +45,7 @@ pub use trust::{
 
 use crate::eval::Progressive;
 use crate::eval::drift::DriftWatch;
+use crate::eval::users::UserBands;
 use crate::message::{self, Bad, BadReason, Gold, Message, Split};
 use crate::model::{Model, ModelError, Task};
 
@@ -113,6 +114,8 @@ pub struct PipelineState {
     pub progressive: Progressive,
     pub test: Progressive,
     pub published: Progressive,
+    /// Empty in checkpoints from before the bands.
+    pub users: UserBands,
     pub ledger: Ledger,
     pub counters: Counters,
     /// None in checkpoints from before the review.
@@ -128,6 +131,8 @@ struct Accuracy {
     progressive: Progressive,
     test: Progressive,
     published: Progressive,
+    /// Of the labeled messages that name a user, by band of the user's labels.
+    users: UserBands,
     drift: DriftWatch,
 }
 
@@ -138,6 +143,7 @@ impl Accuracy {
             progressive: metrics(),
             test: metrics(),
             published: metrics(),
+            users: UserBands::default(),
             drift: DriftWatch::default(),
         }
     }
@@ -193,6 +199,7 @@ impl Pipeline {
         p.accuracy.progressive = state.progressive;
         p.accuracy.test = state.test;
         p.accuracy.published = state.published;
+        p.accuracy.users = state.users;
         p.ledger = state.ledger;
         p.counters = state.counters;
         if let Some(review) = state.review {
@@ -215,6 +222,10 @@ impl Pipeline {
     }
     pub fn published(&self) -> &Progressive {
         &self.accuracy.published
+    }
+    /// Accuracy of users' labeled messages by band of their labels.
+    pub fn user_bands(&self) -> &UserBands {
+        &self.accuracy.users
     }
     pub fn drift(&self) -> &DriftWatch {
         &self.accuracy.drift

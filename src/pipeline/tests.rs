@@ -610,3 +610,58 @@ fn held_back_examples_keep_their_user() {
     let (a1, b1) = (margin(&mut p, "a"), margin(&mut p, "b"));
     assert!((a1 - a0).abs() > (b1 - b0).abs(), "a {a0} -> {a1}, b {b0} -> {b1}");
 }
+
+/// Users' labeled messages are tallied by band of the user's labels
+/// before them, inline labels as predicted and late labels as published
+/// (their first label only: a repeat, a relabel or a message without a
+/// user counts nothing); the label's user names the message's when the
+/// message had none.
+#[test]
+fn users_labels_are_tallied_by_band() {
+    let mut p = pipeline(PipelineConfig::default());
+    let mut n = 0;
+    let mut handle = |p: &mut Pipeline, v: serde_json::Value| {
+        n += 1;
+        p.handle(v.to_string().as_bytes(), &|| format!("m{n}"), n)
+    };
+    for i in 0..55 {
+        let label = if i % 2 == 0 { "spam" } else { "ham" };
+        handle(
+            &mut p,
+            serde_json::json!({"text": format!("note {i}"), "label": label, "user": "busy"}),
+        );
+    }
+    let Outcome::Learned {
+        correct: no_user_right, ..
+    } = handle(&mut p, serde_json::json!({"text": "no user here", "label": "ham"}))
+    else {
+        panic!("a labeled message is learned")
+    };
+    handle(
+        &mut p,
+        serde_json::json!({"id": "late", "text": "free prize now", "user": "quiet"}),
+    );
+    handle(&mut p, serde_json::json!({"id": "late", "label": "spam"}));
+    handle(&mut p, serde_json::json!({"id": "late", "label": "spam"}));
+    handle(&mut p, serde_json::json!({"id": "late", "label": "ham"}));
+    handle(&mut p, serde_json::json!({"id": "late2", "text": "free prize again"}));
+    handle(
+        &mut p,
+        serde_json::json!({"id": "late2", "label": "spam", "user": "quiet"}),
+    );
+    let bands = p.user_bands().report();
+    assert_eq!(
+        bands.iter().map(|b| (b.examples, b.users)).collect::<Vec<_>>(),
+        [(52, 2), (5, 1), (0, 0)]
+    );
+    assert_eq!(
+        p.progressive().total().examples,
+        56,
+        "the tally is of users' messages only"
+    );
+    assert_eq!(p.published().total().examples, 2, "a late label counts once");
+    // Right as the progressive and published metrics judged them.
+    let right = |t: &crate::eval::Tally| (t.accuracy() * t.examples as f64).round() as u64;
+    let users_right = right(p.progressive().total()) - u64::from(no_user_right) + right(p.published().total());
+    assert_eq!(bands.iter().map(|b| b.correct).sum::<u64>(), users_right);
+}
