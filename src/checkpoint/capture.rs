@@ -140,7 +140,7 @@ pub fn capture_model(m: &Model) -> pb::Checkpoint {
 /// follow as [`fragments`], a model image written as a stream).
 pub fn capture_model_with(m: &Model, weights: WeightsPlacement) -> pb::Checkpoint {
     pb::Checkpoint {
-        format_version: format_for(&m.features),
+        format_version: format_for(m),
         created_unix_ms: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
@@ -272,6 +272,7 @@ fn model_to_pb(m: &Model, weights: WeightsPlacement) -> pb::ModelState {
             })
             .collect(),
         sketch_offered: m.sketch.offered(),
+        personal_switch: m.personal.map(|s| s.advantage),
         fusion: m.fusion.as_ref().map(|f| pb::FusionState {
             naive_bayes: Some(nb_to_pb(&f.nb)),
             weight: f.weight,

@@ -44,15 +44,18 @@ pub mod pb {
 /// checkpoint reads the same under 2. 3 added version 2 of the feature
 /// hash (`FeatureConfig.hash_version`), which a version-2 reader would
 /// ignore and hash with version 1. 4 added the personal scale
-/// (`FeatureConfig.personal_scale`), which a version-3 reader would ignore
-/// and score users' messages at 2. A checkpoint is stamped with the oldest
-/// format that reads it right ([`format_for`]): 2 for a model that hashes
-/// with version 1 at the personal scale 2, so older builds still read it.
+/// (`FeatureConfig.personal_scale`) and switch (`ModelState.personal_switch`),
+/// which a version-3 reader would ignore and score users' messages at 2
+/// with the whole model. A checkpoint is stamped with the oldest format
+/// that reads it right ([`format_for`]): 2 for a model that hashes with
+/// version 1, at the personal scale 2 without a switch, so older builds
+/// still read it.
 pub const FORMAT_VERSION: u32 = 4;
 
-/// The format a checkpoint of a model with these features is stamped with.
-pub(crate) fn format_for(features: &crate::features::FeatureConfig) -> u32 {
-    if features.personal_scale != crate::features::LEGACY_PERSONAL_SCALE {
+/// The format a checkpoint of `model` is stamped with.
+pub(crate) fn format_for(model: &crate::model::Model) -> u32 {
+    let features = model.features();
+    if features.personal_scale != crate::features::LEGACY_PERSONAL_SCALE || model.personal_switch().is_some() {
         return 4;
     }
     match features.hash {

@@ -9,6 +9,7 @@ use crate::features::{DocFreq, FeatureConfig, FeatureHash, LEGACY_PERSONAL_SCALE
 use crate::message::BadReason;
 use crate::model::byte_lr::{ByteLr, Stacking};
 use crate::model::fusion::Fusion;
+use crate::model::switch::Switch;
 use crate::model::weights::WeightsParts;
 use crate::model::{
     Hyper, HyperChoice, Labels, Lesson, Model, ModelParts, NaiveBayes, NameSketch, State, Task, Weights,
@@ -380,6 +381,7 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
         doc_freq,
         fusion,
         byte_lr,
+        personal: m.personal_switch.map(Switch::from_advantage),
     }))
 }
 

@@ -292,6 +292,7 @@ fn sparse_rows_round_trip_and_format_versions() {
         idx: vec![1, 77, 300, 4000],
         val: vec![0.5, 1.0, -0.25, 2.0],
         head: Vec::new(),
+        personal: 0,
     };
     let (mut a, mut b) = (Scored::default(), Scored::default());
     p.model().predict(&x, &mut a);
@@ -334,10 +335,9 @@ fn the_feature_hash_sets_the_format_and_restores() {
             personal_scale: crate::features::LEGACY_PERSONAL_SCALE,
             ..FeatureConfig::default()
         };
-        let mut p = Pipeline::new(
-            Model::new(Hyper::defaults(Learner::Logistic), features),
-            PipelineConfig::default(),
-        );
+        let mut model = Model::new(Hyper::defaults(Learner::Logistic), features);
+        model.personal = None;
+        let mut p = Pipeline::new(model, PipelineConfig::default());
         p.handle(br#"{"text": "win a free prize", "label": "spam"}"#, &|| "a".into(), 0);
         let mut d = CheckpointDir::open(dir.path().join(format!("{hash:?}")), 2).unwrap();
         d.save_pipeline(&p, &Positions::default()).unwrap();
@@ -352,36 +352,47 @@ fn the_feature_hash_sets_the_format_and_restores() {
 }
 
 /// A checkpoint is stamped 4 when its model's personal scale is not 2,
-/// the one every build before the setting used (an older reader would
-/// score users at 2), and restores with its own scale; one written before
-/// the field (none) restores at 2.
+/// the one every build before the setting used, or it has a personal
+/// switch (an older reader would score users at 2 with the whole model),
+/// and restores with its own scale and switch; one written before the
+/// fields (none) restores at 2 without a switch, as it was learned.
 #[test]
-fn the_personal_scale_sets_the_format_and_restores() {
+fn the_personal_part_sets_the_format_and_restores() {
     let dir = tempfile::tempdir().unwrap();
-    for (scale, format) in [(0.0, 4), (crate::features::PERSONAL_SCALE, 4), (2.0, 3)] {
+    let cases = [
+        (0.0, true, 4),
+        (crate::features::PERSONAL_SCALE, true, 4),
+        (2.0, true, 4),
+        (2.0, false, 3),
+    ];
+    for (scale, switch, format) in cases {
         let features = FeatureConfig {
             bits: 12,
             personal_scale: scale,
             ..FeatureConfig::default()
         };
-        let mut p = Pipeline::new(
-            Model::new(Hyper::defaults(Learner::Logistic), features),
-            PipelineConfig::default(),
-        );
-        p.handle(
-            br#"{"text": "win a free prize", "label": "spam", "user": "u"}"#,
-            &|| "a".into(),
-            0,
-        );
-        let mut d = CheckpointDir::open(dir.path().join(format!("s{scale}")), 2).unwrap();
+        let mut model = Model::new(Hyper::defaults(Learner::Logistic), features);
+        if !switch {
+            model.personal = None;
+        }
+        let mut p = Pipeline::new(model, PipelineConfig::default());
+        for (i, label) in ["spam", "ham", "spam"].iter().enumerate() {
+            let v = serde_json::json!({"text": format!("win a free prize {i}"), "label": label, "user": "u"});
+            p.handle(v.to_string().as_bytes(), &|| format!("m{i}"), i as u64);
+        }
+        let mut d = CheckpointDir::open(dir.path().join(format!("s{scale}{switch}")), 2).unwrap();
         d.save_pipeline(&p, &Positions::default()).unwrap();
         let (q, _, path) = d.load_latest(&PipelineConfig::default()).unwrap().unwrap();
         let mut ckpt = read_file(&path).unwrap();
-        assert_eq!(ckpt.format_version, format, "{scale}");
+        assert_eq!(ckpt.format_version, format, "{scale} {switch}");
         assert_eq!(q.model().features().personal_scale, scale);
+        assert_eq!(q.model().personal_switch(), p.model().personal_switch());
+        assert_eq!(q.model().personal_switch().is_some(), switch);
         ckpt.features.as_mut().unwrap().personal_scale = None;
-        let before_the_field = crate::checkpoint::restore_model(&mut ckpt).unwrap();
-        assert_eq!(before_the_field.features().personal_scale, 2.0);
+        ckpt.model.as_mut().unwrap().personal_switch = None;
+        let before_the_fields = crate::checkpoint::restore_model(&mut ckpt).unwrap();
+        assert_eq!(before_the_fields.features().personal_scale, 2.0);
+        assert_eq!(before_the_fields.personal_switch(), None);
     }
 }
 

@@ -58,9 +58,9 @@ pub struct ModelArgs {
     pub idf: bool,
     /// How much a user's own labels weigh against everyone's: the scale of
     /// each word's personal copy in a message for a named user (0: the
-    /// shared model alone). 1.5 keeps streams where users agree within 2 %
-    /// of the same streams without users; up to 3 gains more where users
-    /// disagree (docs/model.md). A checkpoint's own wins when resuming.
+    /// shared model alone). The model's personal switch then learns how
+    /// far to trust the copies (docs/model.md). A checkpoint's own wins
+    /// when resuming.
     #[arg(long, env = "CLASSIFYD_PERSONAL_SCALE", default_value_t = crate::features::PERSONAL_SCALE, hide = true)]
     pub personal_scale: f32,
     /// Learning rate (default depends on --model).

@@ -219,6 +219,9 @@ pub struct SparseVec {
     /// model's byte LR member ([`HeadGrams`]); empty when it has none.
     /// A binary second part of the vector, in the member's own buckets.
     pub head: Vec<u32>,
+    /// Where the personal copies of a message for a named user begin
+    /// (they run to the end, [`personalize`]); 0: none.
+    pub personal: u32,
 }
 
 impl SparseVec {
@@ -232,6 +235,16 @@ impl SparseVec {
         self.idx.clear();
         self.val.clear();
         self.head.clear();
+        self.personal = 0;
+    }
+    /// The personal copies' entries, when it has any.
+    pub fn personal_copies(&self) -> Option<SparseVec> {
+        let from = self.personal as usize;
+        (from > 0 && from < self.idx.len()).then(|| SparseVec {
+            idx: self.idx[from..].to_vec(),
+            val: self.val[from..].to_vec(),
+            ..SparseVec::default()
+        })
     }
     pub fn iter(&self) -> impl Iterator<Item = (u32, f32)> + Clone + '_ {
         self.idx.iter().copied().zip(self.val.iter().copied())

@@ -28,13 +28,12 @@ use super::{FeatureConfig, SparseVec, bias_bucket, splitmix};
 /// The namespace of user keys.
 const NS_USER: u64 = 0x5851_F42D_4C95_7F2D;
 
-/// How much a personal copy weighs against its shared word by default.
-/// Over ten seeds of random users (`scripts/users_check.py`), SMS and
-/// SpamAssassin text stay within 2 % of the same streams without users up
-/// to 1.75 (+1.9 % and +1.6 %, the latter within a standard error of the
-/// bar); 1.5 keeps a margin (+1.8 %, +0.9 %). Larger scales gain where
-/// users disagree (grey mail) and lose where they agree (docs/model.md).
-pub const PERSONAL_SCALE: f32 = 1.5;
+/// How much a personal copy weighs against its shared word by default:
+/// with the model's personal switch (src/model/switch.rs), 4 gains
+/// grey mail most of 1.5-6 while SMS and SpamAssassin text with random
+/// users stay within 1 % of the same streams without users, over ten
+/// seeds of users (`scripts/users_check.py`; docs/model.md).
+pub const PERSONAL_SCALE: f32 = 4.0;
 
 /// The scale of every model before the scale was a setting: a checkpoint
 /// or model-topic record without one was learned with it.
@@ -82,6 +81,7 @@ pub fn personalize(x: &mut SparseVec, user: u64, cfg: &FeatureConfig) {
     let n = x.idx.len();
     x.idx.reserve(n);
     x.val.reserve(n);
+    x.personal = n as u32;
     for i in 0..n {
         let (b, v) = (x.idx[i], x.val[i]);
         if crossed(cfg, b, bias) {

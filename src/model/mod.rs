@@ -23,6 +23,7 @@ mod naive_bayes;
 mod perceptron;
 pub mod sketch;
 mod step;
+pub mod switch;
 pub mod weights;
 
 use foldhash::HashMap;
@@ -119,6 +120,9 @@ pub struct Scored {
     /// The byte LR's part of the raw scores, when they include it:
     /// learning and the label weighing take it out again.
     pub head: Option<byte_lr::Part>,
+    /// A user's message's two predictions before the personal switch
+    /// mixed them into `raw` (binary linear models with a switch).
+    pub personal: Option<switch::Sides>,
 }
 
 /// Most classes a model may discover by default (`--max-classes`): a guard
@@ -140,6 +144,9 @@ pub(crate) struct ModelParts {
     pub(crate) doc_freq: Option<DocFreq>,
     pub(crate) fusion: Option<fusion::Fusion>,
     pub(crate) byte_lr: Option<byte_lr::ByteLr>,
+    /// None in models from before the switch (they score a user's
+    /// message with the whole model).
+    pub(crate) personal: Option<switch::Switch>,
 }
 
 /// An online classifier: hyperparameters, labels, learned state.
@@ -175,6 +182,9 @@ pub struct Model {
     /// The TREC-style byte LR over the document's head, added to a
     /// binary task's margin (the pipeline adds it: `--byte-lr`).
     pub(crate) byte_lr: Option<byte_lr::ByteLr>,
+    /// How far a user's message trusts its personal copies (binary
+    /// linear models; none in those from before it).
+    pub(crate) personal: Option<switch::Switch>,
     /// A learner that publishes: the buckets learned since the changes were
     /// last taken (a bit each), see [`Model::take_changes`].
     changed: Option<Vec<u64>>,
@@ -194,6 +204,7 @@ impl Model {
             State::NaiveBayes(_) => DocFreq::new(features.buckets()),
         });
         let fusion = Self::new_fusion(&choice.single, &features);
+        let personal = (choice.single.learner != Learner::NaiveBayes).then(switch::Switch::default);
         Model::from_parts(ModelParts {
             choice,
             features,
@@ -205,6 +216,7 @@ impl Model {
             doc_freq,
             fusion,
             byte_lr: None,
+            personal,
         })
     }
 
@@ -228,6 +240,7 @@ impl Model {
             doc_freq: self.doc_freq.clone(),
             fusion: self.fusion.clone(),
             byte_lr: self.byte_lr.as_ref().map(byte_lr::ByteLr::scoring_copy),
+            personal: self.personal,
         });
         copy.limits = self.limits;
         copy
@@ -281,6 +294,7 @@ impl Model {
             limits: Limits::default(),
             fusion: p.fusion,
             byte_lr: p.byte_lr,
+            personal: p.personal,
             changed: None,
         };
         model.settle_counts();
@@ -348,6 +362,12 @@ impl Model {
     /// tracked.
     pub fn take_byte_lr_changes(&mut self) -> Option<Vec<u32>> {
         self.byte_lr.as_mut()?.take_changes()
+    }
+
+    /// How far a user's message trusts its personal copies; none in a
+    /// naive Bayes model, or one from before the switch.
+    pub fn personal_switch(&self) -> Option<switch::Switch> {
+        self.personal
     }
 
     /// The byte LR member, if the model has one.
@@ -512,7 +532,7 @@ impl Model {
         let raw = &mut out.raw;
         raw.clear();
         raw.resize(k, 0.0);
-        (out.fused, out.head) = (None, None);
+        (out.fused, out.head, out.personal) = (None, None, None);
         if k == 0 {
             return;
         }
@@ -532,6 +552,24 @@ impl Model {
             }
             out.head = Some(part);
         }
+        if let Some((sides, switch)) = self.personal_sides_of(x, &out.raw) {
+            out.raw[1] = out.raw[0] + switch.mix(sides.whole_margin(), sides.shared);
+            out.personal = Some(sides);
+        }
+    }
+
+    /// For a message with personal copies, scored into `raw` by a binary
+    /// linear model with a switch: its two sides, and the switch.
+    fn personal_sides_of(&self, x: &SparseVec, raw: &[f32]) -> Option<(switch::Sides, switch::Switch)> {
+        let (Some(switch), State::Linear(w), [r0, r1]) = (self.personal, &self.state, raw) else {
+            return None;
+        };
+        let copies = x.personal_copies()?;
+        let mut part = [0f32; 2];
+        w.scores_averaged(&copies, &mut part);
+        let whole = [*r0, *r1];
+        let shared = (r1 - r0) - (part[1] - part[0]);
+        Some((switch::Sides { whole, shared }, switch))
     }
 
     /// Scores every class and picks the predicted label(s).

@@ -74,6 +74,8 @@ impl Pipeline {
     /// normalisation and bias.
     pub(super) fn finalize(&self, f: &mut Features) {
         f.doc_len = f.x.len();
+        // Copies of an earlier message's features are not this one's.
+        f.x.personal = 0;
         let model = &self.model;
         self.prep.featurizer.finalize(&mut f.x, |x| model.weigh_idf(x));
         if let Some(user) = f.user {

@@ -50,7 +50,9 @@ impl Pipeline {
     /// The `n` features of `x` (finished) that add most to `class`'s
     /// score, named from `text`; a personal copy of a word for the user of
     /// key `user` is named as the word, marked `(personal)`: which part
-    /// decided, the shared or the user's own.
+    /// decided, the shared or the user's own. A copy's contribution is
+    /// weighed by the model's personal switch (how far the model trusts
+    /// copies), so copies a switch set to the shared part do not lead.
     fn explanation(
         &mut self,
         text: &str,
@@ -59,7 +61,13 @@ impl Pipeline {
         class: usize,
         n: usize,
     ) -> Vec<Contribution> {
-        let values: Vec<(u32, f32)> = x.iter().collect();
+        let trust = self.model.personal_switch().map_or(1.0, |s| s.weight());
+        let copies_from = if x.personal > 0 { x.personal as usize } else { x.len() };
+        let values: Vec<(u32, f32)> = x
+            .iter()
+            .enumerate()
+            .map(|(i, (b, v))| if i >= copies_from { (b, v * trust) } else { (b, v) })
+            .collect();
         let mut scratch = SparseVec::default();
         let names = self.prep.featurizer.featurize_raw_named(text, &mut scratch);
         let cfg = self.model.features();

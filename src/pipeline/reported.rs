@@ -392,6 +392,7 @@ mod tests {
             probabilities: true,
             fused: None,
             head: None,
+            personal: None,
         };
         recalled(&mut s, 1);
         assert_eq!(

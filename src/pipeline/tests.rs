@@ -354,6 +354,7 @@ fn confident_contradictions_weigh_less_only_when_they_are_common() {
         probabilities: true,
         fused: None,
         head: None,
+        personal: None,
     };
     // Agreement, or a contradiction within the margin: in full.
     assert_eq!(p.label_weight(&scored, &[0], None), Some(1.0));

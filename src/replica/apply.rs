@@ -50,6 +50,9 @@ pub fn apply_delta(m: &mut Model, d: &mut pb::ModelState) -> Result<(), ReplicaE
         (State::NaiveBayes(nb), Some(PbState::NaiveBayes(n))) => put_nb(nb, n),
         _ => {}
     }
+    if let (Some(s), Some(a)) = (&mut m.personal, d.personal_switch) {
+        *s = crate::model::switch::Switch::from_advantage(a);
+    }
     if let (Some(f), Some(n)) = (&mut m.fusion, &d.fusion) {
         if let Some(counts) = &n.naive_bayes {
             put_nb(&mut f.nb, counts);
@@ -152,9 +155,11 @@ fn check(m: &Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
         }
         _ => false,
     };
-    if !fusion_fits || !df_fits || !byte_lr_fits {
+    let switch_fits = m.personal.is_some() == d.personal_switch.is_some();
+    if !fusion_fits || !df_fits || !byte_lr_fits || !switch_fits {
         return Err(
-            "a delta with or without a fusion, a byte LR or document frequencies the model lacks or has".into(),
+            "a delta with or without a fusion, a byte LR, document frequencies or a personal switch the model lacks or has"
+                .into(),
         );
     }
     Ok(())

@@ -138,6 +138,7 @@ pub(super) fn delta_of_changes(m: &Model, buckets: &[u32], head: &[u32], pruned_
         state: Some(state),
         sketch: Vec::new(),
         sketch_offered: m.sketch().offered(),
+        personal_switch: m.personal.map(|s| s.advantage),
         fusion: m.fusion.as_ref().map(|f| pb::FusionState {
             naive_bayes: Some(nb_rows(&f.nb, buckets)),
             weight: f.weight,

@@ -256,6 +256,7 @@ pub(super) fn delta(old: &pb::ModelState, new: &pb::ModelState) -> Option<pb::Mo
         doc_freq,
         fusion,
         byte_lr,
+        personal_switch: new.personal_switch,
     })
 }
 
@@ -311,6 +312,10 @@ pub(super) fn apply(base: &mut pb::ModelState, d: pb::ModelState) -> Result<(), 
         (Some(State::NaiveBayes(b)), Some(State::NaiveBayes(n))) => nb_apply(b, n)?,
         _ => return Err("a delta for another learner".into()),
     }
+    if base.personal_switch.is_some() != d.personal_switch.is_some() {
+        return Err("a delta with and without a personal switch".into());
+    }
+    base.personal_switch = d.personal_switch;
     match (&mut base.fusion, d.fusion) {
         (None, None) => {}
         (Some(b), Some(n)) => {

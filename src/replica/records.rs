@@ -29,8 +29,9 @@ use crate::model::Model;
 /// without; 7 a model that hashes its features with version 2
 /// (`FeatureConfig.hash_version`), which a version-6 reader would hash
 /// with version 1; 8 a model whose personal copies are not scaled by 2
-/// (`FeatureConfig.personal_scale`), which a version-7 reader would score
-/// users' messages with at 2. A record is stamped
+/// (`FeatureConfig.personal_scale`) or that has a personal switch
+/// (`ModelState.personal_switch`), which a version-7 reader would score
+/// users' messages without, at 2. A record is stamped
 /// with the oldest format that reads it right: [`PLAIN_FORMAT`] for full
 /// versions and dense deltas, which replicas of the builds before read.
 pub const MODEL_FORMAT_VERSION: u32 = 8;
@@ -45,8 +46,9 @@ const BYTE_LR_FORMAT: u32 = 6;
 pub(super) const HASH_V2_FORMAT: u32 = 7;
 
 /// The format of every record of a model whose personal scale is not the
-/// one every build before the setting used (8): a reader of an older
-/// format would score users' messages at that scale, so it skips them.
+/// one every build before the setting used, or that has a personal switch
+/// (8): a reader of an older format would score users' messages at that
+/// scale without the switch, so it skips them.
 pub(super) const PERSONAL_SCALE_FORMAT: u32 = 8;
 
 /// The format of every record but a delta of sparse entries.
@@ -55,7 +57,7 @@ const PLAIN_FORMAT: u32 = 3;
 /// The oldest format that reads a record of `m` right, from `format`,
 /// what its content needs.
 fn stamp(m: &Model, format: u32) -> u32 {
-    if m.features().personal_scale != LEGACY_PERSONAL_SCALE {
+    if m.features().personal_scale != LEGACY_PERSONAL_SCALE || m.personal_switch().is_some() {
         PERSONAL_SCALE_FORMAT
     } else if m.features().hash == FeatureHash::V2 {
         HASH_V2_FORMAT

@@ -670,27 +670,31 @@ fn ask(model: Model, user: &str) -> Vec<(String, f32)> {
     q.predict_only(raw.as_bytes(), &|| "probe".into()).unwrap().margins
 }
 
-/// The personal scale travels with the model: a replica scores a user's
-/// message at the learner's scale. A record of a model at the scale every
-/// build before the setting fixed (2) keeps the hash's format (7); at any
-/// other scale it is stamped 8, which a replica of those builds skips
-/// rather than score users at 2.
+/// The personal scale and switch travel with the model, the switch in
+/// every delta: a replica scores a user's message as the learner does. A
+/// record of a model at the scale every build before the setting fixed
+/// (2) and without a switch keeps the hash's format (7); with a switch or
+/// at any other scale it is stamped 8, which a replica of those builds
+/// skips rather than score users at 2 with the whole model.
 #[test]
 fn the_personal_scale_travels_with_the_records() {
     let mut margins = Vec::new();
-    for (scale, format) in [
-        (crate::features::LEGACY_PERSONAL_SCALE, records::HASH_V2_FORMAT),
-        (0.75, records::PERSONAL_SCALE_FORMAT),
+    let legacy = crate::features::LEGACY_PERSONAL_SCALE;
+    for (scale, switch, format) in [
+        (legacy, false, records::HASH_V2_FORMAT),
+        (legacy, true, records::PERSONAL_SCALE_FORMAT),
+        (0.75, true, records::PERSONAL_SCALE_FORMAT),
     ] {
         let features = FeatureConfig {
             bits: 14,
             personal_scale: scale,
             ..FeatureConfig::default()
         };
-        let mut p = Pipeline::new(
-            Model::new(Hyper::defaults(Learner::Logistic), features),
-            PipelineConfig::default(),
-        );
+        let mut model = Model::new(Hyper::defaults(Learner::Logistic), features);
+        if !switch {
+            model.personal = None;
+        }
+        let mut p = Pipeline::new(model, PipelineConfig::default());
         feed(&mut p, &sms_for_three_users());
         let mut publisher = Publisher::new(7, every_call(1 << 20), BTreeSet::new());
         let (records, kind) = publish(&mut publisher, p.model_mut(), 1_000);
@@ -704,10 +708,28 @@ fn the_personal_scale_travels_with_the_records() {
         let (mut replica, mut served) = (Assembler::default(), None);
         offer_all(&mut replica, &records);
         take(&mut replica, &mut served);
+        // Then a delta, after more of the users' labels moved the switch.
+        let before = p.model().personal_switch();
+        let again: Vec<String> = sms_for_three_users()[..20]
+            .iter()
+            .map(|l| {
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["id"] = format!("again-{}", v["id"].as_str().unwrap()).into();
+                v.to_string()
+            })
+            .collect();
+        feed(&mut p, &again);
+        assert!(!switch || p.model().personal_switch() != before, "the switch learns");
+        let (records, kind) = publish(&mut publisher, p.model_mut(), 2_000);
+        assert_eq!(kind, Kind::Delta);
+        offer_all(&mut replica, &records);
+        assert_eq!(take(&mut replica, &mut served), 1);
         let served = served.expect("a full version was published");
         assert_eq!(served.features().personal_scale, scale);
+        assert_eq!(served.personal_switch(), p.model().personal_switch());
         assert_eq!(ask(served, "u1"), ask(p.model().clone(), "u1"), "scale {scale}");
         margins.push(ask(p.model().clone(), "u1"));
     }
-    assert_ne!(margins[0], margins[1], "the scale changes a user's score");
+    assert_ne!(margins[0], margins[1], "the switch changes a user's score");
+    assert_ne!(margins[1], margins[2], "the scale changes a user's score");
 }

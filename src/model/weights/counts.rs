@@ -222,6 +222,7 @@ mod tests {
             idx: vec![t % 16, (t * 7 + 3) % 16, 5],
             val: vec![0.5, -1.0, 0.25],
             head: Vec::new(),
+            personal: 0,
         };
         for w in ws {
             let active: Vec<(usize, f32)> = (0..w.classes()).map(|c| (c, c as f32 - 0.7)).collect();
