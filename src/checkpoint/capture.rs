@@ -106,6 +106,7 @@ fn lesson_to_pb(l: &Lesson) -> pb::Lesson {
         move_classes: l.moves.iter().map(|m| m.0).collect(),
         move_grads: l.moves.iter().map(|m| m.1).collect(),
         head_step: l.head_step,
+        shared_only: l.shared_only,
     }
 }
 

@@ -176,6 +176,7 @@ fn lesson_from_pb(l: pb::Lesson) -> Lesson {
         rate: l.rate,
         moves: l.move_classes.into_iter().zip(l.move_grads).collect(),
         head_step: l.head_step,
+        shared_only: l.shared_only,
     }
 }
 

@@ -4,7 +4,8 @@
 //! labeled message that names a user (its first label, inline or late);
 //! `eval --json` reports it as `users`, the daemon exports it with a label
 //! per band, never per user (Prometheus keeps a bounded label set), and
-//! checkpoints carry it.
+//! checkpoints carry it. Its counts also tell learning when a user's
+//! personal copies start to learn (the pipeline's `PERSONAL_AFTER`).
 //!
 //! Memory is bounded whatever the number of users: each user's label
 //! count is a counter in a fixed table of [`SLOTS`], found by the user's
@@ -55,6 +56,12 @@ impl UserBands {
         let (examples, right) = &mut self.counts[band];
         *examples += 1;
         *right += u64::from(correct);
+    }
+
+    /// The labeled messages counted for the user of key `user` (with
+    /// those of any user whose key shares its counter).
+    pub fn labels(&self, user: u64) -> u32 {
+        self.seen.get(user as usize & (SLOTS - 1)).copied().unwrap_or(0)
     }
 
     /// Whether any example named a user.

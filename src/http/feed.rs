@@ -101,6 +101,7 @@ fn mark(p: &Pipeline) -> Mark {
 mod tests {
     use super::*;
     use crate::http::Classify;
+    use crate::model::switch::{SWITCH_CLIP, Switch};
     use crate::pipeline::{Asked, Outcome, PipelineConfig};
 
     fn learner() -> Pipeline {
@@ -126,8 +127,8 @@ mod tests {
             r#"{"text": "win a cash prize now", "label": "spam"}"#,
             r#"{"text": "lunch at noon with the team", "label": "ham"}"#,
             r#"{"text": "cheap pills cash offer", "label": "spam"}"#,
-            r#"{"text": "the team lunch cash prize is on", "label": "ham", "user": "u-1"}"#,
         ];
+
         for (n, l) in lines.iter().enumerate() {
             let before = images.classify(Asked::Json(ask), None).expect("a text");
             p.handle(l.as_bytes(), &id, n as u64);
@@ -145,6 +146,15 @@ mod tests {
                 "after line {n}"
             );
         }
+        // u-1's labels, past the first ones that teach the shared part
+        // alone, with the personal switch trusting copies in full.
+        for i in 0..crate::pipeline::PERSONAL_AFTER + 5 {
+            let text = "the team lunch cash prize is on";
+            let line = serde_json::json!({"id": format!("u-1/{i}"), "text": text, "label": "ham", "user": "u-1"});
+            p.handle(line.to_string().as_bytes(), &id, 9);
+        }
+        p.model_mut().personal = Some(Switch::from_advantage(SWITCH_CLIP));
+        feed.publish(&p, true);
         // A user's request is answered with that user's personal features.
         let for_user = br#"{"id": "u", "text": "a cash prize for the team lunch", "user": "u-1"}"#;
         let mut reference = Pipeline::new(p.model().clone(), p.config().clone());

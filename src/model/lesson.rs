@@ -40,6 +40,9 @@ pub struct Lesson {
     pub moves: Few<(u32, f32)>,
     /// The step each of the byte LR's grams took (0: none).
     pub head_step: f32,
+    /// The step left the message's personal copies out (one of its
+    /// user's first labels): taking it back leaves them too.
+    pub shared_only: bool,
 }
 
 impl Lesson {
@@ -119,7 +122,11 @@ impl Model {
         };
         let h = &self.hyper;
         let single = self.task != Some(Task::MultiLabel);
-        for (f, val) in x.iter() {
+        let stepped = match x.personal {
+            p if p > 0 && lesson.shared_only => p as usize,
+            _ => x.len(),
+        };
+        for (f, val) in x.iter().take(stepped) {
             for (c, g) in lesson.moves.iter() {
                 let c = c as usize;
                 match h.schedule {

@@ -29,6 +29,8 @@ use foldhash::HashMap;
 
 pub use cache::{CacheEntry, FeedbackCache, Held, Packed, Taught};
 pub use driver::{Daemon, Driver};
+#[cfg(test)]
+pub(crate) use example::PERSONAL_AFTER;
 use example::Work;
 use labels::Labeled;
 pub use ledger::Ledger;

@@ -490,10 +490,12 @@ fn the_byte_lr_joins_at_the_first_e_mail() {
     }
 }
 
-/// Personal features (issue 49): a user's labels move that user's scores
-/// more than another's; a message without a user is scored by the shared
-/// part alone; the late label of a message for a user learns that user's
-/// part (the user kept in the cache, and across a checkpoint).
+/// Personal features (issue 49): a user's first labels teach the shared
+/// part alone; then, where users disagree, a user's labels move that
+/// user's scores more than another's; a message without a user is scored
+/// by the shared part alone; the late label of a message for a user
+/// learns that user's part (the user kept in the cache, and across a
+/// checkpoint).
 #[test]
 fn a_users_labels_teach_their_personal_part() {
     let mut p = pipeline(PipelineConfig {
@@ -524,10 +526,16 @@ fn a_users_labels_teach_their_personal_part() {
         margin(&mut p, Some("b")),
         margin(&mut p, None),
     );
-    for i in 0..10 {
+    let first = super::example::PERSONAL_AFTER as usize;
+    for i in 0..first + 10 {
         let id = format!("n-{i}");
         let msg = serde_json::json!({"id": id, "text": "the weekly newsletter of the club", "user": "a"});
         p.handle(msg.to_string().as_bytes(), &id0, 0);
+        if i == first {
+            // A user's first labels teach the shared part alone.
+            let (a, b) = (margin(&mut p, Some("a")), margin(&mut p, Some("b")));
+            assert!((a - a0 - (b - b0)).abs() < 1e-3, "a {a0} -> {a}, b {b0} -> {b}");
+        }
         if i == 5 {
             let (back, _) =
                 crate::checkpoint::restore(crate::checkpoint::capture(&p, &Default::default()), p.config().clone())
@@ -537,6 +545,9 @@ fn a_users_labels_teach_their_personal_part() {
         }
         let label = serde_json::json!({"id": id, "label": "spam"});
         p.handle(label.to_string().as_bytes(), &id0, 0);
+        // c disagrees: the shared part cannot serve both, a's copies can.
+        let c = serde_json::json!({"text": "the weekly newsletter of the club", "label": "ham", "user": "c"});
+        p.handle(c.to_string().as_bytes(), &id0, 0);
     }
     let (a1, b1, none1) = (
         margin(&mut p, Some("a")),
@@ -665,4 +676,31 @@ fn users_labels_are_tallied_by_band() {
     let right = |t: &crate::eval::Tally| (t.accuracy() * t.examples as f64).round() as u64;
     let users_right = right(p.progressive().total()) - u64::from(no_user_right) + right(p.published().total());
     assert_eq!(bands.iter().map(|b| b.correct).sum::<u64>(), users_right);
+}
+
+/// Forgetting one of a user's first labels, which taught the shared part
+/// alone, takes back that step alone: the user's copies, never stepped,
+/// are not stepped back (a's scores stay the shared part's, as b's).
+#[test]
+fn forgetting_a_first_label_leaves_the_copies() {
+    let mut p = pipeline(PipelineConfig::default());
+    for i in 0..30 {
+        let label = if i % 2 == 0 { "spam" } else { "ham" };
+        let v = serde_json::json!({"id": format!("w{i}"), "text": format!("warm up {i} prize"), "label": label});
+        p.handle(v.to_string().as_bytes(), &id0, 0);
+    }
+    let v = serde_json::json!({"id": "m", "text": "the club newsletter prize", "label": "spam", "user": "a"});
+    p.handle(v.to_string().as_bytes(), &id0, 0);
+    let forget = serde_json::json!({"id": "m", "forget": true});
+    assert!(matches!(
+        p.handle(forget.to_string().as_bytes(), &id0, 0),
+        Outcome::Forgotten { .. }
+    ));
+    let margin = |p: &mut Pipeline, user: &str| {
+        let v = serde_json::json!({"text": "the club newsletter prize", "user": user});
+        let pred = p.predict_only(v.to_string().as_bytes(), &id0).unwrap();
+        pred.margins.iter().find(|m| m.0 == "spam").unwrap().1
+    };
+    let (a, b) = (margin(&mut p, "a"), margin(&mut p, "b"));
+    assert!((a - b).abs() < 1e-4, "a {a}, b {b}");
 }

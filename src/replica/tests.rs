@@ -650,7 +650,9 @@ fn a_replica_answers_for_any_user_as_the_learner() {
     assert_ne!(ask(p.model().clone(), "u0"), ask(p.model().clone(), "u1"));
 }
 
-/// The SMS lines, each for one of three users.
+/// The SMS lines, each for one of three users who disagree: u0 calls
+/// the others' spam ham and their ham spam (so personal copies pay, and
+/// the personal switch trusts them).
 fn sms_for_three_users() -> Vec<String> {
     sms()
         .iter()
@@ -658,6 +660,9 @@ fn sms_for_three_users() -> Vec<String> {
         .map(|(i, l)| {
             let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
             v["user"] = format!("u{}", i % 3).into();
+            if i % 3 == 0 {
+                v["label"] = if v["label"] == "spam" { "ham" } else { "spam" }.into();
+            }
             v.to_string()
         })
         .collect()
