@@ -366,15 +366,7 @@ fn the_personal_part_sets_the_format_and_restores() {
         (2.0, false, 3),
     ];
     for (scale, switch, format) in cases {
-        let features = FeatureConfig {
-            bits: 12,
-            personal_scale: scale,
-            ..FeatureConfig::default()
-        };
-        let mut model = Model::new(Hyper::defaults(Learner::Logistic), features);
-        if !switch {
-            model.personal = None;
-        }
+        let model = Model::with_personal(12, scale, switch);
         let mut p = Pipeline::new(model, PipelineConfig::default());
         for (i, label) in ["spam", "ham", "spam"].iter().enumerate() {
             let v = serde_json::json!({"text": format!("win a free prize {i}"), "label": label, "user": "u"});

@@ -125,6 +125,24 @@ pub struct Scored {
     pub personal: Option<switch::Sides>,
 }
 
+#[cfg(test)]
+impl Model {
+    /// A logistic model of `2^bits` buckets at the personal scale `scale`,
+    /// with a personal switch or without one (as models before it were).
+    pub(crate) fn with_personal(bits: u8, scale: f32, switch: bool) -> Model {
+        let features = FeatureConfig {
+            bits,
+            personal_scale: scale,
+            ..FeatureConfig::default()
+        };
+        let mut model = Model::new(Hyper::defaults(Learner::Logistic), features);
+        if !switch {
+            model.personal = None;
+        }
+        model
+    }
+}
+
 /// Most classes a model may discover by default (`--max-classes`): a guard
 /// against a label field that carries ids by mistake, or an attacker's
 /// stream of new labels.

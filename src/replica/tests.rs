@@ -690,15 +690,7 @@ fn the_personal_scale_travels_with_the_records() {
         (legacy, true, records::PERSONAL_SCALE_FORMAT),
         (0.75, true, records::PERSONAL_SCALE_FORMAT),
     ] {
-        let features = FeatureConfig {
-            bits: 14,
-            personal_scale: scale,
-            ..FeatureConfig::default()
-        };
-        let mut model = Model::new(Hyper::defaults(Learner::Logistic), features);
-        if !switch {
-            model.personal = None;
-        }
+        let model = Model::with_personal(14, scale, switch);
         let mut p = Pipeline::new(model, PipelineConfig::default());
         feed(&mut p, &sms_for_three_users());
         let mut publisher = Publisher::new(7, every_call(1 << 20), BTreeSet::new());
