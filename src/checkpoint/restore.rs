@@ -102,21 +102,11 @@ pub(super) fn restore_with(
         ps.reported_leads,
         ps.reported_evicted,
     )?;
-    let users = match ps.user_bands {
-        None => UserBands::default(),
-        Some(b) if b.examples.len() != b.correct.len() => {
-            return Err("user bands: as many examples as correct counts expected".into());
-        }
-        Some(b) => {
-            let bands: Vec<(u64, u64)> = b.examples.into_iter().zip(b.correct).collect();
-            UserBands::from_parts(&b.slots, &b.counts, &bands)?
-        }
-    };
     let state = PipelineState {
         progressive,
         test,
         published,
-        users,
+        users: user_bands_from_pb(ps.user_bands)?,
         ledger: Ledger::from_parts(cache, ps.contradictions, reporters, reported),
         counters,
         review: ps.review.map(|r| ReviewState {
@@ -210,6 +200,16 @@ fn reported_from_pb(
     }
     let votes = classes.into_iter().zip(leads).map(|(class, lead)| Vote { class, lead });
     Ok(Reported::from_entries(fingerprints.into_iter().zip(votes), evicted))
+}
+
+/// The users' bands, empty in a checkpoint from before them.
+fn user_bands_from_pb(b: Option<pb::UserBands>) -> Result<UserBands, RestoreError> {
+    let Some(b) = b else { return Ok(UserBands::default()) };
+    if b.examples.len() != b.correct.len() {
+        return Err("user bands: as many examples as correct counts expected".into());
+    }
+    let bands: Vec<(u64, u64)> = b.examples.into_iter().zip(b.correct).collect();
+    Ok(UserBands::from_parts(&b.slots, &b.counts, &bands)?)
 }
 
 fn features_from_pb(f: &pb::FeatureConfig) -> Result<FeatureConfig, RestoreError> {

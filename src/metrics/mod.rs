@@ -305,12 +305,18 @@ pub fn publish(p: &Pipeline) {
         gauge!("classifyd_drift_last_detection_timestamp_seconds", "stream" => w.as_str()).set(last);
     }
     counter!("classifyd_model_weights_pruned_total").absolute(p.model().pruned_weights());
+    publish_review(p);
+    publish_feedback(p);
+    publish_user_bands(p);
+}
+
+/// The uncertain predictions and the review queue.
+fn publish_review(p: &Pipeline) {
+    let c = p.counters();
     counter!("classifyd_uncertain_predictions_total").absolute(c.uncertain);
     counter!("classifyd_review_messages_total", "outcome" => "sent").absolute(c.reviewed);
     counter!("classifyd_review_messages_total", "outcome" => "over_budget").absolute(c.review_over_budget);
     gauge!("classifyd_review_band").set(p.review().band());
-    publish_feedback(p);
-    publish_user_bands(p);
 }
 
 /// Users' labeled messages and how many were predicted right, by band of

@@ -143,6 +143,14 @@ impl Model {
     }
 }
 
+impl Scored {
+    /// The whole model's raw scores: `raw`, before the personal switch
+    /// mixed in the shared part's (what learning steps from).
+    pub fn whole_raw(&self) -> &[f32] {
+        self.personal.as_ref().map_or(self.raw.as_slice(), |s| &s.whole[..])
+    }
+}
+
 /// Most classes a model may discover by default (`--max-classes`): a guard
 /// against a label field that carries ids by mistake, or an attacker's
 /// stream of new labels.

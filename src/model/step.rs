@@ -74,13 +74,8 @@ impl Model {
         } else {
             1.0
         };
-        // The prediction's raw scores (the whole model's, before the
-        // personal switch mixed them), less the byte LR's part: it learns
-        // apart (below), and the model's step is its own.
-        let raw = predicted.map(|p| {
-            let whole = p.personal.as_ref().map_or(p.raw.as_slice(), |s| &s.whole[..]);
-            (whole, p.head.map_or([0.0; 2], |h| h.added))
-        });
+        // The prediction's whole raw scores less the byte LR's part, which learns apart (below).
+        let raw = predicted.map(|p| (p.whole_raw(), p.head.map_or([0.0; 2], |h| h.added)));
         step_scores(w, self.fusion.as_ref(), x, raw, fused, decay, &mut self.scratch);
         gradient(
             h.learner,

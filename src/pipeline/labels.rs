@@ -119,6 +119,26 @@ impl Pipeline {
         (vec![seen], vec![self.model.labels().name(seen).to_string()])
     }
 
+    /// Scores what was published for a message (`predicted`, with its
+    /// positive-class `score`) against its first label `gold`: the
+    /// published metrics, the user's band, the drift watch. Whether it
+    /// was right.
+    fn score_published(
+        &mut self,
+        gold: &[String],
+        predicted: &[String],
+        score: Option<f32>,
+        user: Option<u64>,
+    ) -> bool {
+        self.accuracy.published.record(gold, predicted, score);
+        let right = same_set(predicted, gold);
+        if let Some(user) = user {
+            self.accuracy.users.record(user, right);
+        }
+        self.accuracy.drift.observe(Watched::Published, !right);
+        right
+    }
+
     /// Joins a late label to its cached message, scores what was published
     /// for it (the first label only), and learns it as weighed: a held
     /// label waits on the entry, and a later label from another reporter
@@ -163,16 +183,8 @@ impl Pipeline {
             Err(bad) => return Outcome::Bad(bad),
         };
         let gold_names = gold.into_vec();
-        let mut correct = None;
-        if let (true, Some(predicted)) = (first, &predicted) {
-            self.accuracy.published.record(&gold_names, predicted, score);
-            let right = same_set(predicted, &gold_names);
-            correct = Some(right);
-            if let Some(user) = w.features.user {
-                self.accuracy.users.record(user, right);
-            }
-            self.accuracy.drift.observe(Watched::Published, !right);
-        }
+        let published = predicted.as_ref().filter(|_| first);
+        let correct = published.map(|p| self.score_published(&gold_names, p, score, w.features.user));
         self.featurize(&text, &mut w.features);
         self.finish(&text, true, false, &mut w.features);
         let mut weight = if self.cfg.trust.margin > 0.0 {
