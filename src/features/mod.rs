@@ -240,11 +240,22 @@ impl SparseVec {
     /// The personal copies' entries, when it has any.
     pub fn personal_copies(&self) -> Option<SparseVec> {
         let from = self.personal as usize;
-        (from > 0 && from < self.idx.len()).then(|| SparseVec {
-            idx: self.idx[from..].to_vec(),
-            val: self.val[from..].to_vec(),
-            ..SparseVec::default()
-        })
+        (from > 0 && from < self.idx.len()).then(|| self.entries(from..self.idx.len(), Vec::new()))
+    }
+    /// The entries before the personal copies (with the head's grams),
+    /// when it has copies.
+    pub fn without_copies(&self) -> Option<SparseVec> {
+        let to = self.personal as usize;
+        (to > 0).then(|| self.entries(0..to, self.head.clone()))
+    }
+    /// The entries in `range`, with `head`.
+    fn entries(&self, range: std::ops::Range<usize>, head: Vec<u32>) -> SparseVec {
+        SparseVec {
+            idx: self.idx[range.clone()].to_vec(),
+            val: self.val[range].to_vec(),
+            head,
+            personal: 0,
+        }
     }
     pub fn iter(&self) -> impl Iterator<Item = (u32, f32)> + Clone + '_ {
         self.idx.iter().copied().zip(self.val.iter().copied())

@@ -122,9 +122,10 @@ impl Model {
         };
         let h = &self.hyper;
         let single = self.task != Some(Task::MultiLabel);
-        let stepped = match x.personal {
-            p if p > 0 && lesson.shared_only => p as usize,
-            _ => x.len(),
+        let stepped = if lesson.shared_only && x.personal > 0 {
+            x.personal as usize
+        } else {
+            x.len()
         };
         for (f, val) in x.iter().take(stepped) {
             for (c, g) in lesson.moves.iter() {

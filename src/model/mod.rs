@@ -578,24 +578,26 @@ impl Model {
             }
             out.head = Some(part);
         }
-        if let Some((sides, switch)) = self.personal_sides_of(x, &out.raw) {
+        if let (Some(switch), Some(sides)) = (self.personal, self.personal_sides_of(x, &out.raw)) {
             out.raw[1] = out.raw[0] + switch.mix(sides.whole_margin(), sides.shared);
             out.personal = Some(sides);
         }
     }
 
     /// For a message with personal copies, scored into `raw` by a binary
-    /// linear model with a switch: its two sides, and the switch.
-    fn personal_sides_of(&self, x: &SparseVec, raw: &[f32]) -> Option<(switch::Sides, switch::Switch)> {
-        let (Some(switch), State::Linear(w), [r0, r1]) = (self.personal, &self.state, raw) else {
+    /// linear model with a switch: its two sides.
+    fn personal_sides_of(&self, x: &SparseVec, raw: &[f32]) -> Option<switch::Sides> {
+        let (Some(_), State::Linear(w), [r0, r1]) = (self.personal, &self.state, raw) else {
             return None;
         };
         let copies = x.personal_copies()?;
         let mut part = [0f32; 2];
         w.scores_averaged(&copies, &mut part);
-        let whole = [*r0, *r1];
         let shared = (r1 - r0) - (part[1] - part[0]);
-        Some((switch::Sides { whole, shared }, switch))
+        Some(switch::Sides {
+            whole: [*r0, *r1],
+            shared,
+        })
     }
 
     /// Scores every class and picks the predicted label(s).

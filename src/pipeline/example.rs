@@ -165,17 +165,10 @@ impl Pipeline {
     /// `f`'s features without their personal copies, when its user has
     /// given at most [`PERSONAL_AFTER`] labels (this one's counted).
     fn shared_only(&self, f: &Features) -> Option<SparseVec> {
-        let user = f.user?;
-        let from = f.x.personal as usize;
-        if from == 0 || self.user_bands().labels(user) > PERSONAL_AFTER {
+        if self.user_bands().labels(f.user?) > PERSONAL_AFTER {
             return None;
         }
-        Some(SparseVec {
-            idx: f.x.idx[..from].to_vec(),
-            val: f.x.val[..from].to_vec(),
-            head: f.x.head.clone(),
-            personal: 0,
-        })
+        f.x.without_copies()
     }
 
     /// `text`'s features finished as the first label of a learned message
