@@ -8,7 +8,7 @@ use crate::eval::users::UserBands;
 use crate::eval::{Progressive, Tally};
 use crate::features::{FeatureConfig, FeatureHash};
 use crate::message::BadReason;
-use crate::model::byte_lr::ByteLr;
+use crate::model::stack::Stack;
 use crate::model::{Hyper, Lesson, Model, NaiveBayes, State, Task};
 use crate::pipeline::{CacheEntry, Counters, FeedbackCache, Pipeline};
 
@@ -106,6 +106,12 @@ fn lesson_to_pb(l: &Lesson) -> pb::Lesson {
         move_classes: l.moves.iter().map(|m| m.0).collect(),
         move_grads: l.moves.iter().map(|m| m.1).collect(),
         head_step: l.head_step,
+        stack_step: l.stack_step.scale,
+        stack_moves: if l.stack_step.scale == 0.0 {
+            Vec::new()
+        } else {
+            l.stack_step.moves.to_vec()
+        },
         shared_only: l.shared_only,
     }
 }
@@ -273,7 +279,8 @@ fn model_to_pb(m: &Model, weights: WeightsPlacement) -> pb::ModelState {
             })
             .collect(),
         sketch_offered: m.sketch.offered(),
-        personal_switch: m.personal.map(|s| s.advantage),
+        personal_switch: None,
+        stack: m.stack().map(stack_to_pb),
         fusion: m.fusion.as_ref().map(|f| pb::FusionState {
             naive_bayes: Some(nb_to_pb(&f.nb)),
             weight: f.weight,
@@ -282,7 +289,7 @@ fn model_to_pb(m: &Model, weights: WeightsPlacement) -> pb::ModelState {
         byte_lr: m
             .byte_lr
             .as_ref()
-            .map(|b| byte_lr_to_pb(b, b.weights.clone(), Vec::new(), Vec::new())),
+            .map(|b| byte_lr_to_pb(b.weights.clone(), Vec::new(), Vec::new())),
         doc_freq: m.doc_freq().map(|d| {
             // Read through the model: the counts may ride in its weight rows.
             let (buckets, counts) = (0..m.doc_buckets() as u32)
@@ -299,17 +306,22 @@ fn model_to_pb(m: &Model, weights: WeightsPlacement) -> pb::ModelState {
 }
 
 /// The byte LR's state with `weights` (all of them) or `buckets` and
-/// `values` (those a delta sets), and its learned weight's scalars.
-pub fn byte_lr_to_pb(b: &ByteLr, weights: Vec<f32>, buckets: Vec<u32>, values: Vec<f32>) -> pb::ByteLrState {
-    let flat = |r: &std::collections::VecDeque<(f32, f32)>| r.iter().flat_map(|&(a, b)| [a, b]).collect();
+/// `values` (those a delta sets).
+pub fn byte_lr_to_pb(weights: Vec<f32>, buckets: Vec<u32>, values: Vec<f32>) -> pb::ByteLrState {
     pb::ByteLrState {
         weights,
         buckets,
         values,
-        weight: b.weight,
-        sum_sq: b.sum_sq,
-        recent_0: flat(&b.recent[0]),
-        recent_1: flat(&b.recent[1]),
+        ..Default::default()
+    }
+}
+
+/// The stack's state: the bias and each member's weight, and their sums.
+pub fn stack_to_pb(s: &Stack) -> pb::StackState {
+    pb::StackState {
+        weights: s.weights().to_vec(),
+        sum_sq: s.sums().to_vec(),
+        bound: s.bound(),
     }
 }
 

@@ -26,6 +26,7 @@ mod stream;
 
 pub use capture::{
     WeightsPlacement, byte_lr_to_pb, capture, capture_model, capture_model_with, capture_with, fragments, model_digest,
+    stack_to_pb,
 };
 pub use positions::{InputKey, LinePosition, Positions, UnknownPosition};
 pub use restore::{RestoreError, restore, restore_model};
@@ -46,16 +47,20 @@ pub mod pb {
 /// ignore and hash with version 1. 4 added the personal scale
 /// (`FeatureConfig.personal_scale`) and switch (`ModelState.personal_switch`),
 /// which a version-3 reader would ignore and score users' messages at 2
-/// with the whole model. A checkpoint is stamped with the oldest format
-/// that reads it right ([`format_for`]): 2 for a model that hashes with
-/// version 1, at the personal scale 2 without a switch, so older builds
-/// still read it.
-pub const FORMAT_VERSION: u32 = 4;
+/// with the whole model. 5 added the stack (`ModelState.stack`), which a
+/// version-4 reader would ignore and combine the members its old way. A
+/// checkpoint is stamped with the oldest format that reads it right
+/// ([`format_for`]): 2 for a model that hashes with version 1, at the
+/// personal scale 2 without a stack, so older builds still read it.
+pub const FORMAT_VERSION: u32 = 5;
 
 /// The format a checkpoint of `model` is stamped with.
 pub(crate) fn format_for(model: &crate::model::Model) -> u32 {
     let features = model.features();
-    if features.personal_scale != crate::features::LEGACY_PERSONAL_SCALE || model.personal_switch().is_some() {
+    if model.stack().is_some() {
+        return 5;
+    }
+    if features.personal_scale != crate::features::LEGACY_PERSONAL_SCALE {
         return 4;
     }
     match features.hash {

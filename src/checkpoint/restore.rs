@@ -7,9 +7,9 @@ use crate::eval::users::UserBands;
 use crate::eval::{ClassCounts, Counted, Progressive, Tally};
 use crate::features::{DocFreq, FeatureConfig, FeatureHash, LEGACY_PERSONAL_SCALE, ValueMode};
 use crate::message::BadReason;
-use crate::model::byte_lr::{ByteLr, Stacking};
+use crate::model::byte_lr::ByteLr;
 use crate::model::fusion::Fusion;
-use crate::model::switch::Switch;
+use crate::model::stack::Stack;
 use crate::model::weights::WeightsParts;
 use crate::model::{
     Hyper, HyperChoice, Labels, Lesson, Model, ModelParts, NaiveBayes, NameSketch, State, Task, Weights,
@@ -166,8 +166,21 @@ fn lesson_from_pb(l: pb::Lesson) -> Lesson {
         rate: l.rate,
         moves: l.move_classes.into_iter().zip(l.move_grads).collect(),
         head_step: l.head_step,
+        stack_step: stack_step_from_pb(l.stack_step, &l.stack_moves),
         shared_only: l.shared_only,
     }
+}
+
+/// A lesson's stack step: none when its parts are not finite or more
+/// than this build's members (a step it could not take back right).
+fn stack_step_from_pb(scale: f32, moves: &[f32]) -> crate::model::stack::Step {
+    let mut step = crate::model::stack::Step::default();
+    let fits = moves.len() <= step.moves.len() && scale.is_finite() && moves.iter().all(|m| m.is_finite());
+    if fits {
+        step.scale = scale;
+        step.moves[..moves.len()].copy_from_slice(moves);
+    }
+    step
 }
 
 /// The reporters' records, at most `cap` kept.
@@ -355,13 +368,21 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
             Some(Fusion::from_parts(nb, f.weight, f.sum_sq, bias, hyper.fusion_alpha))
         }
     };
+    let binary_linear = k <= 2 && task != Some(Task::MultiLabel) && matches!(state, State::Linear(_));
+    let legacy_byte_weight = m.byte_lr.as_ref().map_or(0.0, |b| b.weight);
     let byte_lr = match m.byte_lr {
         None => None,
-        Some(_) if k > 2 || task == Some(Task::MultiLabel) || !matches!(state, State::Linear(_)) => {
+        Some(_) if !binary_linear => {
             return Err(format!("a byte LR with {k} labels, a multi-label task or naive Bayes").into());
         }
         Some(b) => Some(byte_lr_from_pb(b)?),
     };
+    let legacy = Legacy {
+        copies: m.personal_switch,
+        naive_bayes: fusion.as_ref().map_or(0.0, |f| f.weight),
+        byte_lr: legacy_byte_weight,
+    };
+    let stack = stack_from_pb(m.stack, binary_linear, legacy, k)?;
     let sketch = NameSketch::from_entries(
         m.sketch.into_iter().map(|e| (e.bucket, e.name, e.count)),
         m.sketch_offered,
@@ -382,25 +403,55 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
         doc_freq,
         fusion,
         byte_lr,
-        personal: m.personal_switch.map(Switch::from_advantage),
+        stack,
     }))
 }
 
-/// A byte LR from a checkpoint or a full version: every weight, and its
-/// learned weight's state.
+/// How a model from before the stack combined its members: the personal
+/// switch's advantage, the fusion's weight, the byte LR's hinge weight.
+struct Legacy {
+    copies: Option<f32>,
+    naive_bayes: f32,
+    byte_lr: f32,
+}
+
+/// The stack of a model of `k` labels, binary and linear or not: the
+/// stored one, else (a model from before it) its members' old combination.
+fn stack_from_pb(
+    stored: Option<pb::StackState>,
+    binary_linear: bool,
+    legacy: Legacy,
+    k: usize,
+) -> Result<Option<Stack>, RestoreError> {
+    Ok(match (stored, binary_linear) {
+        (Some(s), true) => Some(Stack::from_parts(&s.weights, &s.sum_sq, s.bound).ok_or_else(|| {
+            format!(
+                "a stack of {} weights, {} sums or bound {} out of range",
+                s.weights.len(),
+                s.sum_sq.len(),
+                s.bound
+            )
+        })?),
+        (Some(_), false) => return Err(format!("a stack with {k} labels, a multi-label task or naive Bayes").into()),
+        (None, true) => Some(Stack::legacy(
+            legacy
+                .copies
+                .map_or(1.0, |a| 1.0 / (1.0 + (-a.clamp(-50.0, 50.0)).exp())),
+            legacy.naive_bayes,
+            legacy.byte_lr.clamp(0.0, 4.0),
+        )),
+        (None, false) => None,
+    })
+}
+
+/// A byte LR from a checkpoint or a full version: every weight (its
+/// weight in the margin is the stack's).
 fn byte_lr_from_pb(b: pb::ByteLrState) -> Result<ByteLr, RestoreError> {
     let mut lr = ByteLr::new();
     if b.weights.len() != lr.weights.len() || !b.buckets.is_empty() {
         return Err(format!("a byte LR of {} weights and {} rows", b.weights.len(), b.buckets.len()).into());
     }
     lr.weights = b.weights;
-    let stacking = Stacking::from_flat(b.weight, b.sum_sq, &b.recent_0, &b.recent_1).ok_or_else(|| {
-        format!(
-            "a byte LR's weight {}, sum {} or recent examples out of range",
-            b.weight, b.sum_sq
-        )
-    })?;
-    lr.set_stacking(stacking);
     Ok(lr)
 }
 

@@ -74,14 +74,11 @@ fn round_trip_predicts_identically() {
         assert_eq!(p.model().fusion.is_some(), learner != Learner::NaiveBayes);
         assert_eq!(q.model().fusion, p.model().fusion, "{learner}");
         assert!(p.model().fusion.as_ref().is_none_or(|f| f.weight != 0.0));
-        // And a byte LR, with its learned weight's state.
+        // And a byte LR, and the stack that learned its weight.
         assert_eq!(p.model().byte_lr().is_some(), learner != Learner::NaiveBayes);
         assert_eq!(q.model().byte_lr(), p.model().byte_lr(), "{learner}");
-        assert!(
-            p.model()
-                .byte_lr()
-                .is_none_or(|b| b.recent.iter().all(|r| !r.is_empty()))
-        );
+        assert_eq!(q.model().stack(), p.model().stack(), "{learner}");
+        assert!(p.model().stack().is_none_or(|s| s.weights().iter().any(|&w| w != 0.0)));
         assert_eq!(q.progressive(), p.progressive());
         assert_eq!(q.cache(), p.cache());
         assert_eq!(q.counters(), p.counters());
@@ -93,7 +90,7 @@ fn round_trip_predicts_identically() {
         p.model().predict(&x, &mut a);
         q.model().predict(&x, &mut b);
         assert_eq!(a, b, "{learner}");
-        assert_eq!(a.head.is_some(), learner != Learner::NaiveBayes);
+        assert_eq!(a.stacked.and_then(|s| s.head).is_some(), learner != Learner::NaiveBayes);
     }
 }
 
@@ -336,7 +333,7 @@ fn the_feature_hash_sets_the_format_and_restores() {
             ..FeatureConfig::default()
         };
         let mut model = Model::new(Hyper::defaults(Learner::Logistic), features);
-        model.personal = None;
+        model.stack = None;
         let mut p = Pipeline::new(model, PipelineConfig::default());
         p.handle(br#"{"text": "win a free prize", "label": "spam"}"#, &|| "a".into(), 0);
         let mut d = CheckpointDir::open(dir.path().join(format!("{hash:?}")), 2).unwrap();
@@ -351,40 +348,51 @@ fn the_feature_hash_sets_the_format_and_restores() {
     }
 }
 
-/// A checkpoint is stamped 4 when its model's personal scale is not 2,
-/// the one every build before the setting used, or it has a personal
-/// switch (an older reader would score users at 2 with the whole model),
-/// and restores with its own scale and switch; one written before the
-/// fields (none) restores at 2 without a switch, as it was learned.
+/// A checkpoint is stamped 5 when its model has a stack (an older reader
+/// would combine the members its old way), else 4 when its personal
+/// scale is not 2 (the one every build before the setting used); each
+/// restores with its own scale and stack. One written before the fields
+/// restores at 2, its members combined as they were: the linear margin
+/// and the copies at 1 (the switch's weight when it had one), naive Bayes
+/// at the fusion's weight, the byte LR at its own.
 #[test]
-fn the_personal_part_sets_the_format_and_restores() {
+fn the_personal_part_and_the_stack_set_the_format_and_restore() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
-        (0.0, true, 4),
-        (crate::features::PERSONAL_SCALE, true, 4),
-        (2.0, true, 4),
+        (0.0, true, 5),
+        (crate::features::PERSONAL_SCALE, true, 5),
+        (2.0, true, 5),
         (2.0, false, 3),
+        (0.0, false, 4),
     ];
-    for (scale, switch, format) in cases {
-        let model = Model::with_personal(12, scale, switch);
+    for (scale, stacked, format) in cases {
+        let mut model = Model::with_personal(12, scale);
+        if !stacked {
+            model.stack = None;
+        }
         let mut p = Pipeline::new(model, PipelineConfig::default());
         for (i, label) in ["spam", "ham", "spam"].iter().enumerate() {
             let v = serde_json::json!({"text": format!("win a free prize {i}"), "label": label, "user": "u"});
             p.handle(v.to_string().as_bytes(), &|| format!("m{i}"), i as u64);
         }
-        let mut d = CheckpointDir::open(dir.path().join(format!("s{scale}{switch}")), 2).unwrap();
+        let mut d = CheckpointDir::open(dir.path().join(format!("s{scale}{stacked}")), 2).unwrap();
         d.save_pipeline(&p, &Positions::default()).unwrap();
         let (q, _, path) = d.load_latest(&PipelineConfig::default()).unwrap().unwrap();
         let mut ckpt = read_file(&path).unwrap();
-        assert_eq!(ckpt.format_version, format, "{scale} {switch}");
+        assert_eq!(ckpt.format_version, format, "{scale} {stacked}");
         assert_eq!(q.model().features().personal_scale, scale);
-        assert_eq!(q.model().personal_switch(), p.model().personal_switch());
-        assert_eq!(q.model().personal_switch().is_some(), switch);
+        if stacked {
+            assert_eq!(q.model().stack(), p.model().stack());
+        }
         ckpt.features.as_mut().unwrap().personal_scale = None;
-        ckpt.model.as_mut().unwrap().personal_switch = None;
+        let m = ckpt.model.as_mut().unwrap();
+        m.stack = None;
+        m.personal_switch = Some(0.0);
+        let fused = m.fusion.as_ref().map_or(0.0, |f| f.weight);
         let before_the_fields = crate::checkpoint::restore_model(&mut ckpt).unwrap();
         assert_eq!(before_the_fields.features().personal_scale, 2.0);
-        assert_eq!(before_the_fields.personal_switch(), None);
+        let legacy = crate::model::stack::Stack::legacy(0.5, fused, 0.0);
+        assert_eq!(before_the_fields.stack(), Some(&legacy));
     }
 }
 

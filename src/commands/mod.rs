@@ -204,6 +204,10 @@ pub struct Inspection {
     /// the examples it has counted; none without a fusion.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fusion: Option<FusionSummary>,
+    /// A binary linear model's stack: each member's weight and the bias;
+    /// none without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack: Option<StackSummary>,
     /// How far labels were believed, and the least trusted reporters.
     pub feedback: FeedbackSummary,
 }
@@ -334,6 +338,28 @@ pub struct FusionSummary {
     pub examples: u64,
 }
 
+/// What `inspect` says of a model's stack (src/model/stack.rs).
+#[derive(Debug, Serialize)]
+pub struct StackSummary {
+    /// Each member's weight, by name (`linear`, `personal`,
+    /// `naive_bayes`, `byte_lr`).
+    pub weights: BTreeMap<&'static str, f32>,
+    pub bias: f32,
+    /// The members' soft bound (0: none, a model from before the stack).
+    pub bound: f32,
+}
+
+impl StackSummary {
+    fn of(s: &crate::model::stack::Stack) -> Self {
+        use crate::model::stack::Member;
+        StackSummary {
+            weights: Member::ALL.iter().map(|&m| (m.name(), s.weight(m))).collect(),
+            bias: s.bias(),
+            bound: s.bound(),
+        }
+    }
+}
+
 pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
     let (pipeline, positions, checkpoint) = load_checkpoint(&args.checkpoint_dir, 0)?;
     // As the checkpoint keys them; the marks beside the JSON-lines
@@ -376,6 +402,7 @@ pub fn inspect(args: &InspectArgs) -> Result<Inspection, CommandError> {
             weight: f.weight,
             examples: f.nb.docs,
         }),
+        stack: m.stack().map(StackSummary::of),
         feedback: feedback_summary(&pipeline),
     })
 }
@@ -429,6 +456,10 @@ impl Inspection {
                 "fusion: naive Bayes on the words, weight {:.4} in the scores, {} examples counted (feature weights below include it)",
                 f.weight, f.examples
             )?;
+        }
+        if let Some(s) = &self.stack {
+            let members: Vec<String> = s.weights.iter().map(|(m, w)| format!("{m} {w:.4}")).collect();
+            writeln!(out, "stack: {}, bias {:.4}", members.join(", "), s.bias)?;
         }
         write!(out, "{}", self.progressive.render("progressive"))?;
         if self.published.examples > 0 {

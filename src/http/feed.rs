@@ -101,7 +101,6 @@ fn mark(p: &Pipeline) -> Mark {
 mod tests {
     use super::*;
     use crate::http::Classify;
-    use crate::model::switch::{SWITCH_CLIP, Switch};
     use crate::pipeline::{Asked, Outcome, PipelineConfig};
 
     fn learner() -> Pipeline {
@@ -147,13 +146,12 @@ mod tests {
             );
         }
         // u-1's labels, past the first ones that teach the shared part
-        // alone, with the personal switch trusting copies in full.
+        // alone.
         for i in 0..crate::pipeline::PERSONAL_AFTER + 5 {
             let text = "the team lunch cash prize is on";
             let line = serde_json::json!({"id": format!("u-1/{i}"), "text": text, "label": "ham", "user": "u-1"});
             p.handle(line.to_string().as_bytes(), &id, 9);
         }
-        p.model_mut().personal = Some(Switch::from_advantage(SWITCH_CLIP));
         feed.publish(&p, true);
         // A user's request is answered with that user's personal features.
         let for_user = br#"{"id": "u", "text": "a cash prize for the team lunch", "user": "u-1"}"#;

@@ -3,7 +3,7 @@
 //!
 //! A [`Lesson`] is the step's own record, a few numbers: the label's
 //! weight, the linear step's rate and its gradient per class that moved,
-//! and the byte LR's step (the classes are the label's, which the record
+//! the byte LR's step and the stack's (the classes are the label's, which the record
 //! that keeps the lesson holds). [`Model::unlearn`] takes the step back at
 //! the message's features (featurized again from its text):
 //!
@@ -17,10 +17,14 @@
 //!   order); each weight by the same step at the rate its coordinate has
 //!   now, so exactly where no later step touched the coordinate and a
 //!   little less than it moved where later steps shrank the rate;
-//! - a plain or AROW step: by what it moved, at today's variance for AROW.
+//! - a plain or AROW step: by what it moved, at today's variance for AROW;
+//! - the stack (`super::stack`): at the members' log-odds for the message
+//!   once they have taken their own steps back, which are those it learned
+//!   from when nothing was learned since (so an undo right after a label
+//!   puts the message's margin back), its sums exactly.
 //!
-//! What it does not take back: the fused stacker's and the byte LR's
-//! mixing weights (one number each, fitted over every example) and the
+//! What it does not take back: the fusion's weight of naive Bayes inside
+//! the linear model (one number, fitted over every example) and the
 //! later steps that the label's effect on the model shaped. Measured on
 //! the shared streams (docs/feedback.md), a forgotten label leaves a model
 //! that agrees with the one that never saw it on over 99.8 % of messages.
@@ -40,6 +44,8 @@ pub struct Lesson {
     pub moves: Few<(u32, f32)>,
     /// The step each of the byte LR's grams took (0: none).
     pub head_step: f32,
+    /// The stack's step (a scale of 0: none).
+    pub stack_step: super::stack::Step,
     /// The step left the message's personal copies out (one of its
     /// user's first labels): taking it back leaves them too.
     pub shared_only: bool,
@@ -142,6 +148,13 @@ impl Model {
         }
         if let Some(b) = self.byte_lr.as_mut().filter(|_| !x.head.is_empty()) {
             b.unlearn(&x.head, lesson.head_step);
+        }
+        if lesson.stack_step.scale != 0.0 && self.stack.is_some() {
+            let mut now = super::Scored::default();
+            self.raw_scores(x, &mut now);
+            if let (Some(stack), Some(s)) = (&mut self.stack, now.stacked) {
+                stack.unlearn(&s.inputs, &lesson.stack_step);
+            }
         }
     }
 }

@@ -22,8 +22,8 @@ mod logistic;
 mod naive_bayes;
 mod perceptron;
 pub mod sketch;
+pub mod stack;
 mod step;
-pub mod switch;
 pub mod weights;
 
 use foldhash::HashMap;
@@ -117,37 +117,40 @@ pub struct Scored {
     /// the model fuses one: what learning this example from these scores
     /// needs besides them.
     pub fused: Option<[f32; 2]>,
-    /// The byte LR's part of the raw scores, when they include it:
-    /// learning and the label weighing take it out again.
-    pub head: Option<byte_lr::Part>,
-    /// A user's message's two predictions before the personal switch
-    /// mixed them into `raw` (binary linear models with a switch).
-    pub personal: Option<switch::Sides>,
+    /// What the stack combined into `raw` (binary linear models): what
+    /// learning needs besides the served scores.
+    pub stacked: Option<Stacked>,
+}
+
+/// A binary linear model's prediction before its stack: the model's own
+/// raw scores (linear, fused naive Bayes and personal copies, what its
+/// step and the label weighing read), the members' log-odds, and the
+/// byte LR's margin when it scored the message.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Stacked {
+    pub own: [f32; 2],
+    pub inputs: stack::Inputs,
+    pub head: Option<f32>,
 }
 
 #[cfg(test)]
 impl Model {
-    /// A logistic model of `2^bits` buckets at the personal scale `scale`,
-    /// with a personal switch or without one (as models before it were).
-    pub(crate) fn with_personal(bits: u8, scale: f32, switch: bool) -> Model {
+    /// A logistic model of `2^bits` buckets at the personal scale `scale`.
+    pub(crate) fn with_personal(bits: u8, scale: f32) -> Model {
         let features = FeatureConfig {
             bits,
             personal_scale: scale,
             ..FeatureConfig::default()
         };
-        let mut model = Model::new(Hyper::defaults(Learner::Logistic), features);
-        if !switch {
-            model.personal = None;
-        }
-        model
+        Model::new(Hyper::defaults(Learner::Logistic), features)
     }
 }
 
 impl Scored {
-    /// The whole model's raw scores: `raw`, before the personal switch
-    /// mixed in the shared part's (what learning steps from).
-    pub fn whole_raw(&self) -> &[f32] {
-        self.personal.as_ref().map_or(self.raw.as_slice(), |s| &s.whole[..])
+    /// The model's own raw scores: `raw` before the stack combined its
+    /// members (what learning steps from and the label weighing reads).
+    pub fn own_raw(&self) -> &[f32] {
+        self.stacked.as_ref().map_or(self.raw.as_slice(), |s| &s.own[..])
     }
 }
 
@@ -170,9 +173,9 @@ pub(crate) struct ModelParts {
     pub(crate) doc_freq: Option<DocFreq>,
     pub(crate) fusion: Option<fusion::Fusion>,
     pub(crate) byte_lr: Option<byte_lr::ByteLr>,
-    /// None in models from before the switch (they score a user's
-    /// message with the whole model).
-    pub(crate) personal: Option<switch::Switch>,
+    /// The stack of a binary linear model (None: naive Bayes, more than
+    /// two classes, multi-label).
+    pub(crate) stack: Option<stack::Stack>,
 }
 
 /// An online classifier: hyperparameters, labels, learned state.
@@ -208,9 +211,9 @@ pub struct Model {
     /// The TREC-style byte LR over the document's head, added to a
     /// binary task's margin (the pipeline adds it: `--byte-lr`).
     pub(crate) byte_lr: Option<byte_lr::ByteLr>,
-    /// How far a user's message trusts its personal copies (binary
-    /// linear models; none in those from before it).
-    pub(crate) personal: Option<switch::Switch>,
+    /// How the members combine into a binary margin (linear learners
+    /// while the task may be binary).
+    pub(crate) stack: Option<stack::Stack>,
     /// A learner that publishes: the buckets learned since the changes were
     /// last taken (a bit each), see [`Model::take_changes`].
     changed: Option<Vec<u64>>,
@@ -230,7 +233,7 @@ impl Model {
             State::NaiveBayes(_) => DocFreq::new(features.buckets()),
         });
         let fusion = Self::new_fusion(&choice.single, &features);
-        let personal = (choice.single.learner != Learner::NaiveBayes).then(switch::Switch::default);
+        let stack = (choice.single.learner != Learner::NaiveBayes).then(stack::Stack::default);
         Model::from_parts(ModelParts {
             choice,
             features,
@@ -242,7 +245,7 @@ impl Model {
             doc_freq,
             fusion,
             byte_lr: None,
-            personal,
+            stack,
         })
     }
 
@@ -266,7 +269,7 @@ impl Model {
             doc_freq: self.doc_freq.clone(),
             fusion: self.fusion.clone(),
             byte_lr: self.byte_lr.as_ref().map(byte_lr::ByteLr::scoring_copy),
-            personal: self.personal,
+            stack: self.stack,
         });
         copy.limits = self.limits;
         copy
@@ -320,7 +323,7 @@ impl Model {
             limits: Limits::default(),
             fusion: p.fusion,
             byte_lr: p.byte_lr,
-            personal: p.personal,
+            stack: p.stack,
             changed: None,
         };
         model.settle_counts();
@@ -390,10 +393,10 @@ impl Model {
         self.byte_lr.as_mut()?.take_changes()
     }
 
-    /// How far a user's message trusts its personal copies; none in a
-    /// naive Bayes model, or one from before the switch.
-    pub fn personal_switch(&self) -> Option<switch::Switch> {
-        self.personal
+    /// How the members combine into a binary margin; none in a naive
+    /// Bayes model, past two classes or on a multi-label task.
+    pub fn stack(&self) -> Option<&stack::Stack> {
+        self.stack.as_ref()
     }
 
     /// The byte LR member, if the model has one.
@@ -483,6 +486,7 @@ impl Model {
                     self.set_limits(self.limits);
                     self.fusion = None;
                     self.byte_lr = None;
+                    self.stack = None;
                 }
                 self.task = Some(task);
                 task
@@ -519,6 +523,9 @@ impl Model {
                 if k >= 2 && self.byte_lr.take().is_some() {
                     tracing::info!("a third class: the byte LR (for binary tasks) is off from here");
                 }
+                if k >= 2 {
+                    self.stack = None;
+                }
                 w.add_class_mirrored()
             }
             State::Linear(w) => w.add_class(),
@@ -551,14 +558,15 @@ impl Model {
     }
 
     /// Raw scores (averaged weights where averaging is on) into
-    /// `out.raw`, with the fusion's inputs and the byte LR's margin, which
-    /// they include, in `out.fused` and `out.head`.
+    /// `out.raw`, with the fusion's inputs in `out.fused`; a binary model
+    /// with a stack serves its members' combination, and keeps what it
+    /// combined in `out.stacked`.
     fn raw_scores(&self, x: &SparseVec, out: &mut Scored) {
         let k = self.labels.len();
         let raw = &mut out.raw;
         raw.clear();
         raw.resize(k, 0.0);
-        (out.fused, out.head, out.personal) = (None, None, None);
+        (out.fused, out.stacked) = (None, None);
         if k == 0 {
             return;
         }
@@ -571,33 +579,47 @@ impl Model {
             f.add(inputs, raw);
             out.fused = Some(inputs);
         }
-        if let Some(b) = self.byte_lr.as_ref().filter(|_| k == 2 && !x.head.is_empty()) {
-            let part = b.part(b.margin(&x.head));
-            for (r, v) in raw.iter_mut().zip(part.added) {
-                *r += v;
-            }
-            out.head = Some(part);
-        }
-        if let (Some(switch), Some(sides)) = (self.personal, self.personal_sides_of(x, &out.raw)) {
-            out.raw[1] = out.raw[0] + switch.mix(sides.whole_margin(), sides.shared);
-            out.personal = Some(sides);
+        if let (Some(stack), 2) = (&self.stack, k) {
+            let (r0, r1) = (out.raw[0], out.raw[1]);
+            let head = self
+                .byte_lr
+                .as_ref()
+                .filter(|_| !x.head.is_empty())
+                .map(|b| b.margin(&x.head));
+            let inputs = self.stack_inputs(x, r1 - r0, out.fused, head);
+            // A mirrored pair, as the linear scores of a binary task are.
+            let half = stack.margin(&inputs) / 2.0;
+            (out.raw[0], out.raw[1]) = (-half, half);
+            out.stacked = Some(Stacked {
+                own: [r0, r1],
+                inputs,
+                head,
+            });
         }
     }
 
-    /// For a message with personal copies, scored into `raw` by a binary
-    /// linear model with a switch: its two sides.
-    fn personal_sides_of(&self, x: &SparseVec, raw: &[f32]) -> Option<switch::Sides> {
-        let (Some(_), State::Linear(w), [r0, r1]) = (self.personal, &self.state, raw) else {
-            return None;
+    /// The members' log-odds for `x`, from the model's own binary margin
+    /// `own` (linear, fused naive Bayes and copies), the fusion's inputs
+    /// `fused` and the byte LR's margin `head`.
+    fn stack_inputs(&self, x: &SparseVec, own: f32, fused: Option<[f32; 2]>, head: Option<f32>) -> stack::Inputs {
+        let d = fused.map_or(0.0, |f| f[1] - f[0]);
+        let fused = self.fusion.as_ref().map_or(0.0, |f| f.weight * d);
+        let copies = self.copies_margin(x);
+        stack::Inputs([own - fused - copies, copies, d, head.unwrap_or(0.0)])
+    }
+
+    /// The margin of class 1 that `x`'s personal copies add (0 without
+    /// copies, or for a model that is not binary linear).
+    fn copies_margin(&self, x: &SparseVec) -> f32 {
+        let (State::Linear(w), Some(copies)) = (&self.state, x.personal_copies()) else {
+            return 0.0;
         };
-        let copies = x.personal_copies()?;
         let mut part = [0f32; 2];
+        if self.labels.len() != 2 {
+            return 0.0;
+        }
         w.scores_averaged(&copies, &mut part);
-        let shared = (r1 - r0) - (part[1] - part[0]);
-        Some(switch::Sides {
-            whole: [*r0, *r1],
-            shared,
-        })
+        part[1] - part[0]
     }
 
     /// Scores every class and picks the predicted label(s).

@@ -3,6 +3,7 @@
 //! the update of the weights (plain, AdaGrad or AROW) and of the fused
 //! naive Bayes, each scaled by how far the label is believed.
 
+use super::stack::Step;
 use super::{
     Learner, Lesson, Model, ModelError, Schedule, Scored, State, Task, Weights, arow, fusion, hinge, logistic,
     perceptron,
@@ -45,7 +46,7 @@ impl Model {
         self.version += 1;
         self.mark(x.idx.iter().copied());
         let mut lesson = Lesson::new(weight);
-        self.learn_switch(x, gold, predicted);
+        let before = self.stack_before(x, predicted);
         let w = match &mut self.state {
             State::NaiveBayes(nb) if weight == 1.0 => {
                 nb.learn(x, gold);
@@ -74,8 +75,8 @@ impl Model {
         } else {
             1.0
         };
-        // The prediction's whole raw scores less the byte LR's part, which learns apart (below).
-        let raw = predicted.map(|p| (p.whole_raw(), p.head.map_or([0.0; 2], |h| h.added)));
+        // The prediction's own raw scores, before the stack.
+        let raw = predicted.map(Scored::own_raw);
         step_scores(w, self.fusion.as_ref(), x, raw, fused, decay, &mut self.scratch);
         gradient(
             h.learner,
@@ -108,55 +109,79 @@ impl Model {
         }
         w.end_step();
         // `scratch` still holds the scores the step started from.
-        lesson.head_step = self.learn_byte_lr(x, gold, predicted, weight);
+        lesson.stack_step = self.learn_stack(before, gold, fused.map(|(i, _)| i), weight);
+        lesson.head_step = self.learn_byte_lr(x, gold, before.head, weight);
         Ok(lesson)
     }
 }
 
+/// What the stack learns from, taken before the members step: the
+/// prediction's inputs when it has them; else the copies' and the byte
+/// LR's margins, completed from the step's own scores.
+#[derive(Clone, Copy, Default)]
+struct Before {
+    inputs: Option<super::stack::Inputs>,
+    copies: f32,
+    head: Option<f32>,
+}
+
 impl Model {
-    /// The personal switch learns from a message for a named user with
-    /// one gold class: from the two sides of `predicted` (the scores of
-    /// the weights before this step), else of the model's scores now. In
-    /// full, whatever the label's weight: that weight measures how far the
-    /// label contradicts the served prediction, which the switch shapes,
-    /// and a user who differs from everyone contradicts the shared side
-    /// by design (weighted, grey mail lost 0.014 of its 0.022).
-    fn learn_switch(&mut self, x: &SparseVec, gold: &[usize], predicted: Option<&Scored>) {
-        if self.personal.is_none() || x.personal == 0 {
-            return;
+    /// The stack's inputs of `predicted` (the scores of the weights
+    /// before this step), or what completes them from the step's scores.
+    fn stack_before(&self, x: &SparseVec, predicted: Option<&Scored>) -> Before {
+        if self.stack.is_none() {
+            return Before::default();
         }
-        let [gold] = gold else { return };
-        let sides = match predicted {
-            Some(p) => p.personal,
-            None => {
-                let mut now = Scored::default();
-                self.raw_scores(x, &mut now);
-                now.personal
-            }
+        let head = || {
+            self.byte_lr
+                .as_ref()
+                .filter(|_| !x.head.is_empty())
+                .map(|b| b.margin(&x.head))
         };
-        if let (Some(switch), Some(sides)) = (&mut self.personal, sides) {
-            switch.learn(sides, *gold == 1);
+        match predicted.and_then(|p| p.stacked) {
+            Some(s) => Before {
+                inputs: Some(s.inputs),
+                copies: 0.0,
+                head: s.head.or_else(head),
+            },
+            None => Before {
+                inputs: None,
+                copies: self.copies_margin(x),
+                head: head(),
+            },
         }
     }
 
+    /// The stack's step for a message of the one class `gold` (binary
+    /// models with a stack): from the prediction's inputs, else from the
+    /// scores the linear step started from (`scratch`) and the fusion's
+    /// inputs `fused`. Returns the step (a scale of 0: none).
+    fn learn_stack(&mut self, before: Before, gold: &[usize], fused: Option<[f32; 2]>, weight: f32) -> Step {
+        let ([gold], [own_0, own_1], Some(_)) = (gold, &self.scratch[..], &self.stack) else {
+            return Step::default();
+        };
+        let inputs = before.inputs.unwrap_or_else(|| {
+            let d = fused.map_or(0.0, |f| f[1] - f[0]);
+            let fused = self.fusion.as_ref().map_or(0.0, |f| f.weight * d);
+            let own = own_1 - own_0 - fused - before.copies;
+            super::stack::Inputs([own, before.copies, d, before.head.unwrap_or(0.0)])
+        });
+        let positive = *gold == 1;
+        self.stack
+            .as_mut()
+            .map_or_else(Step::default, |s| s.learn(&inputs, positive, weight))
+    }
+
     /// The byte LR's step for `x` of the one class `gold` (when the model
-    /// has one and `x` its head's grams), and its weight's: the model's own binary
-    /// margin of class 1 (the scores the step started from, `scratch`)
-    /// against the byte LR's (`predicted`'s, else computed). Returns the
-    /// step each gram took (0: none).
-    fn learn_byte_lr(&mut self, x: &SparseVec, gold: &[usize], predicted: Option<&Scored>, weight: f32) -> f32 {
+    /// has one and `x` its head's grams) from its margin `head`. Returns
+    /// the step each gram took (0: none).
+    fn learn_byte_lr(&mut self, x: &SparseVec, gold: &[usize], head: Option<f32>, weight: f32) -> f32 {
         let single = self.task != Some(Task::MultiLabel);
         let (Some(b), [gold], true) = (self.byte_lr.as_mut().filter(|_| !x.head.is_empty()), gold, single) else {
             return 0.0;
         };
-        let gold = *gold;
-        let margin = predicted
-            .and_then(|p| p.head)
-            .map_or_else(|| b.margin(&x.head), |h| h.margin);
-        if let [own_0, own_1] = self.scratch[..] {
-            b.learn_weight(own_1 - own_0, margin, gold, weight);
-        }
-        b.learn(&x.head, margin, gold == 1, weight)
+        let margin = head.unwrap_or_else(|| b.margin(&x.head));
+        b.learn(&x.head, margin, *gold == 1, weight)
     }
 }
 
@@ -207,26 +232,24 @@ fn step_rate(h: &super::Hyper, t: u64) -> f64 {
     }
 }
 
-/// The scores a step starts from, into `out`: the prediction's `raw`
+/// The scores a step starts from, into `out`: the prediction's own `raw`
 /// scores when they are the current weights' (decay changes every linear
-/// score by the same factor, and leaves the `fused` part alone), less
-/// the byte LR's part that comes with them, else computed again (without
-/// the byte LR).
+/// score by the same factor, and leaves the `fused` part alone), else
+/// computed again.
 fn step_scores(
     w: &Weights,
     fusion: Option<&fusion::Fusion>,
     x: &SparseVec,
-    raw: Option<(&[f32], [f32; 2])>,
+    raw: Option<&[f32]>,
     fused: Option<([f32; 2], f32)>,
     decay: f32,
     out: &mut [f32],
 ) {
     match raw {
-        Some((r, head)) if r.len() == out.len() && !w.averaged() => {
+        Some(r) if r.len() == out.len() && !w.averaged() => {
             for (c, (s, &r)) in out.iter_mut().zip(r).enumerate() {
                 let part = fused.map_or(0.0, |(i, a)| a * i.get(c).copied().unwrap_or(0.0));
-                let own = r - head.get(c).copied().unwrap_or(0.0);
-                *s = (own - part) * decay + part;
+                *s = (r - part) * decay + part;
             }
         }
         _ => {

@@ -368,6 +368,7 @@ mod tests {
             rate: 0.5,
             moves: [(1, 0.25)].into_iter().collect(),
             head_step: 0.0,
+            stack_step: Default::default(),
             shared_only: false,
         };
         let taught = || {

@@ -354,7 +354,11 @@ mod tests {
         let before = score(&p, text, "spam");
         send(&mut p, serde_json::json!({"id": "q", "text": text}));
         send(&mut p, serde_json::json!({"id": "q", "label": "spam"}));
-        assert!(score(&p, text, "spam") > before + 0.1);
+        assert!(
+            score(&p, text, "spam") > before + 0.1,
+            "{before} {}",
+            score(&p, text, "spam")
+        );
         send(&mut p, serde_json::json!({"id": "q", "label": "ham"}));
         assert!(score(&p, text, "spam") < 0.0, "{}", score(&p, text, "spam"));
         send(&mut p, serde_json::json!({"id": "q", "forget": true}));

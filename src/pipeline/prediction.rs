@@ -50,9 +50,10 @@ impl Pipeline {
     /// The `n` features of `x` (finished) that add most to `class`'s
     /// score, named from `text`; a personal copy of a word for the user of
     /// key `user` is named as the word, marked `(personal)`: which part
-    /// decided, the shared or the user's own. A copy's contribution is
-    /// weighed by the model's personal switch (how far the model trusts
-    /// copies), so copies a switch set to the shared part do not lead.
+    /// decided, the shared or the user's own. Each contribution is
+    /// weighed by its member's weight in the stack (the shared words by
+    /// the linear member's, a copy by the personal member's), so copies
+    /// the stack gives little weight do not lead.
     fn explanation(
         &mut self,
         text: &str,
@@ -61,12 +62,14 @@ impl Pipeline {
         class: usize,
         n: usize,
     ) -> Vec<Contribution> {
-        let trust = self.model.personal_switch().map_or(1.0, |s| s.weight());
+        use crate::model::stack::Member;
+        let weight = |m: Member| self.model.stack().map_or(1.0, |s| s.weight(m));
+        let (shared, copies) = (weight(Member::Linear), weight(Member::Personal));
         let copies_from = if x.personal > 0 { x.personal as usize } else { x.len() };
         let values: Vec<(u32, f32)> = x
             .iter()
             .enumerate()
-            .map(|(i, (b, v))| if i >= copies_from { (b, v * trust) } else { (b, v) })
+            .map(|(i, (b, v))| (b, v * if i >= copies_from { copies } else { shared }))
             .collect();
         let mut scratch = SparseVec::default();
         let names = self.prep.featurizer.featurize_raw_named(text, &mut scratch);

@@ -391,8 +391,7 @@ mod tests {
             labels: vec![0],
             probabilities: true,
             fused: None,
-            head: None,
-            personal: None,
+            stacked: None,
         };
         recalled(&mut s, 1);
         assert_eq!(

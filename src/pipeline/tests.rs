@@ -353,8 +353,7 @@ fn confident_contradictions_weigh_less_only_when_they_are_common() {
         labels: vec![0],
         probabilities: true,
         fused: None,
-        head: None,
-        personal: None,
+        stacked: None,
     };
     // Agreement, or a contradiction within the margin: in full.
     assert_eq!(p.label_weight(&scored, &[0], None), Some(1.0));
@@ -481,11 +480,10 @@ fn the_byte_lr_joins_at_the_first_e_mail() {
             panic!("expected a prediction")
         };
         assert_eq!(pred.labels, ["spam"], "{when:?}");
-        if let Some(b) = p.model().byte_lr() {
-            // It learned both classes, and its weight moved from 0 only
-            // by the pairwise rule (in [0, MAX_WEIGHT]).
-            assert!(b.recent.iter().all(|r| !r.is_empty()));
-            assert!((0.0..=crate::model::byte_lr::MAX_WEIGHT).contains(&b.weight));
+        if p.model().byte_lr().is_some() {
+            // The stack learned a weight for it from 0.
+            let stack = p.model().stack().expect("a binary linear model has a stack");
+            assert_ne!(stack.weight(crate::model::stack::Member::ByteLr), 0.0);
         }
     }
 }

@@ -50,13 +50,10 @@ impl Pipeline {
         if r <= 0.0 || self.model.task() != Some(Task::SingleLabel) {
             return Some(1.0);
         }
-        // The model's own scores, without the byte LR's part: the band is
-        // calibrated on them, and the byte LR learns every label apart.
-        let own = |c: usize| {
-            let head = scored.head.map_or(0.0, |h| h.added.get(c).copied().unwrap_or(0.0));
-            scored.raw.get(c).map(|r| r - head)
-        };
-        let predicted = match (own(0), own(1), scored.head) {
+        // The model's own scores, before its stack: the band is
+        // calibrated on them, and the other members learn every label apart.
+        let own = |c: usize| scored.own_raw().get(c).copied();
+        let predicted = match (own(0), own(1), scored.stacked) {
             (Some(a), Some(b), Some(_)) => usize::from(b > a),
             _ => predicted,
         };

@@ -6,7 +6,7 @@
 
 use super::ReplicaError;
 use crate::checkpoint::pb;
-use crate::model::byte_lr::Stacking;
+use crate::model::stack::Stack;
 use crate::model::{Model, NaiveBayes, State, Task};
 
 use pb::model_state::State as PbState;
@@ -50,8 +50,11 @@ pub fn apply_delta(m: &mut Model, d: &mut pb::ModelState) -> Result<(), ReplicaE
         (State::NaiveBayes(nb), Some(PbState::NaiveBayes(n))) => put_nb(nb, n),
         _ => {}
     }
-    if let (Some(s), Some(a)) = (&mut m.personal, d.personal_switch) {
-        *s = crate::model::switch::Switch::from_advantage(a);
+    if let (Some(s), Some(n)) = (&mut m.stack, &d.stack) {
+        // Checked: a stack this build reads.
+        if let Some(stack) = Stack::from_parts(&n.weights, &n.sum_sq, n.bound) {
+            *s = stack;
+        }
     }
     if let (Some(f), Some(n)) = (&mut m.fusion, &d.fusion) {
         if let Some(counts) = &n.naive_bayes {
@@ -62,9 +65,6 @@ pub fn apply_delta(m: &mut Model, d: &mut pb::ModelState) -> Result<(), ReplicaE
     if let (Some(b), Some(n)) = (&mut m.byte_lr, &d.byte_lr) {
         // Checked: the rows are in range, the scalars too.
         b.put(&n.buckets, &n.values);
-        if let Some(s) = Stacking::from_flat(n.weight, n.sum_sq, &n.recent_0, &n.recent_1) {
-            b.set_stacking(s);
-        }
     }
     if let (true, Some(n)) = (m.doc_freq.is_some(), &d.doc_freq) {
         for (&b, &c) in n.buckets.iter().zip(&n.counts) {
@@ -151,14 +151,17 @@ fn check(m: &Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
             n.weights.is_empty()
                 && n.buckets.len() == n.values.len()
                 && n.buckets.iter().all(|&g| (g as usize) < b.weights.len())
-                && Stacking::from_flat(n.weight, n.sum_sq, &n.recent_0, &n.recent_1).is_some()
         }
         _ => false,
     };
-    let switch_fits = m.personal.is_some() == d.personal_switch.is_some();
-    if !fusion_fits || !df_fits || !byte_lr_fits || !switch_fits {
+    let stack_fits = match (&m.stack, &d.stack) {
+        (None, None) => true,
+        (Some(_), Some(n)) => Stack::from_parts(&n.weights, &n.sum_sq, n.bound).is_some(),
+        _ => false,
+    };
+    if !fusion_fits || !df_fits || !byte_lr_fits || !stack_fits {
         return Err(
-            "a delta with or without a fusion, a byte LR, document frequencies or a personal switch the model lacks or has"
+            "a delta with or without a fusion, a byte LR, document frequencies or a stack the model lacks or has"
                 .into(),
         );
     }

@@ -5,7 +5,7 @@
 //! scoring image's ([`super::image::scoring_image`]), so a replica puts it
 //! in place as it would a delta between two images.
 
-use crate::checkpoint::{byte_lr_to_pb, pb};
+use crate::checkpoint::{byte_lr_to_pb, pb, stack_to_pb};
 use crate::model::{Model, NaiveBayes, State, Task};
 
 use pb::model_state::State as PbState;
@@ -138,7 +138,8 @@ pub(super) fn delta_of_changes(m: &Model, buckets: &[u32], head: &[u32], pruned_
         state: Some(state),
         sketch: Vec::new(),
         sketch_offered: m.sketch().offered(),
-        personal_switch: m.personal.map(|s| s.advantage),
+        personal_switch: None,
+        stack: m.stack().map(stack_to_pb),
         fusion: m.fusion.as_ref().map(|f| pb::FusionState {
             naive_bayes: Some(nb_rows(&f.nb, buckets)),
             weight: f.weight,
@@ -146,7 +147,7 @@ pub(super) fn delta_of_changes(m: &Model, buckets: &[u32], head: &[u32], pruned_
         }),
         byte_lr: m.byte_lr().map(|b| {
             let values = head.iter().map(|&g| b.weights[g as usize]).collect();
-            byte_lr_to_pb(b, Vec::new(), head.to_vec(), values)
+            byte_lr_to_pb(Vec::new(), head.to_vec(), values)
         }),
         doc_freq: m.doc_freq().map(|d| pb::DocFreq {
             docs: d.docs,

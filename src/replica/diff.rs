@@ -257,6 +257,7 @@ pub(super) fn delta(old: &pb::ModelState, new: &pb::ModelState) -> Option<pb::Mo
         fusion,
         byte_lr,
         personal_switch: new.personal_switch,
+        stack: new.stack.clone(),
     })
 }
 
@@ -316,6 +317,10 @@ pub(super) fn apply(base: &mut pb::ModelState, d: pb::ModelState) -> Result<(), 
         return Err("a delta with and without a personal switch".into());
     }
     base.personal_switch = d.personal_switch;
+    if base.stack.is_some() != d.stack.is_some() {
+        return Err("a delta with and without a stack".into());
+    }
+    base.stack = d.stack;
     match (&mut base.fusion, d.fusion) {
         (None, None) => {}
         (Some(b), Some(n)) => {

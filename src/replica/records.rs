@@ -31,10 +31,12 @@ use crate::model::Model;
 /// with version 1; 8 a model whose personal copies are not scaled by 2
 /// (`FeatureConfig.personal_scale`) or that has a personal switch
 /// (`ModelState.personal_switch`), which a version-7 reader would score
-/// users' messages without, at 2. A record is stamped
+/// users' messages without, at 2; 9 a model with a stack
+/// (`ModelState.stack`), which a version-8 reader would combine its old
+/// way. A record is stamped
 /// with the oldest format that reads it right: [`PLAIN_FORMAT`] for full
 /// versions and dense deltas, which replicas of the builds before read.
-pub const MODEL_FORMAT_VERSION: u32 = 8;
+pub const MODEL_FORMAT_VERSION: u32 = 9;
 /// The format of a delta with sparse entries' key gaps (5).
 pub(super) const SPARSE_FORMAT: u32 = 5;
 /// The format of a record whose model has a byte LR (6): a reader of an
@@ -51,13 +53,20 @@ pub(super) const HASH_V2_FORMAT: u32 = 7;
 /// scale without the switch, so it skips them.
 pub(super) const PERSONAL_SCALE_FORMAT: u32 = 8;
 
+/// The format of every record of a model with a stack (9): a reader of
+/// an older format would combine the members its old way, so it skips
+/// them.
+pub(super) const STACK_FORMAT: u32 = 9;
+
 /// The format of every record but a delta of sparse entries.
 const PLAIN_FORMAT: u32 = 3;
 
 /// The oldest format that reads a record of `m` right, from `format`,
 /// what its content needs.
 fn stamp(m: &Model, format: u32) -> u32 {
-    if m.features().personal_scale != LEGACY_PERSONAL_SCALE || m.personal_switch().is_some() {
+    if m.stack().is_some() {
+        STACK_FORMAT
+    } else if m.features().personal_scale != LEGACY_PERSONAL_SCALE {
         PERSONAL_SCALE_FORMAT
     } else if m.features().hash == FeatureHash::V2 {
         HASH_V2_FORMAT

@@ -678,19 +678,19 @@ fn ask(model: Model, user: &str) -> Vec<(String, f32)> {
 /// The personal scale and switch travel with the model, the switch in
 /// every delta: a replica scores a user's message as the learner does. A
 /// record of a model at the scale every build before the setting fixed
-/// (2) and without a switch keeps the hash's format (7); with a switch or
-/// at any other scale it is stamped 8, which a replica of those builds
-/// skips rather than score users at 2 with the whole model.
+/// (2) and without a stack keeps the hash's format (7); at any other
+/// scale it is stamped 8, and with a stack (every binary linear model
+/// now) 9, which a replica of those builds skips rather than combine the
+/// members its old way; the scale and the stack reach the replica.
 #[test]
 fn the_personal_scale_travels_with_the_records() {
     let mut margins = Vec::new();
     let legacy = crate::features::LEGACY_PERSONAL_SCALE;
-    for (scale, switch, format) in [
-        (legacy, false, records::HASH_V2_FORMAT),
-        (legacy, true, records::PERSONAL_SCALE_FORMAT),
-        (0.75, true, records::PERSONAL_SCALE_FORMAT),
+    for (scale, stacked, format) in [
+        (legacy, true, records::STACK_FORMAT),
+        (0.75, true, records::STACK_FORMAT),
     ] {
-        let model = Model::with_personal(14, scale, switch);
+        let model = Model::with_personal(14, scale);
         let mut p = Pipeline::new(model, PipelineConfig::default());
         feed(&mut p, &sms_for_three_users());
         let mut publisher = Publisher::new(7, every_call(1 << 20), BTreeSet::new());
@@ -705,8 +705,8 @@ fn the_personal_scale_travels_with_the_records() {
         let (mut replica, mut served) = (Assembler::default(), None);
         offer_all(&mut replica, &records);
         take(&mut replica, &mut served);
-        // Then a delta, after more of the users' labels moved the switch.
-        let before = p.model().personal_switch();
+        // Then a delta, after more of the users' labels moved the stack.
+        let before = p.model().stack().copied();
         let again: Vec<String> = sms_for_three_users()[..20]
             .iter()
             .map(|l| {
@@ -716,17 +716,16 @@ fn the_personal_scale_travels_with_the_records() {
             })
             .collect();
         feed(&mut p, &again);
-        assert!(!switch || p.model().personal_switch() != before, "the switch learns");
+        assert!(!stacked || p.model().stack().copied() != before, "the stack learns");
         let (records, kind) = publish(&mut publisher, p.model_mut(), 2_000);
         assert_eq!(kind, Kind::Delta);
         offer_all(&mut replica, &records);
         assert_eq!(take(&mut replica, &mut served), 1);
         let served = served.expect("a full version was published");
         assert_eq!(served.features().personal_scale, scale);
-        assert_eq!(served.personal_switch(), p.model().personal_switch());
+        assert_eq!(served.stack(), p.model().stack());
         assert_eq!(ask(served, "u1"), ask(p.model().clone(), "u1"), "scale {scale}");
         margins.push(ask(p.model().clone(), "u1"));
     }
-    assert_ne!(margins[0], margins[1], "the switch changes a user's score");
-    assert_ne!(margins[1], margins[2], "the scale changes a user's score");
+    assert_ne!(margins[0], margins[1], "the scale changes a user's score");
 }
