@@ -105,6 +105,7 @@ pub fn eval(args: &EvalArgs) -> Result<(EvalResult, Pipeline), CommandError> {
     let file = File::open(&args.input).map_err(io_at(&path))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut pipeline = Pipeline::new(Model::new(choice, features), cfg);
+    pipeline.track_members();
     let start = Instant::now();
     let cpu_start = process_cpu_seconds();
     let mut pass = FirstPass {
@@ -431,6 +432,7 @@ mod tests {
 
         let (features, choice) = args.model.settings().unwrap();
         let mut inline = Pipeline::new(Model::new(choice, features), args.pipeline.settings());
+        inline.track_members();
         for (n, line) in text.lines().enumerate() {
             let number = n as u64 + 1;
             inline.handle(line.as_bytes(), &|| number.to_string(), number);

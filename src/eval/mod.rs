@@ -207,6 +207,8 @@ pub struct Progressive {
     pub(crate) roc: Vec<(f32, bool)>,
     /// Pairs offered to `roc` (for reservoir sampling beyond [`ROC_CAP`]).
     pub(crate) roc_seen: u64,
+    /// Each stack member's ranking alone (`eval` only: not checkpointed).
+    pub(crate) members: Option<members::Members>,
 }
 
 impl Progressive {
@@ -222,7 +224,32 @@ impl Progressive {
             window_size: window_size.max(1),
             roc: Vec::new(),
             roc_seen: 0,
+            members: None,
         }
+    }
+
+    /// From now on, ranks each member of a binary model's stack alone
+    /// (what `eval` reports as `members`).
+    pub fn track_members(&mut self) {
+        self.members.get_or_insert_with(Default::default);
+    }
+
+    /// Counts a message the stack served from its members' `inputs` (log-odds
+    /// of the model's class 1, named `class_one`) as `served` (its margin of
+    /// the positive class), of gold classes `gold`; nothing unless tracked.
+    pub fn record_members<G: AsRef<str>>(
+        &mut self,
+        inputs: &crate::model::stack::Inputs,
+        served: Option<f32>,
+        class_one: &str,
+        gold: &[G],
+    ) {
+        let positive = self.positive().map(str::to_string);
+        let (Some(m), Some(served), Some(p)) = (&mut self.members, served, positive) else {
+            return;
+        };
+        let is_pos = matches!(gold, [g] if g.as_ref() == p);
+        m.record(inputs, served, class_one == p, is_pos);
     }
 
     /// The id of label `name` in this universe (added if new).
@@ -348,6 +375,7 @@ impl Progressive {
             .collect();
         let auc = self.roc_auc();
         let micro = self.total.micro();
+        let members = self.members.as_ref().and_then(members::Members::report);
         Report {
             examples: self.total.examples,
             accuracy: self.total.accuracy(),
@@ -380,6 +408,8 @@ impl Progressive {
             } else {
                 None
             },
+            member_regret: members.as_ref().and_then(members::regret),
+            members,
         }
     }
 }
@@ -430,6 +460,13 @@ pub struct Report {
     /// Binary tasks: the operating points and the costliest mistakes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ranking: Option<ranking::Ranking>,
+    /// A stacked binary model (`eval`): each member's ranking alone and
+    /// the stack's, over the messages the stack served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) members: Option<std::collections::BTreeMap<&'static str, members::MemberReport>>,
+    /// The stack's 1-ROCA over its best member's (over 1: worse).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) member_regret: Option<f64>,
 }
 
 impl Report {
@@ -456,6 +493,17 @@ impl Report {
                 "  positives missed at 0.1 % / 0.01 % false positives: {:.3} % / {:.3} %   lam {:.3} %",
                 r.missed_at_0_1_percent_fp, r.missed_at_0_01_percent_fp, r.lam_percent
             );
+        }
+        if let Some(members) = &self.members {
+            let _ = writeln!(s, "  each member alone (1-ROCA %, spam missed at 0.1 % FP, errors):");
+            for (name, r) in members {
+                let pct = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.4}"));
+                let (roca, missed) = (pct(r.one_minus_roca_percent), pct(r.missed_at_0_1_percent_fp));
+                let _ = writeln!(s, "    {name:<12} {roca:>8} {missed:>8} {:>6}", r.errors);
+            }
+            if let Some(regret) = self.member_regret {
+                let _ = writeln!(s, "  regret: the stack ranks at {regret:.2}x its best member");
+            }
         }
         let _ = writeln!(
             s,
@@ -543,6 +591,7 @@ pub(crate) fn splitmix64(mut z: u64) -> u64 {
 }
 
 pub(crate) mod drift;
+pub(crate) mod members;
 pub(crate) mod noise;
 pub(crate) mod ranking;
 pub(crate) mod users;

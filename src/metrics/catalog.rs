@@ -85,6 +85,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "gauge",
         "Cumulative accuracy of users' labeled messages, by band of the user's labels (who gains from personal features)",
     ),
+    (
+        "classifyd_stack_weight",
+        "gauge",
+        "Weight of each member of a binary model's stack in its margin (member=bias: the bias)",
+    ),
     ("classifyd_classes", "gauge", "Classes the model knows"),
     (
         "classifyd_model_version",

@@ -295,6 +295,12 @@ pub fn publish(p: &Pipeline) {
     gauge!("classifyd_classes").set(labels.len() as f64);
     gauge!("classifyd_model_version").set(p.model().version() as f64);
     gauge!("classifyd_model_weights_bytes").set(p.model().state_bytes() as f64);
+    if let Some(stack) = p.model().stack() {
+        for m in crate::model::stack::Member::ALL {
+            gauge!("classifyd_stack_weight", "member" => m.name()).set(f64::from(stack.weight(m)));
+        }
+        gauge!("classifyd_stack_weight", "member" => "bias").set(f64::from(stack.bias()));
+    }
     let drift = p.drift();
     for w in crate::eval::drift::Watched::ALL {
         let i = w as usize;

@@ -62,6 +62,13 @@ impl Pipeline {
         let gold_names = gold.as_slice();
         let correct = same_set(&predicted, gold_names);
         self.accuracy.progressive.record(gold_names, &predicted, score);
+        if let Some(s) = w.scored.stacked {
+            let served = self.positive_score(&w.scored);
+            let one = self.model.labels().name(1);
+            self.accuracy
+                .progressive
+                .record_members(&s.inputs, served, one, gold_names);
+        }
         if let Some(user) = w.features.user {
             self.accuracy.users.record(user, correct);
         }

@@ -219,6 +219,10 @@ impl Pipeline {
     pub fn progressive(&self) -> &Progressive {
         &self.accuracy.progressive
     }
+    /// From now on, ranks each member of the stack alone (`eval`).
+    pub fn track_members(&mut self) {
+        self.accuracy.progressive.track_members();
+    }
     pub fn test_metrics(&self) -> &Progressive {
         &self.accuracy.test
     }
