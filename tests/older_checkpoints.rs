@@ -14,37 +14,9 @@ use common::*;
 /// version 1 (the checkpoint's features win over the flags' default).
 #[test]
 fn a_checkpoint_of_1fb279c_predicts_as_1fb279c_did() {
-    let fixtures = data("checkpoints");
-    let tmp = tempfile::tempdir().unwrap();
-    let ck = tmp.path().join("ck");
-    std::fs::create_dir(&ck).unwrap();
-    std::fs::copy(
-        fixtures.join("1fb279c-jsonl.ckpt"),
-        ck.join("checkpoint-000000000001.ckpt"),
-    )
-    .unwrap();
-    let out = tmp.path().join("predictions.jsonl");
-    let status = Command::new(BIN)
-        .args(["run", "--input"])
-        .arg(fixtures.join("1fb279c-ask.jsonl"))
-        .arg("--output")
-        .arg(&out)
-        .arg("--checkpoint-dir")
-        .arg(&ck)
-        .env("CLASSIFYD_LOG", "error")
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let now = std::fs::read_to_string(&out).unwrap();
-    let then = std::fs::read_to_string(fixtures.join("1fb279c-predictions.jsonl")).unwrap();
+    let (now, then, report) = resume("1fb279c-jsonl.ckpt", "1fb279c");
     assert_eq!(now.lines().count(), 18);
     assert_eq!(now, then);
-    let inspect = Command::new(BIN)
-        .args(["inspect", "--json", "--checkpoint-dir"])
-        .arg(&ck)
-        .output()
-        .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&inspect.stdout).unwrap();
     assert_eq!(report["features"]["hash"], "v1", "{report}");
 }
 
@@ -58,29 +30,7 @@ fn a_checkpoint_of_1fb279c_predicts_as_1fb279c_did() {
 /// and its rounded score within 2e-6.
 #[test]
 fn a_checkpoint_of_3e4dd5d_predicts_as_3e4dd5d_did() {
-    let fixtures = data("checkpoints");
-    let tmp = tempfile::tempdir().unwrap();
-    let ck = tmp.path().join("ck");
-    std::fs::create_dir(&ck).unwrap();
-    std::fs::copy(
-        fixtures.join("3e4dd5d-users.ckpt"),
-        ck.join("checkpoint-000000000001.ckpt"),
-    )
-    .unwrap();
-    let out = tmp.path().join("predictions.jsonl");
-    let status = Command::new(BIN)
-        .args(["run", "--input"])
-        .arg(fixtures.join("3e4dd5d-ask.jsonl"))
-        .arg("--output")
-        .arg(&out)
-        .arg("--checkpoint-dir")
-        .arg(&ck)
-        .env("CLASSIFYD_LOG", "error")
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let now = std::fs::read_to_string(&out).unwrap();
-    let then = std::fs::read_to_string(fixtures.join("3e4dd5d-predictions.jsonl")).unwrap();
+    let (now, then, report) = resume("3e4dd5d-users.ckpt", "3e4dd5d");
     assert_eq!(now.lines().count(), 18);
     let mut users = 0;
     for (a, b) in now.lines().zip(then.lines()) {
@@ -100,11 +50,36 @@ fn a_checkpoint_of_3e4dd5d_predicts_as_3e4dd5d_did() {
         near("scores", "spam", 2e-6);
     }
     assert_eq!(users, 6);
+    assert_eq!(report["stack"]["weights"]["linear"], 1.0, "{report}");
+}
+
+/// Resumes the fixture checkpoint `ckpt` in a fresh directory, predicts
+/// `{rev}-ask.jsonl` with it: this build's predictions, those `rev` made
+/// (`{rev}-predictions.jsonl`), and `inspect --json` of the directory.
+fn resume(ckpt: &str, rev: &str) -> (String, String, serde_json::Value) {
+    let fixtures = data("checkpoints");
+    let tmp = tempfile::tempdir().unwrap();
+    let ck = tmp.path().join("ck");
+    std::fs::create_dir(&ck).unwrap();
+    std::fs::copy(fixtures.join(ckpt), ck.join("checkpoint-000000000001.ckpt")).unwrap();
+    let out = tmp.path().join("predictions.jsonl");
+    let status = Command::new(BIN)
+        .args(["run", "--input"])
+        .arg(fixtures.join(format!("{rev}-ask.jsonl")))
+        .arg("--output")
+        .arg(&out)
+        .arg("--checkpoint-dir")
+        .arg(&ck)
+        .env("CLASSIFYD_LOG", "error")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let now = std::fs::read_to_string(&out).unwrap();
+    let then = std::fs::read_to_string(fixtures.join(format!("{rev}-predictions.jsonl"))).unwrap();
     let inspect = Command::new(BIN)
         .args(["inspect", "--json", "--checkpoint-dir"])
         .arg(&ck)
         .output()
         .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&inspect.stdout).unwrap();
-    assert_eq!(report["stack"]["weights"]["linear"], 1.0, "{report}");
+    (now, then, serde_json::from_slice(&inspect.stdout).unwrap())
 }

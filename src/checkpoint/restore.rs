@@ -436,7 +436,7 @@ fn stack_from_pb(
         (None, true) => Some(Stack::legacy(
             legacy
                 .copies
-                .map_or(1.0, |a| 1.0 / (1.0 + (-a.clamp(-50.0, 50.0)).exp())),
+                .map_or(1.0, |a| crate::model::sigmoid(a.clamp(-50.0, 50.0))),
             legacy.naive_bayes,
             legacy.byte_lr.clamp(0.0, 4.0),
         )),

@@ -244,12 +244,18 @@ impl Progressive {
         class_one: &str,
         gold: &[G],
     ) {
-        let positive = self.positive().map(str::to_string);
-        let (Some(m), Some(served), Some(p)) = (&mut self.members, served, positive) else {
+        let (Some(served), Some(p)) = (served, self.positive()) else {
             return;
         };
-        let is_pos = matches!(gold, [g] if g.as_ref() == p);
-        m.record(inputs, served, class_one == p, is_pos);
+        let (one_positive, is_pos) = (class_one == p, matches!(gold, [g] if g.as_ref() == p));
+        if let Some(m) = &mut self.members {
+            m.record(inputs, served, one_positive, is_pos);
+        }
+    }
+
+    /// Whether it ranks each stack member alone ([`Progressive::track_members`]).
+    pub fn tracks_members(&self) -> bool {
+        self.members.is_some()
     }
 
     /// The id of label `name` in this universe (added if new).

@@ -581,12 +581,8 @@ impl Model {
         }
         if let (Some(stack), 2) = (&self.stack, k) {
             let (r0, r1) = (out.raw[0], out.raw[1]);
-            let head = self
-                .byte_lr
-                .as_ref()
-                .filter(|_| !x.head.is_empty())
-                .map(|b| b.margin(&x.head));
-            let inputs = self.stack_inputs(x, r1 - r0, out.fused, head);
+            let head = self.head_margin(x);
+            let inputs = self.stack_inputs(r1 - r0, out.fused, self.copies_margin(x), head);
             // A mirrored pair, as the linear scores of a binary task are.
             let half = stack.margin(&inputs) / 2.0;
             (out.raw[0], out.raw[1]) = (-half, half);
@@ -598,26 +594,28 @@ impl Model {
         }
     }
 
-    /// The members' log-odds for `x`, from the model's own binary margin
-    /// `own` (linear, fused naive Bayes and copies), the fusion's inputs
-    /// `fused` and the byte LR's margin `head`.
-    fn stack_inputs(&self, x: &SparseVec, own: f32, fused: Option<[f32; 2]>, head: Option<f32>) -> stack::Inputs {
+    /// The members' log-odds, from the model's own binary margin `own`
+    /// (linear, fused naive Bayes and copies), the fusion's inputs
+    /// `fused`, the copies' margin `copies` and the byte LR's `head`.
+    fn stack_inputs(&self, own: f32, fused: Option<[f32; 2]>, copies: f32, head: Option<f32>) -> stack::Inputs {
         let d = fused.map_or(0.0, |f| f[1] - f[0]);
         let fused = self.fusion.as_ref().map_or(0.0, |f| f.weight * d);
-        let copies = self.copies_margin(x);
         stack::Inputs([own - fused - copies, copies, d, head.unwrap_or(0.0)])
+    }
+
+    /// The byte LR's margin for `x`, when the model has one and `x` a head.
+    fn head_margin(&self, x: &SparseVec) -> Option<f32> {
+        let b = self.byte_lr.as_ref().filter(|_| !x.head.is_empty())?;
+        Some(b.margin(&x.head))
     }
 
     /// The margin of class 1 that `x`'s personal copies add (0 without
     /// copies, or for a model that is not binary linear).
     fn copies_margin(&self, x: &SparseVec) -> f32 {
-        let (State::Linear(w), Some(copies)) = (&self.state, x.personal_copies()) else {
+        let (State::Linear(w), Some(copies), 2) = (&self.state, x.personal_copies(), self.labels.len()) else {
             return 0.0;
         };
         let mut part = [0f32; 2];
-        if self.labels.len() != 2 {
-            return 0.0;
-        }
         w.scores_averaged(&copies, &mut part);
         part[1] - part[0]
     }

@@ -30,6 +30,8 @@
 //! the byte LR from its own margin. A lesson taken back takes the stack's
 //! step back too ([`Stack::unlearn`]).
 
+use super::sigmoid;
+
 /// A member of the stack, in the order its weights are stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Member {
@@ -246,15 +248,6 @@ impl Stack {
             let gi = step.scale * x;
             self.sum_sq[i] = (self.sum_sq[i] - gi * gi).max(0.0);
         }
-    }
-}
-
-fn sigmoid(z: f32) -> f32 {
-    if z >= 0.0 {
-        1.0 / (1.0 + (-z).exp())
-    } else {
-        let e = z.exp();
-        e / (1.0 + e)
     }
 }
 

@@ -132,12 +132,7 @@ impl Model {
         if self.stack.is_none() {
             return Before::default();
         }
-        let head = || {
-            self.byte_lr
-                .as_ref()
-                .filter(|_| !x.head.is_empty())
-                .map(|b| b.margin(&x.head))
-        };
+        let head = || self.head_margin(x);
         match predicted.and_then(|p| p.stacked) {
             Some(s) => Before {
                 inputs: Some(s.inputs),
@@ -160,12 +155,8 @@ impl Model {
         let ([gold], [own_0, own_1], Some(_)) = (gold, &self.scratch[..], &self.stack) else {
             return Step::default();
         };
-        let inputs = before.inputs.unwrap_or_else(|| {
-            let d = fused.map_or(0.0, |f| f[1] - f[0]);
-            let fused = self.fusion.as_ref().map_or(0.0, |f| f.weight * d);
-            let own = own_1 - own_0 - fused - before.copies;
-            super::stack::Inputs([own, before.copies, d, before.head.unwrap_or(0.0)])
-        });
+        let own = own_1 - own_0;
+        let inputs = (before.inputs).unwrap_or_else(|| self.stack_inputs(own, fused, before.copies, before.head));
         let positive = *gold == 1;
         self.stack
             .as_mut()

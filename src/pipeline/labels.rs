@@ -62,7 +62,7 @@ impl Pipeline {
         let gold_names = gold.as_slice();
         let correct = same_set(&predicted, gold_names);
         self.accuracy.progressive.record(gold_names, &predicted, score);
-        if let Some(s) = w.scored.stacked {
+        if let Some(s) = w.scored.stacked.filter(|_| self.accuracy.progressive.tracks_members()) {
             let served = self.positive_score(&w.scored);
             let one = self.model.labels().name(1);
             self.accuracy
