@@ -426,10 +426,8 @@ fn stack_from_pb(
     Ok(match (stored, binary_linear) {
         (Some(s), true) => Some(Stack::from_parts(&s.weights, &s.sum_sq, s.bound).ok_or_else(|| {
             format!(
-                "a stack of {} weights, {} sums or bound {} out of range",
-                s.weights.len(),
-                s.sum_sq.len(),
-                s.bound
+                "a stack's weights {:?}, sums {:?} or bound {} out of range",
+                s.weights, s.sum_sq, s.bound
             )
         })?),
         (Some(_), false) => return Err(format!("a stack with {k} labels, a multi-label task or naive Bayes").into()),

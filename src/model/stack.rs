@@ -220,7 +220,9 @@ impl Stack {
         step.scale = weight * (f32::from(u8::from(positive)) - sigmoid(m));
         for (i, x) in inputs.features(self.bound).into_iter().enumerate() {
             let gi = step.scale * x;
-            if gi != 0.0 {
+            // A gradient whose square is 0 in f32 (a member saying 1e-25)
+            // would divide by a sum of 0: no step.
+            if gi * gi > 0.0 {
                 self.sum_sq[i] += gi * gi;
                 let mut moved = self.weights[i] + STACK_RATE * gi / self.sum_sq[i].sqrt();
                 if i > 0 {
@@ -298,6 +300,16 @@ mod tests {
         for (a, b) in s.sums().iter().zip(before.sums()) {
             assert!((a - b).abs() <= 1e-3 * b.max(1.0), "{a} {b}");
         }
+        // A gradient too small to square in f32, on an empty sum (a fresh
+        // stack, or one a forget emptied): no step, never an infinite one.
+        let mut fresh = Stack::default();
+        let tiny = fresh.learn(&Inputs([1e-25, 0.0, 0.0, 0.0]), true, 1.0);
+        assert!(fresh.weights().iter().all(|w| w.is_finite()), "{fresh:?}");
+        assert_eq!(tiny.moves[1], 0.0);
+        assert_eq!(
+            Stack::from_parts(fresh.weights(), fresh.sums(), fresh.bound()),
+            Some(fresh)
+        );
         // A half-believed label steps less; a non-finite input counts 0.
         let mut half = before;
         let mut full = before;
