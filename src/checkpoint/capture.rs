@@ -290,6 +290,10 @@ fn model_to_pb(m: &Model, weights: WeightsPlacement) -> pb::ModelState {
             .byte_lr
             .as_ref()
             .map(|b| byte_lr_to_pb(b.weights.clone(), Vec::new(), Vec::new())),
+        compression: m.compression().map(|c| {
+            let (slots, counts) = c.nonzero();
+            pb::CompressionState { slots, counts }
+        }),
         doc_freq: m.doc_freq().map(|d| {
             // Read through the model: the counts may ride in its weight rows.
             let (buckets, counts) = (0..m.doc_buckets() as u32)

@@ -48,15 +48,20 @@ pub mod pb {
 /// (`FeatureConfig.personal_scale`) and switch (`ModelState.personal_switch`),
 /// which a version-3 reader would ignore and score users' messages at 2
 /// with the whole model. 5 added the stack (`ModelState.stack`), which a
-/// version-4 reader would ignore and combine the members its old way. A
+/// version-4 reader would ignore and combine the members its old way. 6
+/// added the compression member (`ModelState.compression`), which a
+/// version-5 reader would ignore and score without. A
 /// checkpoint is stamped with the oldest format that reads it right
 /// ([`format_for`]): 2 for a model that hashes with version 1, at the
 /// personal scale 2 without a stack, so older builds still read it.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 
 /// The format a checkpoint of `model` is stamped with.
 pub(crate) fn format_for(model: &crate::model::Model) -> u32 {
     let features = model.features();
+    if model.compression().is_some() {
+        return 6;
+    }
     if model.stack().is_some() {
         return 5;
     }

@@ -8,6 +8,7 @@ use crate::eval::{ClassCounts, Counted, Progressive, Tally};
 use crate::features::{DocFreq, FeatureConfig, FeatureHash, LEGACY_PERSONAL_SCALE, ValueMode};
 use crate::message::BadReason;
 use crate::model::byte_lr::ByteLr;
+use crate::model::compression::Compression;
 use crate::model::fusion::Fusion;
 use crate::model::stack::Stack;
 use crate::model::weights::WeightsParts;
@@ -370,13 +371,7 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
     };
     let binary_linear = k <= 2 && task != Some(Task::MultiLabel) && matches!(state, State::Linear(_));
     let legacy_byte_weight = m.byte_lr.as_ref().map_or(0.0, |b| b.weight);
-    let byte_lr = match m.byte_lr {
-        None => None,
-        Some(_) if !binary_linear => {
-            return Err(format!("a byte LR with {k} labels, a multi-label task or naive Bayes").into());
-        }
-        Some(b) => Some(byte_lr_from_pb(b)?),
-    };
+    let (byte_lr, compression) = members_from_pb(m.byte_lr, m.compression, binary_linear, k)?;
     let legacy = Legacy {
         copies: m.personal_switch,
         naive_bayes: fusion.as_ref().map_or(0.0, |f| f.weight),
@@ -403,6 +398,7 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
         doc_freq,
         fusion,
         byte_lr,
+        compression,
         stack,
     }))
 }
@@ -451,6 +447,39 @@ fn byte_lr_from_pb(b: pb::ByteLrState) -> Result<ByteLr, RestoreError> {
     }
     lr.weights = b.weights;
     Ok(lr)
+}
+
+/// The byte LR and the compression member of a model of `k` labels,
+/// which must be binary linear to have them.
+fn members_from_pb(
+    byte_lr: Option<pb::ByteLrState>,
+    compression: Option<pb::CompressionState>,
+    binary_linear: bool,
+    k: usize,
+) -> Result<(Option<ByteLr>, Option<Compression>), RestoreError> {
+    if !binary_linear && (byte_lr.is_some() || compression.is_some()) {
+        return Err(
+            format!("a byte LR or compression member with {k} labels, a multi-label task or naive Bayes").into(),
+        );
+    }
+    let byte_lr = byte_lr.map(byte_lr_from_pb).transpose()?;
+    let compression = compression.as_ref().map(compression_from_pb).transpose()?;
+    Ok((byte_lr, compression))
+}
+
+/// A compression member from a checkpoint or a full version: its slots
+/// with a count.
+fn compression_from_pb(c: &pb::CompressionState) -> Result<Compression, RestoreError> {
+    let mut member = Compression::new();
+    if !member.put(&c.slots, &c.counts) {
+        return Err(format!(
+            "a compression member of {} slots and {} counts",
+            c.slots.len(),
+            c.counts.len()
+        )
+        .into());
+    }
+    Ok(member)
 }
 
 /// A linear model's weights, checked against its `k` labels and `buckets`.

@@ -10,9 +10,11 @@ fn trained(learner: Learner) -> Pipeline {
         bits: 12,
         ..FeatureConfig::default()
     };
-    // With the byte LR from the first message (a linear model keeps it).
+    // With the byte LR and the compression member from the first message
+    // (a linear model keeps them).
     let cfg = PipelineConfig {
-        byte_lr: crate::pipeline::ByteLrWhen::Always,
+        byte_lr: crate::pipeline::MemberWhen::Always,
+        compression: crate::pipeline::MemberWhen::Always,
         ..PipelineConfig::default()
     };
     let mut p = Pipeline::new(Model::new(Hyper::defaults(learner), features), cfg);
@@ -77,6 +79,8 @@ fn round_trip_predicts_identically() {
         // And a byte LR, and the stack that learned its weight.
         assert_eq!(p.model().byte_lr().is_some(), learner != Learner::NaiveBayes);
         assert_eq!(q.model().byte_lr(), p.model().byte_lr(), "{learner}");
+        assert_eq!(p.model().compression().is_some(), learner != Learner::NaiveBayes);
+        assert_eq!(q.model().compression(), p.model().compression(), "{learner}");
         assert_eq!(q.model().stack(), p.model().stack(), "{learner}");
         assert!(p.model().stack().is_none_or(|s| s.weights().iter().any(|&w| w != 0.0)));
         assert_eq!(q.progressive(), p.progressive());
@@ -86,11 +90,16 @@ fn round_trip_predicts_identically() {
         let mut x = SparseVec::default();
         f.featurize("free cash for lunch", &mut x);
         f.head_grams("free cash for lunch", &mut x.head);
+        x.bytes = b"free cash for lunch".to_vec();
         let (mut a, mut b) = (Scored::default(), Scored::default());
         p.model().predict(&x, &mut a);
         q.model().predict(&x, &mut b);
         assert_eq!(a, b, "{learner}");
         assert_eq!(a.stacked.and_then(|s| s.head).is_some(), learner != Learner::NaiveBayes);
+        let compressed = a
+            .stacked
+            .map(|s| s.inputs.get(crate::model::stack::Member::Compression));
+        assert!(compressed.is_none_or(|z| z != 0.0), "{learner}: {compressed:?}");
     }
 }
 
@@ -289,6 +298,7 @@ fn sparse_rows_round_trip_and_format_versions() {
         idx: vec![1, 77, 300, 4000],
         val: vec![0.5, 1.0, -0.25, 2.0],
         head: Vec::new(),
+        bytes: Vec::new(),
         personal: 0,
     };
     let (mut a, mut b) = (Scored::default(), Scored::default());

@@ -212,8 +212,17 @@ pub struct PipelineArgs {
     /// over the byte 4-grams of a message's first 3,000 bytes, 4 MB) to a
     /// binary model's margin: at the first raw e-mail (email), from the
     /// first message (always), or never (off).
-    #[arg(long, env = "CLASSIFYD_BYTE_LR", value_enum, default_value_t = crate::pipeline::ByteLrWhen::Email, hide = true)]
-    pub byte_lr: crate::pipeline::ByteLrWhen,
+    #[arg(long, env = "CLASSIFYD_BYTE_LR", value_enum, default_value_t = crate::pipeline::MemberWhen::Email, hide = true)]
+    pub byte_lr: crate::pipeline::MemberWhen,
+    /// When a learning model adds the compression member (a byte context
+    /// model per class over the document's first bytes, a member of a
+    /// binary model's stack): at the first raw e-mail (email), from the
+    /// first message (always), or never (off).
+    /// On by default for raw e-mail only: on text it ranks better but
+    /// costs more time than the text streams' speed floor allows
+    /// (docs/accuracy.md).
+    #[arg(long, env = "CLASSIFYD_COMPRESSION", value_enum, default_value_t = crate::pipeline::MemberWhen::Email, hide = true)]
+    pub compression: crate::pipeline::MemberWhen,
 }
 
 impl PipelineArgs {
@@ -228,6 +237,7 @@ impl PipelineArgs {
             trust: self.feedback.trust(),
             email_views: self.email_views,
             byte_lr: self.byte_lr,
+            compression: self.compression,
             ..PipelineConfig::default()
         }
     }

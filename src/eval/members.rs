@@ -115,7 +115,7 @@ mod tests {
             } else {
                 -1.0
             };
-            m.record(&Inputs([z, 0.0, 0.5, -z]), served, false, spam);
+            m.record(&Inputs([z, 0.0, 0.5, -z, 0.0]), served, false, spam);
         }
         let r = m.report().unwrap();
         assert_eq!(

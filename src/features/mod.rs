@@ -219,6 +219,9 @@ pub struct SparseVec {
     /// model's byte LR member ([`HeadGrams`]); empty when it has none.
     /// A binary second part of the vector, in the member's own buckets.
     pub head: Vec<u32>,
+    /// The document's first bytes, for a model's compression member
+    /// (`model::compression`); empty when it has none.
+    pub bytes: Vec<u8>,
     /// Where the personal copies of a message for a named user begin
     /// (they run to the end, [`personalize`]); 0: none.
     pub personal: u32,
@@ -235,25 +238,27 @@ impl SparseVec {
         self.idx.clear();
         self.val.clear();
         self.head.clear();
+        self.bytes.clear();
         self.personal = 0;
     }
     /// The personal copies' entries, when it has any.
     pub fn personal_copies(&self) -> Option<SparseVec> {
         let from = self.personal as usize;
-        (from > 0 && from < self.idx.len()).then(|| self.entries(from..self.idx.len(), Vec::new()))
+        (from > 0 && from < self.idx.len()).then(|| self.entries(from..self.idx.len(), Vec::new(), Vec::new()))
     }
-    /// The entries before the personal copies (with the head's grams),
-    /// when it has copies.
+    /// The entries before the personal copies (with the head's grams and
+    /// bytes), when it has copies.
     pub fn without_copies(&self) -> Option<SparseVec> {
         let to = self.personal as usize;
-        (to > 0).then(|| self.entries(0..to, self.head.clone()))
+        (to > 0).then(|| self.entries(0..to, self.head.clone(), self.bytes.clone()))
     }
-    /// The entries in `range`, with `head`.
-    fn entries(&self, range: std::ops::Range<usize>, head: Vec<u32>) -> SparseVec {
+    /// The entries in `range`, with `head` and `bytes`.
+    fn entries(&self, range: std::ops::Range<usize>, head: Vec<u32>, bytes: Vec<u8>) -> SparseVec {
         SparseVec {
             idx: self.idx[range.clone()].to_vec(),
             val: self.val[range].to_vec(),
             head,
+            bytes,
             personal: 0,
         }
     }

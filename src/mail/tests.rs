@@ -11,6 +11,7 @@ fn prediction(labels: &[&str], margins: &[(&str, f32)]) -> Prediction {
         multilabel: false,
         model_version: 3,
         explanation: None,
+        members: None,
         uncertain: false,
         review: None,
         user: None,

@@ -2,6 +2,7 @@
 //! feature adds to a class's score (for explanations and `inspect`), and
 //! each class's strongest features.
 
+use super::stack::Member;
 use super::{Model, State};
 
 impl Model {
@@ -30,6 +31,23 @@ impl Model {
                 (if other.is_finite() { own - other } else { own }) as f32
             }
         }
+    }
+
+    /// Of a binary model with a stack, for its prediction `scored`: each
+    /// member's share of the margin toward `class` (its weight times its
+    /// bounded log-odds, turned toward the class) and the bias's
+    /// (`"bias"`), largest first; members that add nothing are left out.
+    pub fn member_shares(&self, scored: &super::Scored, class: usize) -> Option<Vec<(&'static str, f32)>> {
+        let (stack, stacked) = (self.stack.as_ref()?, scored.stacked?);
+        let toward = if class == 1 { 1.0 } else { -1.0 };
+        let members = Member::ALL.iter().zip(stack.shares(&stacked.inputs));
+        let mut shares: Vec<(&'static str, f32)> = members
+            .filter(|&(_, s)| s != 0.0)
+            .map(|(m, s)| (m.name(), toward * s))
+            .chain([("bias", toward * stack.bias())])
+            .collect();
+        shares.sort_by(|a, b| b.1.total_cmp(&a.1));
+        Some(shares)
     }
 
     /// The strongest features of class `class`: (bucket, weight), strongest first.

@@ -149,6 +149,9 @@ impl Model {
         if let Some(b) = self.byte_lr.as_mut().filter(|_| !x.head.is_empty()) {
             b.unlearn(&x.head, lesson.head_step);
         }
+        if let (Some(c), [gold], true) = (&mut self.compression, gold, single) {
+            c.unlearn(&x.bytes, *gold, weight);
+        }
         if lesson.stack_step.scale != 0.0 && self.stack.is_some() {
             let mut now = super::Scored::default();
             self.raw_scores(x, &mut now);

@@ -11,6 +11,7 @@
 
 mod arow;
 pub mod byte_lr;
+pub mod compression;
 mod doc_counts;
 mod explain;
 pub mod fusion;
@@ -122,6 +123,16 @@ pub struct Scored {
     pub stacked: Option<Stacked>,
 }
 
+/// The margins of the stack's members that are not the model's own
+/// scores: the personal copies', the byte LR's (when it scored) and the
+/// compression member's.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Members {
+    pub copies: f32,
+    pub head: Option<f32>,
+    pub compressed: f32,
+}
+
 /// A binary linear model's prediction before its stack: the model's own
 /// raw scores (linear, fused naive Bayes and personal copies, what its
 /// step and the label weighing read), the members' log-odds, and the
@@ -173,6 +184,7 @@ pub(crate) struct ModelParts {
     pub(crate) doc_freq: Option<DocFreq>,
     pub(crate) fusion: Option<fusion::Fusion>,
     pub(crate) byte_lr: Option<byte_lr::ByteLr>,
+    pub(crate) compression: Option<compression::Compression>,
     /// The stack of a binary linear model (None: naive Bayes, more than
     /// two classes, multi-label).
     pub(crate) stack: Option<stack::Stack>,
@@ -211,6 +223,10 @@ pub struct Model {
     /// The TREC-style byte LR over the document's head, added to a
     /// binary task's margin (the pipeline adds it: `--byte-lr`).
     pub(crate) byte_lr: Option<byte_lr::ByteLr>,
+    /// The byte context model per class over the document's head, a
+    /// member of a binary task's stack (the pipeline adds it:
+    /// `--compression`).
+    pub(crate) compression: Option<compression::Compression>,
     /// How the members combine into a binary margin (linear learners
     /// while the task may be binary).
     pub(crate) stack: Option<stack::Stack>,
@@ -245,6 +261,7 @@ impl Model {
             doc_freq,
             fusion,
             byte_lr: None,
+            compression: None,
             stack,
         })
     }
@@ -269,6 +286,7 @@ impl Model {
             doc_freq: self.doc_freq.clone(),
             fusion: self.fusion.clone(),
             byte_lr: self.byte_lr.as_ref().map(byte_lr::ByteLr::scoring_copy),
+            compression: self.compression.as_ref().map(compression::Compression::scoring_copy),
             stack: self.stack,
         });
         copy.limits = self.limits;
@@ -323,6 +341,7 @@ impl Model {
             limits: Limits::default(),
             fusion: p.fusion,
             byte_lr: p.byte_lr,
+            compression: p.compression,
             stack: p.stack,
             changed: None,
         };
@@ -359,8 +378,10 @@ impl Model {
     pub fn state_bytes(&self) -> usize {
         let fused = self.fusion.as_ref().map_or(0, fusion::Fusion::bytes);
         let bytes = self.byte_lr.as_ref().map_or(0, byte_lr::ByteLr::bytes);
+        let counts = self.compression.as_ref().map_or(0, compression::Compression::bytes);
         fused
             + bytes
+            + counts
             + match &self.state {
                 State::Linear(w) => w.bytes(),
                 State::NaiveBayes(nb) => (nb.counts.len() + nb.totals.len()) * 4,
@@ -376,6 +397,9 @@ impl Model {
         }
         if let Some(b) = &mut self.byte_lr {
             b.track_changes();
+        }
+        if let Some(c) = &mut self.compression {
+            c.track_changes();
         }
     }
 
@@ -393,6 +417,13 @@ impl Model {
         self.byte_lr.as_mut()?.take_changes()
     }
 
+    /// The compression member's slots changed since the last call
+    /// (ascending), and a clean slate; `None` without the member or when
+    /// changes are not tracked.
+    pub fn take_compression_changes(&mut self) -> Option<Vec<u32>> {
+        self.compression.as_mut()?.take_changes()
+    }
+
     /// How the members combine into a binary margin; none in a naive
     /// Bayes model, past two classes or on a multi-label task.
     pub fn stack(&self) -> Option<&stack::Stack> {
@@ -404,13 +435,36 @@ impl Model {
         self.byte_lr.as_ref()
     }
 
+    /// The compression member, if the model has one.
+    pub fn compression(&self) -> Option<&compression::Compression> {
+        self.compression.as_ref()
+    }
+
+    /// Whether the model can take a member of its stack besides its own:
+    /// a linear learner on a task not known to be multi-label, with at
+    /// most two classes.
+    fn takes_members(&self) -> bool {
+        matches!(self.state, State::Linear(_)) && self.task != Some(Task::MultiLabel) && self.labels.len() <= 2
+    }
+
+    /// Adds a compression member (no counts) when the model can take one
+    /// ([`Model::add_byte_lr`]). Returns whether the model has one now.
+    pub fn add_compression(&mut self) -> bool {
+        if self.takes_members() && self.compression.is_none() {
+            let mut member = compression::Compression::new();
+            if self.changed.is_some() {
+                member.track_changes();
+            }
+            self.compression = Some(member);
+        }
+        self.compression.is_some()
+    }
+
     /// Adds a byte LR member (zero weights) when the model can take one: a
     /// linear learner on a task not known to be multi-label, with at most
     /// two classes. Returns whether the model has one now.
     pub fn add_byte_lr(&mut self) -> bool {
-        let fits =
-            matches!(self.state, State::Linear(_)) && self.task != Some(Task::MultiLabel) && self.labels.len() <= 2;
-        if fits && self.byte_lr.is_none() {
+        if self.takes_members() && self.byte_lr.is_none() {
             let mut member = byte_lr::ByteLr::new();
             if self.changed.is_some() {
                 member.track_changes();
@@ -486,6 +540,7 @@ impl Model {
                     self.set_limits(self.limits);
                     self.fusion = None;
                     self.byte_lr = None;
+                    self.compression = None;
                     self.stack = None;
                 }
                 self.task = Some(task);
@@ -522,6 +577,9 @@ impl Model {
                 }
                 if k >= 2 && self.byte_lr.take().is_some() {
                     tracing::info!("a third class: the byte LR (for binary tasks) is off from here");
+                }
+                if k >= 2 && self.compression.take().is_some() {
+                    tracing::info!("a third class: the compression member (for binary tasks) is off from here");
                 }
                 if k >= 2 {
                     self.stack = None;
@@ -582,7 +640,12 @@ impl Model {
         if let (Some(stack), 2) = (&self.stack, k) {
             let (r0, r1) = (out.raw[0], out.raw[1]);
             let head = self.head_margin(x);
-            let inputs = self.stack_inputs(r1 - r0, out.fused, self.copies_margin(x), head);
+            let members = Members {
+                copies: self.copies_margin(x),
+                head,
+                compressed: self.compressed_margin(x),
+            };
+            let inputs = self.stack_inputs(r1 - r0, out.fused, members);
             // A mirrored pair, as the linear scores of a binary task are.
             let half = stack.margin(&inputs) / 2.0;
             (out.raw[0], out.raw[1]) = (-half, half);
@@ -596,11 +659,17 @@ impl Model {
 
     /// The members' log-odds, from the model's own binary margin `own`
     /// (linear, fused naive Bayes and copies), the fusion's inputs
-    /// `fused`, the copies' margin `copies` and the byte LR's `head`.
-    fn stack_inputs(&self, own: f32, fused: Option<[f32; 2]>, copies: f32, head: Option<f32>) -> stack::Inputs {
+    /// `fused` and the other members' margins.
+    fn stack_inputs(&self, own: f32, fused: Option<[f32; 2]>, m: Members) -> stack::Inputs {
         let d = fused.map_or(0.0, |f| f[1] - f[0]);
         let fused = self.fusion.as_ref().map_or(0.0, |f| f.weight * d);
-        stack::Inputs([own - fused - copies, copies, d, head.unwrap_or(0.0)])
+        stack::Inputs([own - fused - m.copies, m.copies, d, m.head.unwrap_or(0.0), m.compressed])
+    }
+
+    /// The compression member's log-odds for `x` (0 without the member or
+    /// `x`'s bytes).
+    fn compressed_margin(&self, x: &SparseVec) -> f32 {
+        self.compression.as_ref().map_or(0.0, |c| c.margin(&x.bytes))
     }
 
     /// The byte LR's margin for `x`, when the model has one and `x` a head.

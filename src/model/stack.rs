@@ -10,7 +10,9 @@
 //!   message without a user);
 //! - `naive_bayes`: the fused naive Bayes's log-odds, clipped at
 //!   [`super::fusion::FUSION_CLIP`];
-//! - `byte_lr`: the byte LR's log-odds (0 for a model without it).
+//! - `byte_lr`: the byte LR's log-odds (0 for a model without it);
+//! - `compression`: the byte context models' log-likelihood ratio (0 for
+//!   a model without them, `super::compression`).
 //!
 //! The served margin is `b + sum_i v_i c(z_i)`, where `c(z) = C tanh(z /
 //! C)` bounds a member at [`INPUT_CLIP`] either way (one member's wild
@@ -39,11 +41,18 @@ pub enum Member {
     Personal,
     NaiveBayes,
     ByteLr,
+    Compression,
 }
 
 impl Member {
     /// Every member, in order.
-    pub const ALL: [Member; MEMBERS] = [Member::Linear, Member::Personal, Member::NaiveBayes, Member::ByteLr];
+    pub const ALL: [Member; MEMBERS] = [
+        Member::Linear,
+        Member::Personal,
+        Member::NaiveBayes,
+        Member::ByteLr,
+        Member::Compression,
+    ];
 
     /// Its name in reports, metrics and explanations.
     pub fn name(self) -> &'static str {
@@ -52,12 +61,13 @@ impl Member {
             Member::Personal => "personal",
             Member::NaiveBayes => "naive_bayes",
             Member::ByteLr => "byte_lr",
+            Member::Compression => "compression",
         }
     }
 }
 
 /// How many members a stack has.
-pub const MEMBERS: usize = 4;
+pub const MEMBERS: usize = 5;
 /// AdaGrad's rate for the stack's weights: 0.2 ranked best over the raw
 /// and text spam streams of 0.05, 0.1, 0.2, 0.3 and 0.5 (docs/accuracy.md).
 pub const STACK_RATE: f32 = 0.2;
@@ -258,7 +268,7 @@ mod tests {
     use super::*;
 
     fn inputs(linear: f32, byte_lr: f32) -> Inputs {
-        Inputs([linear, 0.0, 0.0, byte_lr])
+        Inputs([linear, 0.0, 0.0, byte_lr, 0.0])
     }
 
     #[test]
@@ -303,7 +313,7 @@ mod tests {
         // A gradient too small to square in f32, on an empty sum (a fresh
         // stack, or one a forget emptied): no step, never an infinite one.
         let mut fresh = Stack::default();
-        let tiny = fresh.learn(&Inputs([1e-25, 0.0, 0.0, 0.0]), true, 1.0);
+        let tiny = fresh.learn(&Inputs([1e-25, 0.0, 0.0, 0.0, 0.0]), true, 1.0);
         assert!(fresh.weights().iter().all(|w| w.is_finite()), "{fresh:?}");
         assert_eq!(tiny.moves[1], 0.0);
         assert_eq!(
@@ -325,7 +335,7 @@ mod tests {
         // A model from before the stack scores as it did: unbounded.
         let mut s = Stack::legacy(0.5, 0.8, 1.2);
         assert_eq!(
-            s.margin(&Inputs([30.0, 2.0, 4.0, -1.0])),
+            s.margin(&Inputs([30.0, 2.0, 4.0, -1.0, 0.0])),
             30.0 + 0.5 * 2.0 + 0.8 * 4.0 - 1.2
         );
         s.learn(&inputs(1.0, 1.0), true, 1.0);

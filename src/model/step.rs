@@ -5,7 +5,7 @@
 
 use super::stack::Step;
 use super::{
-    Learner, Lesson, Model, ModelError, Schedule, Scored, State, Task, Weights, arow, fusion, hinge, logistic,
+    Learner, Lesson, Members, Model, ModelError, Schedule, Scored, State, Task, Weights, arow, fusion, hinge, logistic,
     perceptron,
 };
 use crate::features::SparseVec;
@@ -110,19 +110,23 @@ impl Model {
         w.end_step();
         // `scratch` still holds the scores the step started from.
         lesson.stack_step = self.learn_stack(before, gold, fused.map(|(i, _)| i), weight);
-        lesson.head_step = self.learn_byte_lr(x, gold, before.head, weight);
+        lesson.head_step = self.learn_byte_lr(x, gold, before.members.head, weight);
+        if let (Some(c), [gold], Task::SingleLabel) = (&mut self.compression, gold, task) {
+            c.learn(&x.bytes, *gold, weight);
+        }
         Ok(lesson)
     }
 }
 
 /// What the stack learns from, taken before the members step: the
-/// prediction's inputs when it has them; else the copies' and the byte
-/// LR's margins, completed from the step's own scores.
+/// prediction's inputs when it has them; else the other members'
+/// margins, completed from the step's own scores.
 #[derive(Clone, Copy, Default)]
 struct Before {
     inputs: Option<super::stack::Inputs>,
-    copies: f32,
-    head: Option<f32>,
+    /// The other members' margins (the byte LR's alone when `inputs`
+    /// are known: its step reads it).
+    members: Members,
 }
 
 impl Model {
@@ -136,13 +140,18 @@ impl Model {
         match predicted.and_then(|p| p.stacked) {
             Some(s) => Before {
                 inputs: Some(s.inputs),
-                copies: 0.0,
-                head: s.head.or_else(head),
+                members: Members {
+                    head: s.head.or_else(head),
+                    ..Members::default()
+                },
             },
             None => Before {
                 inputs: None,
-                copies: self.copies_margin(x),
-                head: head(),
+                members: Members {
+                    copies: self.copies_margin(x),
+                    head: head(),
+                    compressed: self.compressed_margin(x),
+                },
             },
         }
     }
@@ -156,7 +165,7 @@ impl Model {
             return Step::default();
         };
         let own = own_1 - own_0;
-        let inputs = (before.inputs).unwrap_or_else(|| self.stack_inputs(own, fused, before.copies, before.head));
+        let inputs = (before.inputs).unwrap_or_else(|| self.stack_inputs(own, fused, before.members));
         let positive = *gold == 1;
         self.stack
             .as_mut()

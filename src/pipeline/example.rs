@@ -74,6 +74,11 @@ impl Pipeline {
         } else {
             f.x.head.clear();
         }
+        f.x.bytes.clear();
+        if self.model.compression().is_some() {
+            let head = &text.as_bytes()[..text.len().min(crate::model::compression::COMPRESSION_BYTES)];
+            f.x.bytes.extend_from_slice(head);
+        }
         let raw = keep_raw.then(|| f.x.clone());
         self.finalize(f);
         self.counters.features += f.x.len() as u64;

@@ -40,7 +40,7 @@ pub use reported::{Reported, Vote};
 pub use request::{ANSWERED_QUEUE, Answered, Asked, Scorer};
 pub use review::{Query, Review, ReviewConfig, ReviewState, Verdict};
 pub use role::Role;
-pub use settings::{ByteLrWhen, HeldExample, PipelineConfig};
+pub use settings::{HeldExample, MemberWhen, PipelineConfig};
 pub use trust::{
     DEFAULT_CONTRADICTION_MARGIN, DEFAULT_MAX_REPORTERS, DEFAULT_REPORTED, Reporter, Reporters, TrustConfig,
 };
@@ -357,7 +357,7 @@ impl Pipeline {
         };
         self.ledger.cache.expire(now_ms, self.cfg.cache_ttl_ms);
         if let Ok(Message::Example { email, .. }) = &message {
-            self.offer_byte_lr(*email);
+            self.offer_members(*email);
         }
         let mut w = std::mem::take(&mut self.work);
         w.features.user = None;
@@ -426,17 +426,20 @@ impl Pipeline {
         outcome
     }
 
-    /// Adds the byte LR to the model when `--byte-lr` wants one for a
-    /// message (an e-mail when `email`) and this process learns; the model
-    /// declines it past two classes or for a multi-label task.
-    fn offer_byte_lr(&mut self, email: bool) {
-        let wanted = match self.cfg.byte_lr {
-            ByteLrWhen::Email => email,
-            ByteLrWhen::Always => true,
-            ByteLrWhen::Off => false,
-        };
-        if wanted && self.cfg.role != Role::Predictor && self.model.byte_lr().is_none() && self.model.add_byte_lr() {
+    /// Adds the byte LR and the compression member to the model when
+    /// `--byte-lr` and `--compression` want them for a message (an e-mail
+    /// when `email`) and this process learns; the model declines them
+    /// past two classes or for a multi-label task.
+    fn offer_members(&mut self, email: bool) {
+        if self.cfg.role == Role::Predictor {
+            return;
+        }
+        let model = &mut self.model;
+        if self.cfg.byte_lr.wants(email) && model.byte_lr().is_none() && model.add_byte_lr() {
             tracing::info!("the byte LR joins the model (--byte-lr)");
+        }
+        if self.cfg.compression.wants(email) && model.compression().is_none() && model.add_compression() {
+            tracing::info!("the compression member joins the model (--compression)");
         }
     }
 

@@ -66,6 +66,10 @@ pub struct Prediction {
     pub model_version: u64,
     /// The features that pushed it to its label most (`--explain`).
     pub explanation: Option<Vec<Contribution>>,
+    /// With an explanation, of a binary model's stack: each member's share
+    /// of the margin toward the label, and the bias's, largest first
+    /// ([`crate::model::Model::member_shares`]).
+    pub members: Option<Vec<(String, f32)>>,
     /// In the uncertain band (see [`super::Review`]).
     pub uncertain: bool,
     /// The message's text, when it is to be reviewed (asked for within the
@@ -155,6 +159,8 @@ impl Prediction {
             model_version: u64,
             #[serde(skip_serializing_if = "Option::is_none")]
             explanation: Option<Explained<'a>>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            members: Option<Scores<'a>>,
             #[serde(skip_serializing_if = "std::ops::Not::not")]
             uncertain: bool,
         }
@@ -168,6 +174,7 @@ impl Prediction {
             margins: Margins(&self.margins),
             model_version: self.model_version,
             explanation: self.explanation.as_deref().map(Explained),
+            members: self.members.as_deref().map(Scores),
             uncertain: self.uncertain,
         };
         // Writing to a Vec cannot fail, and every key is a string.

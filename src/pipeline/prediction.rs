@@ -28,9 +28,15 @@ impl Pipeline {
         let mut margins = Vec::new();
         self.model.margins(&w.scored, &mut margins);
         let (scores, margins) = (named(&w.scored.scores), named(&margins));
-        let explanation = match (self.cfg.explain, w.scored.labels.first()) {
-            (0, _) | (_, None) => None,
-            (n, Some(&class)) => Some(self.explanation(text, &w.features.x, w.features.user, class, n)),
+        let (explanation, members) = match (self.cfg.explain, w.scored.labels.first()) {
+            (0, _) | (_, None) => (None, None),
+            (n, Some(&class)) => {
+                let members = self.model.member_shares(&w.scored, class).map(|shares| {
+                    let named = shares.into_iter().map(|(m, s)| (m.to_string(), s));
+                    named.collect()
+                });
+                (Some(self.explanation(text, &w.features.x, w.features.user, class, n)), members)
+            }
         };
         let prediction = Prediction {
             id,
@@ -40,6 +46,7 @@ impl Pipeline {
             multilabel: self.model.task() == Some(Task::MultiLabel),
             model_version: self.model.version(),
             explanation,
+            members,
             uncertain: false,
             review: None,
             user: None,

@@ -40,15 +40,19 @@ pub struct PipelineConfig {
     /// What of a raw e-mail the document holds (`--email-views`).
     pub email_views: crate::email::Views,
     /// Which messages make a learning model add the byte LR (`--byte-lr`).
-    pub byte_lr: ByteLrWhen,
+    pub byte_lr: MemberWhen,
+    /// Which messages make a learning model add the compression member
+    /// (`--compression`).
+    pub compression: MemberWhen,
 }
 
-/// `--byte-lr`: when a learning model adds the byte LR member
-/// (`model::byte_lr`), whose log-odds over the byte 4-grams of a
-/// document's head add to a binary task's margin. Once added it stays
-/// (checkpointed, published) and reads every message's head.
+/// `--byte-lr`, `--compression`: when a learning model adds a member of
+/// its stack that reads the bytes of a document's head (the byte LR,
+/// `model::byte_lr`; the compression member, `model::compression`). Once
+/// added it stays (checkpointed, published) and reads every message's
+/// head.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum ByteLrWhen {
+pub enum MemberWhen {
     /// At the first raw e-mail (`"email"`, `"email_base64"`, `--input-format
     /// email`): it ranks raw e-mail and long texts better, short ones (SMS)
     /// worse (docs/accuracy.md).
@@ -58,6 +62,17 @@ pub enum ByteLrWhen {
     Always,
     /// Never.
     Off,
+}
+
+impl MemberWhen {
+    /// Whether a message (an e-mail when `email`) calls for the member.
+    pub fn wants(self, email: bool) -> bool {
+        match self {
+            MemberWhen::Email => email,
+            MemberWhen::Always => true,
+            MemberWhen::Off => false,
+        }
+    }
 }
 
 impl PipelineConfig {
@@ -87,7 +102,8 @@ impl Default for PipelineConfig {
             review_output: false,
             trust: super::TrustConfig::default(),
             email_views: crate::email::Views::default(),
-            byte_lr: ByteLrWhen::Email,
+            byte_lr: MemberWhen::Email,
+            compression: MemberWhen::Email,
         }
     }
 }

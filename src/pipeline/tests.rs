@@ -450,32 +450,35 @@ fn one_class_known_is_the_evidence_of_its_examples() {
     assert!((p.progressive().roc[1].0 - 2f32.ln()).abs() < 1e-6);
 }
 
-/// `--byte-lr email` (the default) adds the byte LR at the first raw
-/// e-mail, not for text; `always` from the first message; `off` never.
-/// Once in, it scores every message's head, and its part of the raw
-/// scores is what the model's own step and the label weighing leave out.
+/// `--byte-lr email` and `--compression email` (the defaults) add the
+/// byte LR and the compression member at the first raw e-mail, not for
+/// text; `always` from the first message; `off` never. Once in, they
+/// score every message's head, and the stack learns their weights.
 #[test]
-fn the_byte_lr_joins_at_the_first_e_mail() {
+fn the_byte_lr_and_the_compression_member_join_at_the_first_e_mail() {
     let text = br#"{"text": "win cash prize now", "label": "spam"}"#;
     let mail = |label: &str, body: &str| {
         format!(r#"{{"email": "From: a@example.com\nSubject: {body}\n\n{body}\n", "label": "{label}"}}"#)
     };
     for (when, after_text, after_mail) in [
-        (ByteLrWhen::Email, false, true),
-        (ByteLrWhen::Always, true, true),
-        (ByteLrWhen::Off, false, false),
+        (MemberWhen::Email, false, true),
+        (MemberWhen::Always, true, true),
+        (MemberWhen::Off, false, false),
     ] {
         let mut p = pipeline(PipelineConfig {
             byte_lr: when,
+            compression: when,
             ..PipelineConfig::default()
         });
         p.handle(text, &id0, 0);
         assert_eq!(p.model().byte_lr().is_some(), after_text, "{when:?}");
+        assert_eq!(p.model().compression().is_some(), after_text, "{when:?}");
         for i in 0..5 {
             p.handle(mail("spam", &format!("cheap pills {i}")).as_bytes(), &id0, 0);
             p.handle(mail("ham", &format!("lunch at noon {i}")).as_bytes(), &id0, 0);
         }
         assert_eq!(p.model().byte_lr().is_some(), after_mail, "{when:?}");
+        assert_eq!(p.model().compression().is_some(), after_mail, "{when:?}");
         let Outcome::Predicted(pred) = p.handle(br#"{"id": "q", "text": "cheap pills 9"}"#, &id0, 0) else {
             panic!("expected a prediction")
         };
@@ -484,8 +487,101 @@ fn the_byte_lr_joins_at_the_first_e_mail() {
             // The stack learned a weight for it from 0.
             let stack = p.model().stack().expect("a binary linear model has a stack");
             assert_ne!(stack.weight(crate::model::stack::Member::ByteLr), 0.0);
+            assert_ne!(stack.weight(crate::model::stack::Member::Compression), 0.0);
         }
     }
+}
+
+/// With an explanation, a binary model's prediction says what each
+/// member of its stack added: the shares, bias included, add up to the
+/// label's margin, largest first.
+#[test]
+fn an_explanation_gives_each_members_share_of_the_margin() {
+    let mut p = pipeline(PipelineConfig {
+        explain: 3,
+        byte_lr: MemberWhen::Always,
+        compression: MemberWhen::Always,
+        ..PipelineConfig::default()
+    });
+    for i in 0..40 {
+        let (text, label) = match i % 2 {
+            0 => (format!("win a cash prize now {i}"), "spam"),
+            _ => (format!("lunch at noon tomorrow {i}"), "ham"),
+        };
+        p.handle(serde_json::json!({"text": text, "label": label}).to_string().as_bytes(), &id0, 0);
+    }
+    let Outcome::Predicted(pred) = p.handle(br#"{"id": "q", "text": "cash prize for lunch"}"#, &id0, 0) else {
+        panic!("expected a prediction")
+    };
+    let shares = pred.members.expect("a binary model with a stack explains its members");
+    let names: Vec<&str> = shares.iter().map(|(m, _)| m.as_str()).collect();
+    for m in ["linear", "byte_lr", "compression", "bias"] {
+        assert!(names.contains(&m), "{names:?}");
+    }
+    assert!(shares.windows(2).all(|w| w[0].1 >= w[1].1), "{shares:?}");
+    let label = &pred.labels[0];
+    let margin = pred.margins.iter().find(|(c, _)| c == label).expect("a margin").1;
+    let sum: f32 = shares.iter().map(|(_, s)| s).sum();
+    assert!((sum - margin).abs() < 1e-4, "{shares:?} add to {sum}, the margin is {margin}");
+}
+
+/// A forgotten label takes back what the compression member counted for
+/// it, and a relabel moves the counts to the other class: the counts are
+/// as if the message had been learned under its last label alone.
+#[test]
+fn a_forget_takes_back_the_compression_members_counts() {
+    let mut p = pipeline(PipelineConfig {
+        compression: MemberWhen::Always,
+        ..PipelineConfig::default()
+    });
+    let send = |p: &mut Pipeline, v: serde_json::Value| p.handle(v.to_string().as_bytes(), &id0, 0);
+    for i in 0..10 {
+        let label = if i % 2 == 0 { "spam" } else { "ham" };
+        send(
+            &mut p,
+            serde_json::json!({"id": format!("w{i}"), "text": format!("warm up {i}"), "label": label}),
+        );
+    }
+    let before = p.model().compression().expect("always on").clone();
+    send(
+        &mut p,
+        serde_json::json!({"id": "m", "text": "cheap pills here", "label": "spam"}),
+    );
+    let learned = p.model().compression().expect("kept").clone();
+    assert_ne!(learned, before);
+    let forget = send(&mut p, serde_json::json!({"id": "m", "forget": true}));
+    assert!(matches!(forget, Outcome::Forgotten { .. }));
+    // As before, to the rounding of the label's weight.
+    let now = |p: &Pipeline| p.model().compression().expect("kept").clone();
+    assert!(now(&p).distance(&before) < 1e-5, "{}", now(&p).distance(&before));
+    assert!(learned.distance(&before) > 0.5);
+    // Relabelled: the spam counts go back, the ham ones come.
+    send(
+        &mut p,
+        serde_json::json!({"id": "n", "text": "see you at lunch", "label": "spam"}),
+    );
+    let spam = now(&p);
+    send(
+        &mut p,
+        serde_json::json!({"id": "n", "text": "see you at lunch", "label": "ham"}),
+    );
+    let ham = now(&p);
+    // Each class's counts in all: the spam label added to class 1's
+    // alone, and its relabel took that back and added to class 0's.
+    let mass = |c: &crate::model::compression::Compression, class: usize| -> f32 {
+        c.nonzero().1.iter().skip(class).step_by(2).sum()
+    };
+    let bytes = "see you at lunch".len() as f32 * 4.0;
+    let s = p.model().labels().get("spam").expect("known");
+    let added = |c: &crate::model::compression::Compression| {
+        [mass(c, s) - mass(&before, s), mass(c, 1 - s) - mass(&before, 1 - s)]
+    };
+    let [to_spam, to_ham] = added(&spam);
+    assert!(to_ham.abs() < 1e-3 && to_spam > 0.1 * bytes, "{to_spam} {to_ham}");
+    // The relabel is believed by its weight (little, against a model
+    // that learned the other label: docs/feedback.md), never nothing.
+    let [to_spam, to_ham] = added(&ham);
+    assert!(to_spam.abs() < 1e-3 && to_ham > 0.0, "{to_spam} {to_ham}");
 }
 
 /// Personal features (issue 49): a user's first labels teach the shared

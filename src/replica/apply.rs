@@ -66,6 +66,10 @@ pub fn apply_delta(m: &mut Model, d: &mut pb::ModelState) -> Result<(), ReplicaE
         // Checked: the rows are in range, the scalars too.
         b.put(&n.buckets, &n.values);
     }
+    if let (Some(c), Some(n)) = (&mut m.compression, &d.compression) {
+        // Checked: the slots are in range, the counts too.
+        c.put(&n.slots, &n.counts);
+    }
     if let (true, Some(n)) = (m.doc_freq.is_some(), &d.doc_freq) {
         for (&b, &c) in n.buckets.iter().zip(&n.counts) {
             m.set_doc_count(b, c);
@@ -154,14 +158,20 @@ fn check(m: &Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
         }
         _ => false,
     };
+    let compression_fits = match (&m.compression, &d.compression) {
+        (None, None) => true,
+        (Some(c), Some(n)) => c.fits(&n.slots, &n.counts),
+        _ => false,
+    };
     let stack_fits = match (&m.stack, &d.stack) {
         (None, None) => true,
         (Some(_), Some(n)) => Stack::from_parts(&n.weights, &n.sum_sq, n.bound).is_some(),
         _ => false,
     };
-    if !fusion_fits || !df_fits || !byte_lr_fits || !stack_fits {
+    if !fusion_fits || !df_fits || !byte_lr_fits || !stack_fits || !compression_fits {
         return Err(
-            "a delta with or without a fusion, a byte LR, document frequencies or a stack the model lacks or has"
+            "a delta with or without a fusion, a byte LR, a compression member, document frequencies or \
+             a stack the model lacks or has"
                 .into(),
         );
     }

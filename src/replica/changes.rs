@@ -6,7 +6,7 @@
 //! in place as it would a delta between two images.
 
 use crate::checkpoint::{byte_lr_to_pb, pb, stack_to_pb};
-use crate::model::{Model, NaiveBayes, State, Task};
+use crate::model::{Model, NaiveBayes, State, Task, Weights};
 
 use pb::model_state::State as PbState;
 
@@ -22,6 +22,7 @@ pub(super) struct Shape {
     layout: Option<(bool, bool, bool, bool)>,
     fused: bool,
     byte_lr: bool,
+    compression: bool,
     scale: f64,
 }
 
@@ -49,6 +50,7 @@ impl Shape {
             layout,
             fused: m.fusion.is_some(),
             byte_lr: m.byte_lr().is_some(),
+            compression: m.compression().is_some(),
             scale,
         }
     }
@@ -63,7 +65,11 @@ impl Shape {
             "task changed"
         } else if self.labels != now.labels && !(sparse && now.labels.starts_with(&self.labels)) {
             "labels changed"
-        } else if self.layout != now.layout || self.fused != now.fused || self.byte_lr != now.byte_lr {
+        } else if self.layout != now.layout
+            || self.fused != now.fused
+            || self.byte_lr != now.byte_lr
+            || self.compression != now.compression
+        {
             "layout changed"
         } else if now.scale > self.scale {
             "weights rescaled"
@@ -73,58 +79,86 @@ impl Shape {
     }
 }
 
+/// What changed outside the model's rows: the byte LR's buckets and the
+/// compression member's slots, each ascending.
+#[derive(Debug, Default)]
+pub(super) struct Members {
+    pub(super) head: Vec<u32>,
+    pub(super) slots: Vec<u32>,
+}
+
+impl Members {
+    /// What changed in `m`'s members since they were last asked.
+    pub(super) fn take(m: &mut Model) -> Self {
+        Members {
+            head: m.take_byte_lr_changes().unwrap_or_default(),
+            slots: m.take_compression_changes().unwrap_or_default(),
+        }
+    }
+}
+
+/// The rows of `buckets` of the linear weights `w` (their sparse
+/// entries when sparse, with the budget's pruning at `pruned_at`).
+fn linear_rows(w: &Weights, buckets: &[u32], pruned_at: Option<f32>) -> PbState {
+    let stride = w.scoring_stride() as u32;
+    let (averaged, _, mirrored) = w.layout();
+    let (mut ids, mut keys, mut values) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, &b) in buckets.iter().enumerate() {
+        if w.is_sparse() {
+            w.prefetch_entries(buckets, i);
+            w.scoring_entries(b as usize, &mut keys, &mut values);
+        } else {
+            ids.push(b);
+            w.scoring_row(b as usize, &mut values);
+        }
+    }
+    let (rows, entries) = if w.is_sparse() {
+        let e = pb::Entries {
+            stride,
+            keys: Vec::new(),
+            key_gaps: into_gaps(keys),
+            values,
+            count: 0,
+            prune_at_or_below: pruned_at,
+            rows: pruned_at.map_or_else(Vec::new, |_| buckets.to_vec()),
+        };
+        (None, Some(e))
+    } else {
+        (
+            Some(pb::Rows {
+                stride,
+                rows: ids,
+                values,
+            }),
+            None,
+        )
+    };
+    PbState::Linear(pb::LinearState {
+        rows,
+        entries,
+        scale: w.scale(),
+        bsum: w.bsum(),
+        steps: w.steps(),
+        averaged,
+        adagrad: false,
+        mirrored,
+    })
+}
+
 /// The delta that sets `buckets` (ascending) to their rows in `m`, and
-/// the byte LR's `head` buckets (ascending) to its weights, with every
+/// the members' changes `members` to their values, with every
 /// scalar of `m`; `pruned_at`: the budget dropped the sparse weights at
 /// or below it since the version before (a replica replays it, and the
 /// rows of `buckets` are then replaced whole).
-pub(super) fn delta_of_changes(m: &Model, buckets: &[u32], head: &[u32], pruned_at: Option<f32>) -> pb::ModelState {
+pub(super) fn delta_of_changes(
+    m: &Model,
+    buckets: &[u32],
+    members: &Members,
+    pruned_at: Option<f32>,
+) -> pb::ModelState {
+    let head = &members.head;
     let state = match &m.state {
-        State::Linear(w) => {
-            let stride = w.scoring_stride() as u32;
-            let (averaged, _, mirrored) = w.layout();
-            let (mut ids, mut keys, mut values) = (Vec::new(), Vec::new(), Vec::new());
-            for (i, &b) in buckets.iter().enumerate() {
-                if w.is_sparse() {
-                    w.prefetch_entries(buckets, i);
-                    w.scoring_entries(b as usize, &mut keys, &mut values);
-                } else {
-                    ids.push(b);
-                    w.scoring_row(b as usize, &mut values);
-                }
-            }
-            let (rows, entries) = if w.is_sparse() {
-                let e = pb::Entries {
-                    stride,
-                    keys: Vec::new(),
-                    key_gaps: into_gaps(keys),
-                    values,
-                    count: 0,
-                    prune_at_or_below: pruned_at,
-                    rows: pruned_at.map_or_else(Vec::new, |_| buckets.to_vec()),
-                };
-                (None, Some(e))
-            } else {
-                (
-                    Some(pb::Rows {
-                        stride,
-                        rows: ids,
-                        values,
-                    }),
-                    None,
-                )
-            };
-            PbState::Linear(pb::LinearState {
-                rows,
-                entries,
-                scale: w.scale(),
-                bsum: w.bsum(),
-                steps: w.steps(),
-                averaged,
-                adagrad: false,
-                mirrored,
-            })
-        }
+        State::Linear(w) => linear_rows(w, buckets, pruned_at),
         State::NaiveBayes(nb) => PbState::NaiveBayes(nb_rows(nb, buckets)),
     };
     pb::ModelState {
@@ -148,6 +182,10 @@ pub(super) fn delta_of_changes(m: &Model, buckets: &[u32], head: &[u32], pruned_
         byte_lr: m.byte_lr().map(|b| {
             let values = head.iter().map(|&g| b.weights[g as usize]).collect();
             byte_lr_to_pb(Vec::new(), head.to_vec(), values)
+        }),
+        compression: m.compression().map(|c| pb::CompressionState {
+            slots: members.slots.clone(),
+            counts: c.counts_of(&members.slots),
         }),
         doc_freq: m.doc_freq().map(|d| pb::DocFreq {
             docs: d.docs,

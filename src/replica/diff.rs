@@ -174,6 +174,15 @@ fn merge_rows<R: RowSet>(base: &mut Option<R>, delta: Option<R>) -> Result<(), R
     }
 }
 
+/// The compression member's slots, two counts each.
+fn counts_sparse(c: &pb::CompressionState) -> Sparse<'_, f32> {
+    Sparse {
+        ids: &c.slots,
+        values: &c.counts,
+        stride: 2,
+    }
+}
+
 fn df_sparse(d: &pb::DocFreq) -> Sparse<'_, u32> {
     Sparse {
         ids: &d.buckets,
@@ -209,43 +218,37 @@ pub(super) fn delta(old: &pb::ModelState, new: &pb::ModelState) -> Option<pb::Mo
         (Some(State::NaiveBayes(o)), Some(State::NaiveBayes(n))) => State::NaiveBayes(nb_delta(o, n)?),
         _ => return None,
     };
-    let fusion = match (&old.fusion, &new.fusion) {
-        (None, None) => None,
-        (Some(o), Some(n)) => Some(pb::FusionState {
+    let fusion = both(&old.fusion, &new.fusion, |o, n| {
+        Some(pb::FusionState {
             naive_bayes: Some(nb_delta(o.naive_bayes.as_ref()?, n.naive_bayes.as_ref()?)?),
             weight: n.weight,
             sum_sq: n.sum_sq,
-        }),
-        _ => return None,
-    };
-    let doc_freq = match (&old.doc_freq, &new.doc_freq) {
-        (None, None) => None,
-        (Some(o), Some(n)) => {
-            let (buckets, counts) = diff(df_sparse(o), df_sparse(n));
-            Some(pb::DocFreq {
-                docs: n.docs,
-                buckets,
-                counts,
-            })
-        }
-        _ => return None,
-    };
-    let byte_lr = match (&old.byte_lr, &new.byte_lr) {
-        (None, None) => None,
-        (Some(o), Some(n)) if o.weights.len() == n.weights.len() => {
-            let (buckets, values) = (o.weights.iter().zip(&n.weights).enumerate())
-                .filter(|(_, (a, b))| a != b)
-                .map(|(g, (_, &b))| (g as u32, b))
-                .unzip();
-            Some(pb::ByteLrState {
-                weights: Vec::new(),
-                buckets,
-                values,
-                ..n.clone()
-            })
-        }
-        _ => return None,
-    };
+        })
+    })?;
+    let doc_freq = both(&old.doc_freq, &new.doc_freq, |o, n| {
+        let (buckets, counts) = diff(df_sparse(o), df_sparse(n));
+        Some(pb::DocFreq {
+            docs: n.docs,
+            buckets,
+            counts,
+        })
+    })?;
+    let byte_lr = both(&old.byte_lr, &new.byte_lr, |o, n| {
+        let (buckets, values) = (o.weights.iter().zip(&n.weights).enumerate())
+            .filter(|(_, (a, b))| a != b)
+            .map(|(g, (_, &b))| (g as u32, b))
+            .unzip();
+        (o.weights.len() == n.weights.len()).then(|| pb::ByteLrState {
+            weights: Vec::new(),
+            buckets,
+            values,
+            ..n.clone()
+        })
+    })?;
+    let compression = both(&old.compression, &new.compression, |o, n| {
+        let (slots, counts) = diff(counts_sparse(o), counts_sparse(n));
+        Some(pb::CompressionState { slots, counts })
+    })?;
     Some(pb::ModelState {
         task: new.task.clone(),
         labels: new.labels.clone(),
@@ -256,9 +259,21 @@ pub(super) fn delta(old: &pb::ModelState, new: &pb::ModelState) -> Option<pb::Mo
         doc_freq,
         fusion,
         byte_lr,
+        compression,
         personal_switch: new.personal_switch,
         stack: new.stack.clone(),
     })
+}
+
+/// The change `f` finds between two parts of a model, `Some(None)` when
+/// neither has the part; `None` (only a whole image will do) when one
+/// has it and the other not, or `f` finds no delta.
+fn both<T, U>(old: &Option<T>, new: &Option<T>, f: impl FnOnce(&T, &T) -> Option<U>) -> Option<Option<U>> {
+    match (old, new) {
+        (None, None) => Some(None),
+        (Some(o), Some(n)) => f(o, n).map(Some),
+        _ => None,
+    }
 }
 
 /// The change between two naive Bayes states of one layout.
@@ -353,6 +368,19 @@ pub(super) fn apply(base: &mut pb::ModelState, d: pb::ModelState) -> Result<(), 
             (b.weight, b.sum_sq, b.recent_0, b.recent_1) = (n.weight, n.sum_sq, n.recent_0, n.recent_1);
         }
         _ => return Err("a delta with and without a byte LR".into()),
+    }
+    match (&mut base.compression, d.compression) {
+        (None, None) => {}
+        (Some(b), Some(n)) => {
+            let ok = |c: &pb::CompressionState| {
+                c.counts.len() == 2 * c.slots.len() && c.slots.windows(2).all(|w| w[0] < w[1])
+            };
+            if !ok(b) || !ok(&n) {
+                return Err("compression slots out of order".into());
+            }
+            (b.slots, b.counts) = merge(counts_sparse(b), counts_sparse(&n));
+        }
+        _ => return Err("a delta with and without a compression member".into()),
     }
     base.version = d.version;
     base.sketch_offered = d.sketch_offered;

@@ -33,10 +33,11 @@ use crate::model::Model;
 /// (`ModelState.personal_switch`), which a version-7 reader would score
 /// users' messages without, at 2; 9 a model with a stack
 /// (`ModelState.stack`), which a version-8 reader would combine its old
-/// way. A record is stamped
+/// way; 10 a model with a compression member (`ModelState.compression`),
+/// which a version-9 reader would score without. A record is stamped
 /// with the oldest format that reads it right: [`PLAIN_FORMAT`] for full
 /// versions and dense deltas, which replicas of the builds before read.
-pub const MODEL_FORMAT_VERSION: u32 = 9;
+pub const MODEL_FORMAT_VERSION: u32 = 10;
 /// The format of a delta with sparse entries' key gaps (5).
 pub(super) const SPARSE_FORMAT: u32 = 5;
 /// The format of a record whose model has a byte LR (6): a reader of an
@@ -58,13 +59,19 @@ pub(super) const PERSONAL_SCALE_FORMAT: u32 = 8;
 /// them.
 pub(super) const STACK_FORMAT: u32 = 9;
 
+/// The format of every record of a model with a compression member (10):
+/// a reader of an older format would score without it, so it skips them.
+pub(super) const COMPRESSION_FORMAT: u32 = 10;
+
 /// The format of every record but a delta of sparse entries.
 const PLAIN_FORMAT: u32 = 3;
 
 /// The oldest format that reads a record of `m` right, from `format`,
 /// what its content needs.
 fn stamp(m: &Model, format: u32) -> u32 {
-    if m.stack().is_some() {
+    if m.compression().is_some() {
+        COMPRESSION_FORMAT
+    } else if m.stack().is_some() {
         STACK_FORMAT
     } else if m.features().personal_scale != LEGACY_PERSONAL_SCALE {
         PERSONAL_SCALE_FORMAT
@@ -221,7 +228,7 @@ impl Publisher {
         };
         m.track_changes();
         let changed = m.take_changes();
-        let head = m.take_byte_lr_changes().unwrap_or_default();
+        let members = super::changes::Members::take(m);
         let pruned_at = m.take_pruned_at();
         let shape = Shape::of(m);
         let snapshot_due = self
@@ -237,7 +244,7 @@ impl Publisher {
         if let (Some((base, _)), "", Some(buckets)) = (&self.last, why, changed) {
             let delta = pb::ModelDelta {
                 base_version: *base,
-                model: Some(delta_of_changes(m, &buckets, &head, pruned_at)),
+                model: Some(delta_of_changes(m, &buckets, &members, pruned_at)),
             };
             if sparse_entries(&delta) {
                 header.format = SPARSE_FORMAT;

@@ -11,7 +11,7 @@ use super::*;
 use crate::checkpoint::pb;
 use crate::features::FeatureConfig;
 use crate::model::{Hyper, Learner, Model};
-use crate::pipeline::{ByteLrWhen, Pipeline, PipelineConfig};
+use crate::pipeline::{MemberWhen, Pipeline, PipelineConfig};
 
 /// The records `publisher` sends to publish `m`, and what kind they are.
 fn publish(publisher: &mut Publisher, m: &mut Model, now_ms: u64) -> (Vec<Outgoing>, Kind) {
@@ -98,17 +98,19 @@ fn varied_topics(n: usize, k: usize) -> Vec<String> {
 }
 
 fn pipeline(learner: Learner, idf: bool) -> Pipeline {
-    pipeline_with(learner, idf, ByteLrWhen::Email)
+    pipeline_with(learner, idf, MemberWhen::Email)
 }
 
-fn pipeline_with(learner: Learner, idf: bool, byte_lr: ByteLrWhen) -> Pipeline {
+fn pipeline_with(learner: Learner, idf: bool, byte_lr: MemberWhen) -> Pipeline {
     let features = FeatureConfig {
         bits: 14,
         idf,
         ..FeatureConfig::default()
     };
+    // The compression member joins when the byte LR does.
     let cfg = PipelineConfig {
         byte_lr,
+        compression: byte_lr,
         ..PipelineConfig::default()
     };
     Pipeline::new(Model::new(Hyper::defaults(learner), features), cfg)
@@ -194,7 +196,7 @@ fn a_delta_applied_gives_the_newer_image() {
             let sms = sms().iter().map(|s| s.to_string()).collect::<Vec<_>>();
             for lines in [sms, topics(300), many_topics(600, 24)] {
                 // With IDF, the byte LR too (binary linear models keep it).
-                let byte_lr = if idf { ByteLrWhen::Always } else { ByteLrWhen::Email };
+                let byte_lr = if idf { MemberWhen::Always } else { MemberWhen::Email };
                 let mut p = pipeline_with(learner, idf, byte_lr);
                 feed(&mut p, &lines[..lines.len() / 2]);
                 let old = scoring_image(p.model());
@@ -216,6 +218,11 @@ fn a_delta_applied_gives_the_newer_image() {
                 );
                 assert_eq!(
                     d.byte_lr.as_ref().is_some_and(|b| !b.buckets.is_empty()),
+                    idf && binary && learner != Learner::NaiveBayes,
+                    "{learner:?}"
+                );
+                assert_eq!(
+                    d.compression.as_ref().is_some_and(|c| !c.slots.is_empty()),
                     idf && binary && learner != Learner::NaiveBayes,
                     "{learner:?}"
                 );
@@ -338,11 +345,11 @@ fn take(a: &mut Assembler, served: &mut Option<Model>) -> usize {
 #[test]
 fn a_replica_rebuilds_the_learners_model_from_the_records() {
     let sms: Vec<String> = sms().iter().map(|s| s.to_string()).collect();
-    let off = ByteLrWhen::Email;
+    let off = MemberWhen::Email;
     for (learner, idf, lines, part, byte_lr) in [
         (Learner::Logistic, false, sms.clone(), 100, off),
         (Learner::Logistic, true, sms.clone(), 100, off),
-        (Learner::Logistic, true, sms.clone(), 100, ByteLrWhen::Always),
+        (Learner::Logistic, true, sms.clone(), 100, MemberWhen::Always),
         (Learner::NaiveBayes, true, sms.clone(), 100, off),
         (Learner::Hinge, false, varied_topics(1200, 24), 100, off),
     ] {
@@ -350,7 +357,7 @@ fn a_replica_rebuilds_the_learners_model_from_the_records() {
     }
 }
 
-fn rebuild(learner: Learner, idf: bool, lines: &[String], part: usize, byte_lr: ByteLrWhen) {
+fn rebuild(learner: Learner, idf: bool, lines: &[String], part: usize, byte_lr: MemberWhen) {
     let settings = every_call(4096);
     let mut publisher = Publisher::new(7, settings, BTreeSet::from(["delta/old".to_string()]));
     let mut replica = Assembler::default();
@@ -378,9 +385,16 @@ fn rebuild(learner: Learner, idf: bool, lines: &[String], part: usize, byte_lr: 
         assert_eq!(m.version(), image.version());
         // The byte LR (its weights and its learned weight) goes with the
         // model, in records a reader of format 5 skips.
-        assert_eq!(m.byte_lr().is_some(), byte_lr == ByteLrWhen::Always);
+        assert_eq!(m.byte_lr().is_some(), byte_lr == MemberWhen::Always);
         assert_eq!(m.byte_lr().map(|b| &b.weights), p.model().byte_lr().map(|b| &b.weights));
-        if byte_lr == ByteLrWhen::Always {
+        // So does the compression member, in records a reader of format
+        // 9 skips.
+        assert_eq!(m.compression().is_some(), byte_lr == MemberWhen::Always);
+        assert_eq!(
+            m.compression(),
+            p.model().compression().map(|c| c.scoring_copy()).as_ref()
+        );
+        if byte_lr == MemberWhen::Always {
             let format = pb::ModelRecord::decode(records[0].value.as_deref().unwrap())
                 .unwrap()
                 .format_version;
@@ -583,7 +597,7 @@ fn sparse_deltas_carry_their_keys_as_gaps() {
     p.model_mut().track_changes();
     feed(&mut p, &many_topics(60, 40));
     let buckets = p.model_mut().take_changes().unwrap();
-    let d = super::changes::delta_of_changes(p.model(), &buckets, &[], None);
+    let d = super::changes::delta_of_changes(p.model(), &buckets, &super::changes::Members::default(), None);
     let gapped = whole_entries(&mut d.clone()).clone();
     assert!(gapped.keys.is_empty() && gapped.key_gaps.len() > 40);
     let served = |mut d: pb::ModelState| {

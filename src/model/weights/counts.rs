@@ -222,6 +222,7 @@ mod tests {
             idx: vec![t % 16, (t * 7 + 3) % 16, 5],
             val: vec![0.5, -1.0, 0.25],
             head: Vec::new(),
+            bytes: Vec::new(),
             personal: 0,
         };
         for w in ws {

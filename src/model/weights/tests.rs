@@ -8,6 +8,7 @@ fn sv(pairs: &[(u32, f32)]) -> SparseVec {
         idx: pairs.iter().map(|p| p.0).collect(),
         val: pairs.iter().map(|p| p.1).collect(),
         head: Vec::new(),
+        bytes: Vec::new(),
         personal: 0,
     }
 }
@@ -176,6 +177,7 @@ fn adagrad_step_equals_adagrad_add() {
                 idx: vec![t % 64, (t * 7 + 3) % 64, (t * 13 + 5) % 64],
                 val: vec![0.5, 1.25, 0.1],
                 head: Vec::new(),
+                bytes: Vec::new(),
                 personal: 0,
             };
             let grad = [0.3 - (t % 5) as f32 * 0.2, 0.0, -0.7 + (t % 3) as f32 * 0.5];
@@ -304,6 +306,7 @@ fn a_full_budget_drops_the_smallest_weights() {
                 idx: (0..buckets as u32).collect(),
                 val: vec![1.0; buckets],
                 head: Vec::new(),
+                bytes: Vec::new(),
                 personal: 0,
             };
             w.scores(&all, &mut [0.0; 200]);

@@ -25,6 +25,7 @@ fn emptied_rows_survive_later_compactions() {
         idx: vec![0, 1, 2, 3],
         val: vec![1.0; 4],
         head: Vec::new(),
+        bytes: Vec::new(),
         personal: 0,
     };
     let mut out = [0.0; 8];
