@@ -76,10 +76,32 @@ pub struct SpamdSettings {
     pub required: f32,
 }
 
+/// How far under its threshold a message that is not spam scores at
+/// least: a tenth, the precision SpamAssassin's reports print, so that no
+/// rounding of its score reads as the threshold.
+pub const HAM_GAP: f32 = 0.1;
+
+/// A score on a scale whose spam starts at `threshold`: the threshold
+/// plus the spam class's margin, held on the verdict's side of it (a
+/// spam at or over it, anything else at least [`HAM_GAP`] under), so that
+/// a client comparing the score with the threshold reaches the verdict
+/// the answer names, at every margin (0 and the smallest either side
+/// included). Scores rank as the margins do, but for the margins within
+/// the gap under 0 that the model calls not spam, which share a score.
+pub fn score_on_side(threshold: f32, margin: f32, spam: bool) -> f32 {
+    let score = threshold + margin;
+    if spam {
+        score.max(threshold)
+    } else {
+        score.min(threshold - HAM_GAP)
+    }
+}
+
 /// How a prediction reads on SpamAssassin's scale: points are the
 /// required score plus the spam class's margin (for the logistic models,
-/// the log-odds of spam), so a message is spam exactly when the model
-/// says so, and the points rank messages as the margins do.
+/// the log-odds of spam) on the verdict's side of it
+/// ([`score_on_side`]), so a message is spam exactly when the model says
+/// so, and the points rank messages as the margins do.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Checked {
     /// The message's id: its Message-ID, else a hash of its bytes.
@@ -106,16 +128,23 @@ impl Checked {
         };
         let margin = if margin.is_finite() { margin } else { 0.0 };
         let label = p.labels.first().cloned().unwrap_or_default();
+        let spam = label == spam_label;
         Checked {
             id: p.id.clone(),
-            spam: label == spam_label,
-            points: required + margin,
+            spam,
+            points: score_on_side(required, margin, spam),
             required,
             margin,
             label,
             model_version: p.model_version,
             features: p.explanation.clone().unwrap_or_default(),
         }
+    }
+
+    /// The verdict in words: the predicted label, or what an empty model
+    /// says.
+    pub fn verdict(&self) -> &str {
+        if self.label.is_empty() { "not spam (nothing learned yet)" } else { &self.label }
     }
 
     /// The rule name a verdict fires.

@@ -47,10 +47,11 @@ impl Default for Actions {
 }
 
 impl Actions {
-    /// The score a spam margin earns: the add-header score plus the margin,
-    /// so that a message is marked exactly when the model says spam.
-    pub fn score(&self, margin: f32) -> f32 {
-        self.add_header + margin
+    /// The score a check earns: the add-header score plus its spam margin
+    /// on the verdict's side of it (`super::score_on_side`), so that a
+    /// message is marked exactly when the model says spam.
+    pub fn score(&self, c: &Checked) -> f32 {
+        super::score_on_side(self.add_header, c.margin, c.spam)
     }
 
     /// The strongest action `score` reaches.
@@ -90,7 +91,7 @@ pub fn user_of<'a>(
 /// on `action`), the classifier's symbol with the strongest features as
 /// its options.
 pub fn checked_json(c: &Checked, actions: &Actions) -> Vec<u8> {
-    let score = actions.score(c.margin);
+    let score = actions.score(c);
     let options: Vec<&str> = c.features.iter().map(|f| f.feature.as_str()).collect();
     let symbol = c.symbol();
     json!({
@@ -103,7 +104,7 @@ pub fn checked_json(c: &Checked, actions: &Actions) -> Vec<u8> {
                 "name": symbol,
                 "score": score,
                 "metric_score": score,
-                "description": format!("classifyd: {} (margin {:.6}, model version {})", c.label, c.margin, c.model_version),
+                "description": format!("classifyd: {} (margin {:.6}, model version {})", c.verdict(), c.margin, c.model_version),
                 "options": options,
             }
         },

@@ -314,7 +314,7 @@ pub fn report(v: &Checked) -> String {
         "{:>4.1} {:<22} classifyd: {} (margin {:.6}, model version {})",
         v.points - v.required,
         v.symbol(),
-        v.label,
+        v.verdict(),
         v.margin,
         v.model_version
     );

@@ -31,11 +31,30 @@ fn points_are_the_required_score_plus_the_spam_margin() {
     // Only ham known yet: against spam by ham's margin.
     let c = Checked::of(&prediction(&["ham"], &[("ham", 0.7)]), "spam", 5.0);
     assert_eq!((c.spam, c.points), (false, 4.3));
-    // Nothing known: the required score less nothing, not spam.
+    // Nothing known: not spam, under the required score by the gap, and
+    // said so in words.
     let c = Checked::of(&prediction(&[], &[]), "spam", 5.0);
-    assert_eq!((c.spam, c.points), (false, 5.0));
+    assert_eq!((c.spam, c.points), (false, 5.0 - HAM_GAP));
+    assert_eq!(c.verdict(), "not spam (nothing learned yet)");
     let c = Checked::of(&prediction(&["ham"], &[("spam", f32::NEG_INFINITY)]), "spam", 5.0);
-    assert_eq!(c.points, 5.0);
+    assert_eq!(c.points, 5.0 - HAM_GAP);
+}
+
+/// SpamAssassin's rule is `points >= required`: at 0 and the smallest
+/// margins either side, the points, as spamd prints them (two decimals in
+/// the header, one in the report), reach the verdict the answer names.
+#[test]
+fn the_points_are_on_the_verdicts_side_of_the_required_score() {
+    for margin in [0.0, f32::MIN_POSITIVE, -f32::MIN_POSITIVE, 1e-7, -1e-7, 0.04, -0.04] {
+        for (label, spam) in [("spam", true), ("ham", false)] {
+            let c = Checked::of(&prediction(&[label], &[("ham", -margin), ("spam", margin)]), "spam", 5.0);
+            assert_eq!(c.spam, spam);
+            for printed in [format!("{:.2}", c.points), format!("{:.1}", c.points)] {
+                let read: f32 = printed.parse().unwrap();
+                assert_eq!(read >= 5.0, spam, "{label} at {margin}: {printed}");
+            }
+        }
+    }
 }
 
 #[test]

@@ -3,14 +3,34 @@
 use super::*;
 use crate::mail::Checked;
 
+/// A check of `margin` that the model calls spam or not.
+fn check(margin: f32, spam: bool) -> Checked {
+    Checked {
+        id: "m".into(),
+        spam,
+        points: 0.0,
+        required: 5.0,
+        margin,
+        label: if spam { "spam" } else { "ham" }.into(),
+        model_version: 1,
+        features: Vec::new(),
+    }
+}
+
 #[test]
 fn a_score_earns_the_strongest_action_it_reaches() {
     let a = Actions::default();
-    assert_eq!(a.score(0.5), 6.5);
-    assert_eq!(a.action(a.score(-3.0)), "no action");
-    assert_eq!(a.action(a.score(0.0)), "add header", "the model's spam is marked");
-    assert_eq!(a.action(a.score(8.9)), "add header");
-    assert_eq!(a.action(a.score(9.0)), "reject");
+    assert_eq!(a.score(&check(0.5, true)), 6.5);
+    assert_eq!(a.action(a.score(&check(-3.0, false))), "no action");
+    assert_eq!(a.action(a.score(&check(0.0, true))), "add header", "the model's spam is marked");
+    assert_eq!(a.action(a.score(&check(8.9, true))), "add header");
+    assert_eq!(a.action(a.score(&check(9.0, true))), "reject");
+    // At 0 and the smallest margins either side, the action follows the
+    // verdict: a ham is never marked, a spam always is.
+    for margin in [0.0, f32::MIN_POSITIVE, -f32::MIN_POSITIVE, 1e-7, -1e-7, 0.05, -0.05] {
+        assert_eq!(a.action(a.score(&check(margin, false))), "no action", "{margin}");
+        assert_eq!(a.action(a.score(&check(margin, true))), "add header", "{margin}");
+    }
     let all = Actions {
         reject: 15.0,
         soft_reject: Some(12.0),
