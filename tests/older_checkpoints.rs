@@ -65,7 +65,10 @@ fn a_checkpoint_of_b3d66f3_predicts_as_b3d66f3_did() {
     let (now, then, report) = resume("b3d66f3-users.ckpt", "b3d66f3");
     assert_eq!(now.lines().count(), 21);
     assert_eq!(now, then);
-    assert!(report["stack"]["weights"]["linear"].as_f64().is_some_and(|w| w > 0.0), "{report}");
+    assert!(
+        report["stack"]["weights"]["linear"].as_f64().is_some_and(|w| w > 0.0),
+        "{report}"
+    );
 }
 
 /// Resumes the fixture checkpoint `ckpt` in a fresh directory, predicts

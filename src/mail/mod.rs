@@ -144,7 +144,11 @@ impl Checked {
     /// The verdict in words: the predicted label, or what an empty model
     /// says.
     pub fn verdict(&self) -> &str {
-        if self.label.is_empty() { "not spam (nothing learned yet)" } else { &self.label }
+        if self.label.is_empty() {
+            "not spam (nothing learned yet)"
+        } else {
+            &self.label
+        }
     }
 
     /// The rule name a verdict fires.

@@ -47,7 +47,11 @@ fn points_are_the_required_score_plus_the_spam_margin() {
 fn the_points_are_on_the_verdicts_side_of_the_required_score() {
     for margin in [0.0, f32::MIN_POSITIVE, -f32::MIN_POSITIVE, 1e-7, -1e-7, 0.04, -0.04] {
         for (label, spam) in [("spam", true), ("ham", false)] {
-            let c = Checked::of(&prediction(&[label], &[("ham", -margin), ("spam", margin)]), "spam", 5.0);
+            let c = Checked::of(
+                &prediction(&[label], &[("ham", -margin), ("spam", margin)]),
+                "spam",
+                5.0,
+            );
             assert_eq!(c.spam, spam);
             for printed in [format!("{:.2}", c.points), format!("{:.1}", c.points)] {
                 let read: f32 = printed.parse().unwrap();

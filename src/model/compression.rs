@@ -26,23 +26,26 @@
 //!
 //! The order-1 counts are indexed directly (256 contexts, 65,536 pairs,
 //! 0.5 MB); the order-3 ones live in a hashed table of
-//! `2^`[`COMPRESSION_BITS`] slots, the context and the window tagged
-//! apart, collisions left to share a slot. Every slot holds two `f32`
-//! counts, one per class. The hashed slots of a byte are fetched
-//! [`AHEAD`] bytes before they are read: it costs about two cache misses
-//! a byte, which is why it reads only the head, and why it is on by
-//! default for raw e-mail only (`--compression`).
+//! `2^`[`COMPRESSION_BITS`] slots, in lines of [`LINE`]: a context hashes
+//! to a line, whose first slot holds its own counts and whose other
+//! fifteen the counts of the bytes that follow it (hashed by the window),
+//! collisions left to share a slot. Every slot holds two `f32` counts,
+//! one per class. A byte's line is fetched [`AHEAD`] bytes before it is
+//! read: a cache miss a byte, scoring and learning, which is why it reads
+//! only the head, and why it is on by default for raw e-mail only
+//! (`--compression`).
 //!
 //! Binary single-label tasks only, like the byte LR.
 
 use crate::features::prefetch;
 
 /// log2 of the hashed slots: 2^19 slots of two counts, 4 MB (2^20 ranked
-/// a little better at 1.3x the time, 2^18 worse; docs/accuracy.md).
+/// a little better, 2^18 worse; docs/accuracy.md).
 pub const COMPRESSION_BITS: u32 = 19;
-/// Bytes of a message's head it reads (1,500: within the speed floor on
-/// raw e-mail; 3,000 ranked a little better at 1.4x the time).
-pub const COMPRESSION_BYTES: usize = 1500;
+/// Bytes of a message's head it reads: 1,200 keep `eval` on raw e-mail
+/// within 0.9x of its time without the member (1,500 and 3,000 rank a
+/// little better, at 0.89x and less; docs/accuracy.md).
+pub const COMPRESSION_BYTES: usize = 1200;
 /// `A`: the order-1 estimate's prior weight, spread evenly over the 256
 /// bytes.
 const ORDER1_PRIOR: f32 = 1.0;
@@ -76,6 +79,11 @@ const BATCH: usize = 16;
 /// pair, order-3 context, order-3 window.
 type Slots = [usize; 4];
 
+/// The slots of an order-3 context's line: its own counts, then fifteen
+/// shared by the bytes that follow it (hashed by the window), so a byte's
+/// order-3 counts cost one fetch of 128 bytes, not two anywhere.
+const LINE: usize = 16;
+
 /// The hashed slot of `key` of kind `kind`: Fibonacci hashing of the
 /// tagged key, past the order-1 slots.
 #[inline]
@@ -88,7 +96,9 @@ fn hashed(kind: u64, key: u32) -> usize {
 /// byte; bytes before the message are 0).
 #[inline]
 fn order3(w: u32) -> [usize; 2] {
-    [hashed(3, w >> 8), hashed(4, w)]
+    let context = hashed(3, w >> 8) & !(LINE - 1);
+    let byte = (u64::from(w).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) as usize % (LINE - 1);
+    [context, context + 1 + byte]
 }
 
 /// The slots of the byte that ends the window `w`.
@@ -119,9 +129,10 @@ trait Visit {
 fn walk(bytes: &[u8], v: &mut impl Visit) {
     let bytes = head(bytes);
     let fetch = |table: &[f32], w: u32| {
-        for slot in order3(w) {
-            prefetch(table, 2 * slot);
-        }
+        // The context's line of slots: two cache lines of 64 bytes.
+        let [context, _] = order3(w);
+        prefetch(table, 2 * context);
+        prefetch(table, 2 * context + LINE);
     };
     let mut ahead = 0u32;
     for &b in bytes.iter().take(AHEAD) {
@@ -172,7 +183,8 @@ impl Visit for Score<'_> {
             (top, order1 * (n[2 * c3 + c] + blend))
         };
         let ((t0, d0), (t1, d1)) = (fraction(0), fraction(1));
-        self.product *= (f64::from(t1) * f64::from(d0)) / (f64::from(d1) * f64::from(t0));
+        // Each side under 2^90 (counts under 2^22): within f32.
+        self.product *= f64::from((t1 * d0) / (d1 * t0));
         self.batched += 1;
         if self.batched == BATCH {
             self.flush();

@@ -35,7 +35,10 @@ impl Pipeline {
                     let named = shares.into_iter().map(|(m, s)| (m.to_string(), s));
                     named.collect()
                 });
-                (Some(self.explanation(text, &w.features.x, w.features.user, class, n)), members)
+                (
+                    Some(self.explanation(text, &w.features.x, w.features.user, class, n)),
+                    members,
+                )
             }
         };
         let prediction = Prediction {

@@ -508,7 +508,11 @@ fn an_explanation_gives_each_members_share_of_the_margin() {
             0 => (format!("win a cash prize now {i}"), "spam"),
             _ => (format!("lunch at noon tomorrow {i}"), "ham"),
         };
-        p.handle(serde_json::json!({"text": text, "label": label}).to_string().as_bytes(), &id0, 0);
+        p.handle(
+            serde_json::json!({"text": text, "label": label}).to_string().as_bytes(),
+            &id0,
+            0,
+        );
     }
     let Outcome::Predicted(pred) = p.handle(br#"{"id": "q", "text": "cash prize for lunch"}"#, &id0, 0) else {
         panic!("expected a prediction")
@@ -522,7 +526,10 @@ fn an_explanation_gives_each_members_share_of_the_margin() {
     let label = &pred.labels[0];
     let margin = pred.margins.iter().find(|(c, _)| c == label).expect("a margin").1;
     let sum: f32 = shares.iter().map(|(_, s)| s).sum();
-    assert!((sum - margin).abs() < 1e-4, "{shares:?} add to {sum}, the margin is {margin}");
+    assert!(
+        (sum - margin).abs() < 1e-4,
+        "{shares:?} add to {sum}, the margin is {margin}"
+    );
 }
 
 /// A forgotten label takes back what the compression member counted for

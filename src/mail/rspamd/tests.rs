@@ -22,7 +22,11 @@ fn a_score_earns_the_strongest_action_it_reaches() {
     let a = Actions::default();
     assert_eq!(a.score(&check(0.5, true)), 6.5);
     assert_eq!(a.action(a.score(&check(-3.0, false))), "no action");
-    assert_eq!(a.action(a.score(&check(0.0, true))), "add header", "the model's spam is marked");
+    assert_eq!(
+        a.action(a.score(&check(0.0, true))),
+        "add header",
+        "the model's spam is marked"
+    );
     assert_eq!(a.action(a.score(&check(8.9, true))), "add header");
     assert_eq!(a.action(a.score(&check(9.0, true))), "reject");
     // At 0 and the smallest margins either side, the action follows the
