@@ -3,7 +3,9 @@
 # alternated in one session (these machines are noisy: only ratios taken
 # in the same run mean anything). Run it against the last landed commit
 # before every stop that touches src/, and put its table in the note; a
-# ratio under 0.95 is explained or fixed.
+# ratio under 0.95 is explained or fixed. Beside the times, each build's
+# peak RSS (the highest of its runs), so that a memory regression shows
+# the day it lands, as a speed one does.
 #
 #   scripts/bench_ab.sh REV [RUNS]        RUNS: alternated pairs (default 5)
 #
@@ -76,14 +78,20 @@ trap 'rm -rf "$report"' EXIT
 # One eval; prints its wall seconds. The report goes to a file and is read
 # after the run (a reader on the pipe would take a core from it).
 command=${COMMAND:-eval}
+# Peak RSS of each run, by GNU time (Debian's `time`), into "$out.rss";
+# without it the column reads "-".
+timed=()
+[[ -x /usr/bin/time ]] && timed=(/usr/bin/time -q -f %M -o)
 one() {
   local bin=$1 out=$2
   shift 2
+  local measure=()
+  [[ ${#timed[@]} -gt 0 ]] && measure=("${timed[@]}" "$out.rss")
   if [[ $command == run ]]; then
     local ck start end
     ck=$(mktemp -d "$report/ck-XXXXXX")
     start=$(date +%s.%N)
-    "$bin" --log warn run "$@" --output "$out.pred" --checkpoint-dir "$ck" 2>/dev/null
+    "${measure[@]}" "$bin" --log warn run "$@" --output "$out.pred" --checkpoint-dir "$ck" 2>/dev/null
     end=$(date +%s.%N)
     "$bin" inspect --json --checkpoint-dir "$ck" | python3 -c '
 import hashlib, json, sys
@@ -95,7 +103,7 @@ json.dump(report, open(sys.argv[2], "w"))' "$out.pred" "$out"
     python3 -c "print($end - $start)"
     return
   fi
-  "$bin" eval --json "$@" >"$out" 2>/dev/null
+  "${measure[@]}" "$bin" eval --json "$@" >"$out" 2>/dev/null
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["seconds"])' "$out"
 }
 # Whether two reports agree on every field but the timings: "identical",
@@ -124,20 +132,27 @@ print("DIFFER: " + d if d else "identical" + (" (+ new fields)" if extra else ""
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 printf 'A/B of %s against %s (%s), %s alternated pairs, medians of wall seconds\n\n' "$command" "$rev" "${sha:0:12}" "$runs"
-printf '| stream | flags | %s s | this build s | ratio | reports |\n|---|---|---:|---:|---:|---|\n' "${sha:0:7}"
+printf '| stream | flags | %s s | this build s | ratio | %s peak RSS MB | this build MB | reports |\n|---|---|---:|---:|---:|---:|---:|---|\n' "${sha:0:7}" "${sha:0:7}"
 for s in $streams; do
   f=$(file_of "$s")
   for flags in defaults vw; do
     args=(--input "$f")
     [[ $flags == vw ]] && args+=("${vw_flags[@]}")
-    a=(); b=()
+    a=(); b=(); ra=(); rb=()
     for _ in $(seq "$runs"); do
       a+=("$(one "$base" "$report/a.json" "${args[@]}")")
+      ra+=("$(cat "$report/a.json.rss" 2>/dev/null || echo 0)")
       b+=("$(one "$ours" "$report/b.json" "${args[@]}")")
+      rb+=("$(cat "$report/b.json.rss" 2>/dev/null || echo 0)")
     done
     same=$(agree "$report/a.json" "$report/b.json")
     ma=$(printf '%s\n' "${a[@]}" | median)
     mb=$(printf '%s\n' "${b[@]}" | median)
-    python3 -c "print(f'| $s | $flags | {$ma:.3f} | {$mb:.3f} | {$ma/$mb:.2f} | $same |')"
+    # The highest peak of the runs, in MB (KiB from time).
+    pa=$(printf '%s\n' "${ra[@]}" | sort -g | tail -1)
+    pb=$(printf '%s\n' "${rb[@]}" | sort -g | tail -1)
+    python3 -c "
+rss = lambda k: f'{k / 1024:.0f}' if k else '-'
+print(f'| $s | $flags | {$ma:.3f} | {$mb:.3f} | {$ma/$mb:.2f} | {rss($pa)} | {rss($pb)} | $same |')"
   done
 done

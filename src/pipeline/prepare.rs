@@ -54,6 +54,12 @@ pub(super) struct PreparedMessage {
 }
 
 impl Prepared {
+    /// Bytes its features hold (the buckets and the counted features; the
+    /// messages' texts are about their lines' size).
+    pub fn feature_bytes(&self) -> usize {
+        self.buckets.len() * 4 + self.counted.idx.len() * 8
+    }
+
     /// Forgets every message, keeping the buffers.
     pub fn clear(&mut self) {
         self.messages.clear();

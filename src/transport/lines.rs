@@ -10,7 +10,9 @@
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::bounded::{Got, read_bounded};
@@ -97,8 +99,18 @@ pub(crate) struct LineSource {
     /// them (fresh ones cost `run` over SMS a third more CPU in page
     /// faults and cross-thread frees).
     spent: mpsc::Sender<Prepared>,
+    /// The read-ahead's bytes, and those of the chunk in hand.
+    budget: Arc<Budget>,
+    in_hand: usize,
     /// A short label for positions and default ids ("stdin" or the file name).
     pub name: String,
+}
+
+impl Drop for LineSource {
+    fn drop(&mut self) {
+        self.budget.closed.store(true, Ordering::Release);
+        self.budget.freed.notify_all();
+    }
 }
 
 /// Events handed over at once, with the messages prepared of their lines.
@@ -106,6 +118,52 @@ pub(crate) struct LineSource {
 struct Chunk {
     events: Vec<LineEvent>,
     prepared: Prepared,
+    /// What it holds, as the read-ahead budget counts it.
+    bytes: usize,
+}
+
+/// Most bytes of lines and their prepared messages read ahead (chunks
+/// sent and not yet taken, and the one in hand): 16 MiB. Counted in
+/// chunks alone (64 of them), 20 Newsgroups' prepared messages (their
+/// character n-grams) held some 140 MB ahead, past the memory bound of
+/// the configuration (docs/reliability.md).
+pub(crate) const READ_AHEAD_BYTES: usize = 16 << 20;
+
+/// The bytes read ahead, shared by the reader thread (which waits for
+/// room before it sends a chunk) and the source (which frees a chunk's
+/// bytes when it is done with it).
+#[derive(Debug, Default)]
+struct Budget {
+    held: Mutex<usize>,
+    freed: Condvar,
+    /// The source has gone: the reader stops waiting.
+    closed: AtomicBool,
+}
+
+impl Budget {
+    /// Waits until `n` more bytes fit (always, when nothing is held:
+    /// one chunk over the budget still goes), then holds them; false when
+    /// the source has gone.
+    fn take(&self, n: usize) -> bool {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        while *held > 0 && *held + n > READ_AHEAD_BYTES {
+            if self.closed.load(Ordering::Acquire) {
+                return false;
+            }
+            held = (self.freed.wait_timeout(held, Duration::from_millis(100)))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        *held += n;
+        true
+    }
+
+    /// Frees `n` bytes taken.
+    fn free(&self, n: usize) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        *held = held.saturating_sub(n);
+        self.freed.notify_one();
+    }
 }
 
 /// Most lines handed over at once.
@@ -149,6 +207,7 @@ impl LineSource {
             max_line,
             preparer,
             spent: None,
+            budget: Arc::default(),
         };
         Ok(Self::spawn(reader, reading, name))
     }
@@ -170,15 +229,18 @@ impl LineSource {
             max_line,
             preparer: None,
             spent: None,
+            budget: Arc::default(),
         };
         Self::spawn(reader, reading, name)
     }
 
     fn spawn(reader: Box<dyn Read + Send>, mut reading: Reading, name: String) -> Self {
-        // Up to 64 chunks read ahead.
+        // Up to 64 chunks read ahead, and at most READ_AHEAD_BYTES.
         let (tx, rx) = mpsc::sync_channel(64);
         let (spent, spent_rx) = mpsc::channel();
         reading.spent = Some(spent_rx);
+        let budget = Arc::new(Budget::default());
+        reading.budget = Arc::clone(&budget);
         std::thread::Builder::new()
             .name("jsonl-reader".into())
             .spawn(move || read_lines(BufReader::with_capacity(1 << 16, reader), &mut reading, &tx))
@@ -189,6 +251,8 @@ impl LineSource {
             pending: Vec::new().into_iter(),
             prepared: Prepared::default(),
             spent,
+            budget,
+            in_hand: 0,
             name,
         }
     }
@@ -207,6 +271,8 @@ impl LineSource {
         match self.rx.recv_timeout(timeout) {
             Ok(chunk) => {
                 self.pending = chunk.events.into_iter();
+                // The chunk in hand is done with: its bytes are free.
+                self.budget.free(std::mem::replace(&mut self.in_hand, chunk.bytes));
                 let done = std::mem::replace(&mut self.prepared, chunk.prepared);
                 // The reader may have finished: then it is just dropped.
                 let _ = self.spent.send(done);
@@ -233,6 +299,8 @@ struct Reading {
     preparer: Option<Preparer>,
     /// Prepared messages the daemon is done with, to reuse.
     spent: Option<mpsc::Receiver<Prepared>>,
+    /// The bytes read ahead.
+    budget: Arc<Budget>,
 }
 
 impl Reading {
@@ -243,6 +311,7 @@ impl Reading {
         Chunk {
             events: Vec::with_capacity(CHUNK_LINES),
             prepared,
+            bytes: 0,
         }
     }
 }
@@ -300,8 +369,8 @@ fn line_event(
 /// early when the receiver has gone. An input whose last skipped line is
 /// not the one its mark says the checkpoint learned is refused with an
 /// error: it is another input with the same first line (or name).
-/// A chunk is also sent once its lines hold this many bytes, so the lines
-/// read ahead (at most 64 chunks) stay within 64 x (this + one line).
+/// A chunk is also sent once its lines hold this many bytes (a chunk's
+/// share of [`READ_AHEAD_BYTES`]: 64 of them at once).
 const CHUNK_BYTES: usize = 256 << 10;
 
 fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &mut Reading, tx: &mpsc::SyncSender<Chunk>) {
@@ -367,9 +436,11 @@ fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &mut Reading, tx:
         // buffer holds nothing more of what the input has given so far.
         let n = chunk.events.len();
         if n > 0 && (done || n >= CHUNK_LINES || bytes >= CHUNK_BYTES || r.buffer().is_empty()) {
-            let full = std::mem::replace(&mut chunk, reading.chunk());
+            let mut full = std::mem::replace(&mut chunk, reading.chunk());
+            // The lines, the texts prepared of them, their features.
+            full.bytes = 2 * bytes + full.prepared.feature_bytes();
             bytes = 0;
-            if tx.send(full).is_err() {
+            if !reading.budget.take(full.bytes) || tx.send(full).is_err() {
                 return; // the daemon has gone
             }
         }
@@ -384,6 +455,28 @@ mod tests {
     use std::io::Write;
 
     use super::*;
+
+    /// The read-ahead budget lets one chunk through whatever its size,
+    /// holds the next until bytes are freed, and lets go of a reader
+    /// whose source has gone.
+    #[test]
+    fn the_read_ahead_waits_for_room_in_bytes() {
+        let budget = Arc::new(Budget::default());
+        assert!(budget.take(READ_AHEAD_BYTES * 2), "one chunk over the budget still goes");
+        let waiting = {
+            let budget = Arc::clone(&budget);
+            std::thread::spawn(move || (budget.take(1), std::time::Instant::now()))
+        };
+        std::thread::sleep(Duration::from_millis(150));
+        let freed_at = std::time::Instant::now();
+        budget.free(READ_AHEAD_BYTES * 2);
+        let (took, at) = waiting.join().unwrap();
+        assert!(took && at >= freed_at, "the second chunk waited for the first to be freed");
+        assert_eq!(*budget.held.lock().unwrap(), 1);
+        assert!(budget.take(READ_AHEAD_BYTES - 1), "what fits goes at once");
+        budget.closed.store(true, Ordering::Release);
+        assert!(!budget.take(10), "a closed source lets the reader go");
+    }
 
     /// Line numbers and bytes, as a source sends them.
     type Lines = Vec<(u64, Vec<u8>)>;
