@@ -481,7 +481,9 @@ fn a_damaged_checkpoint_is_refused_and_the_previous_one_used() {
     let dir = tmp.path().join("ck");
     let input = data("sms_head1000.jsonl");
     run_file(&input, &dir, &["--checkpoint-every-updates", "100"]);
-    let mut files: Vec<PathBuf> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<PathBuf> = (fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "ckpt"))
+        .collect();
     files.sort();
     let newest = files.last().unwrap().clone();
     let mut bytes = fs::read(&newest).unwrap();

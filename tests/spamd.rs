@@ -163,6 +163,39 @@ fn spamc_learns_and_forgets_and_only_from_allowed_addresses() {
     daemon.stop();
 }
 
+/// A lesson answered "learned" survives a crash before the next
+/// checkpoint: it was in the checkpoint directory's lessons log, synced,
+/// before the answer, and the restarted daemon learns it again (once: the
+/// same lesson again is "already learned"), scoring as the crashed one did.
+#[test]
+fn a_lesson_answered_survives_a_kill_9() {
+    let addr = local_addr();
+    let learned = learned(Some(400), &["--spamd-addr", &addr]);
+    let ham = &learned.held.iter().find(|(l, _)| l == "ham").unwrap().1;
+    let before = points(&spamc(&addr, &["-c"], ham).0).0;
+    assert_eq!(
+        spamc(&addr, &["-L", "spam"], ham).0.trim(),
+        "Message successfully un/learned"
+    );
+    let (taught, _) = spamc(&addr, &["-R"], ham);
+    assert!(margin(&taught) > before - 5.0, "learned as spam: {taught}");
+    learned.daemon.crash();
+    let (input, dir) = (learned.tmp.path().join("in.jsonl"), learned.tmp.path().join("ckpt"));
+    let daemon = spawn_mail(&input, &dir, &["--spamd-addr", &addr]);
+    wait_listening(&addr);
+    let (after, _) = spamc(&addr, &["-R"], ham);
+    assert!(
+        (margin(&after) - margin(&taught)).abs() < 1e-4,
+        "the lesson is in the restarted model: {taught} against {after}"
+    );
+    assert_eq!(
+        spamc(&addr, &["-L", "spam"], ham).0.trim(),
+        "Message was already un/learned",
+        "learned once, and known"
+    );
+    daemon.stop();
+}
+
 /// Bad requests get a spamd error status (or a close), and the endpoint
 /// goes on: garbage, an unknown command, a Content-length over the
 /// largest message, one that lies short, a compressed body, a client too

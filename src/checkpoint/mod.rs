@@ -20,6 +20,7 @@ use crate::model::{HyperChoice, Model};
 use crate::pipeline::{Pipeline, PipelineConfig};
 
 mod capture;
+pub mod lessons;
 mod positions;
 mod restore;
 mod stream;

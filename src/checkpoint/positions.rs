@@ -71,6 +71,8 @@ impl fmt::Display for InputKey {
 /// The one key of checkpoints written before inputs were told apart: the
 /// next line of whatever input the daemon was given.
 const LEGACY_LINES: &str = "jsonl";
+/// The lessons log's position.
+const LESSONS: &str = "lessons";
 
 /// A JSON-lines input's position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +101,9 @@ pub struct Positions {
     lines: BTreeMap<InputKey, LinePosition>,
     /// The next line of a checkpoint from before inputs were told apart.
     legacy_line: Option<u64>,
+    /// The lessons log's generation that starts after this checkpoint
+    /// (`super::lessons`); none before the log.
+    lessons: Option<u64>,
 }
 
 /// A key on disk that names no kind of position.
@@ -108,7 +113,7 @@ pub struct UnknownPosition(pub String);
 
 impl Positions {
     pub fn is_empty(&self) -> bool {
-        self.kafka.is_empty() && self.lines.is_empty() && self.legacy_line.is_none()
+        self.kafka.is_empty() && self.lines.is_empty() && self.legacy_line.is_none() && self.lessons.is_none()
     }
 
     /// The next offset of `topic`'s `partition`, if recorded.
@@ -157,6 +162,17 @@ impl Positions {
     }
 
     /// Forgets the legacy position (its input now has a key of its own).
+    /// The lessons log's generation that starts after this checkpoint (0
+    /// without one: every lesson in the log is to be learned).
+    pub fn lessons(&self) -> u64 {
+        self.lessons.unwrap_or(0)
+    }
+
+    /// Records the lessons log's position.
+    pub fn set_lessons(&mut self, generation: u64) {
+        self.lessons = Some(generation);
+    }
+
     pub fn forget_legacy_line(&mut self) {
         self.legacy_line = None;
     }
@@ -180,6 +196,9 @@ impl Positions {
         if let Some(next) = self.legacy_line {
             positions.insert(LEGACY_LINES.to_string(), next);
         }
+        if let Some(g) = self.lessons {
+            positions.insert(LESSONS.to_string(), g);
+        }
         (positions, marks)
     }
 
@@ -193,6 +212,8 @@ impl Positions {
         for (key, next) in positions {
             if key == LEGACY_LINES {
                 out.legacy_line = Some(next);
+            } else if key == LESSONS {
+                out.lessons = Some(next);
             } else if let Some(rest) = key.strip_prefix(LINES_PREFIX) {
                 let input = InputKey::parse(rest).ok_or_else(|| UnknownPosition(key.clone()))?;
                 let mark = marks.remove(&key);
@@ -230,6 +251,12 @@ impl fmt::Display for Positions {
         }
         if let Some(next) = self.legacy_line {
             writeln!(f, "  {LEGACY_LINES} (any input, an older checkpoint): next line {next}")?;
+        }
+        if let Some(g) = self.lessons {
+            writeln!(
+                f,
+                "  {LESSONS}: mail lessons from generation {g} on are not in this checkpoint"
+            )?;
         }
         Ok(())
     }

@@ -263,6 +263,9 @@ pub enum TellDone {
     Bad(String),
     /// This process does not learn (a predictor).
     NotLearner,
+    /// The lesson could not be written to the lessons log (why): it was
+    /// not learned, and the asker should try again.
+    NotDurable(String),
 }
 
 impl TellDone {

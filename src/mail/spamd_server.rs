@@ -233,6 +233,7 @@ async fn tell(req: &Request, body: Vec<u8>, peer: SocketAddr, ctx: &Ctx) -> Resu
         Ok(TellDone::Unchanged) => Ok(spamd::told(None, None)),
         Ok(TellDone::Bad(detail)) => Err(Refusal::new(Status::DataErr, "bad_message", detail)),
         Ok(TellDone::NotLearner) => Err(unanswered(Unanswered::NotLearner)),
+        Ok(TellDone::NotDurable(detail)) => Err(Refusal::new(Status::TempFail, "not_durable", detail)),
         Err(u) => Err(unanswered(u)),
     }
 }

@@ -299,6 +299,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ),
     ("classifyd_checkpoints_total", "counter", "Checkpoints written"),
     (
+        "classifyd_lessons_not_durable_total",
+        "counter",
+        "Mail lessons refused because the lessons log could not take them (not learned; the asker retries)",
+    ),
+    (
         "classifyd_checkpoint_failures_total",
         "counter",
         "Checkpoints that failed or were put off",

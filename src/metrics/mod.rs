@@ -169,6 +169,7 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
 fn export_from_start() {
     // Present from the start, so alerts on their rate have a series to read.
     counter!("classifyd_checkpoint_failures_total").absolute(0);
+    counter!("classifyd_lessons_not_durable_total").absolute(0);
     for name in [
         "classifyd_model_age_seconds",
         "classifyd_model_versions_behind",
@@ -373,6 +374,12 @@ pub fn checkpoint_saved(saved: &crate::checkpoint::Saved) {
     metrics::histogram!("classifyd_checkpoint_duration_seconds").record(saved.duration.as_secs_f64());
     gauge!("classifyd_checkpoint_size_bytes").set(saved.bytes as f64);
     gauge!("classifyd_checkpoint_timestamp_seconds").set(crate::clock::now_ms() as f64 / 1000.0);
+}
+
+/// Records `n` mail lessons refused because the lessons log could not
+/// take them.
+pub fn lessons_not_durable(n: usize) {
+    counter!("classifyd_lessons_not_durable_total").increment(n as u64);
 }
 
 /// Records a checkpoint that failed or was put off.

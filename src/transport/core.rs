@@ -18,15 +18,15 @@
 //! input's line); the source's part in a checkpoint is a [`Checkpointed`]:
 //! what it commits after the save.
 
-use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
+use super::lessons::Lessons;
 use super::publication::Publication;
 use super::{Cadence, DaemonError};
 use crate::checkpoint::{CheckpointDir, InputKey, LinePosition, Positions};
 use crate::clock::now_ms;
 use crate::http::{Feed, HttpServer, HttpSettings};
-use crate::mail::{Lesson, MailServers, MailSettings, TellDone, Told};
+use crate::mail::{MailServers, MailSettings, Told};
 use crate::pipeline::{EmailRecord, Outcome, Pipeline, Prepared, Preparer, Role};
 
 /// Where a record stands in its input: what a checkpoint records once it
@@ -200,8 +200,9 @@ pub(crate) struct Core<K: Sink> {
     sink: K,
     /// The copies of the model that HTTP and mail requests are answered from.
     feed: Option<Feed>,
-    /// The mail protocols' `TELL`s, to learn between records.
-    told: Option<Receiver<Told>>,
+    /// The mail protocols' lessons, to learn between records, and their
+    /// log.
+    lessons: Lessons,
     /// A learner's publication of the model beyond this process.
     publication: Option<Publication>,
     /// Where the JSON-lines input stands, once it is known.
@@ -228,7 +229,7 @@ impl<K: Sink> Core<K> {
             cadence,
             sink,
             feed: None,
-            told: None,
+            lessons: Lessons::default(),
             publication: None,
             lines: None,
             last_metrics: Instant::now(),
@@ -269,15 +270,20 @@ impl<K: Sink> Core<K> {
         http: Option<&HttpSettings>,
         mail: Option<&MailSettings>,
     ) -> Result<Fronts, DaemonError> {
+        let learns = self.pipeline.config().role != Role::Predictor;
+        // The lessons a crash left in the log, learned before the copies
+        // that answer checks are made.
+        if let (true, Some(dir)) = (learns, &self.dir) {
+            self.lessons.recover(dir, &self.positions, &mut self.pipeline)?;
+        }
         if http.is_some() || mail.is_some() {
             self.feed = Some(Feed::start(&self.pipeline));
         }
         let http = crate::http::serve(http, self.feed.as_ref().map(Feed::images))?;
-        let learns = self.pipeline.config().role != Role::Predictor;
         let told = match mail {
             Some(_) if learns => {
                 let (to, from) = crate::mail::told_queue();
-                self.told = Some(from);
+                self.lessons.listen(from);
                 Some(to)
             }
             _ => None,
@@ -290,10 +296,13 @@ impl<K: Sink> Core<K> {
         Ok(Fronts { http, mail })
     }
 
-    /// Applies the mail protocols' lessons (`TELL`, `/learnspam`, ...) that came since the last call, as the feedback
-    /// path applies a labeled message or a forget, then publishes the
-    /// model to the copies that answer checks, and only then answers each:
-    /// a check after a `TELL`'s answer sees what it taught.
+    /// Applies the mail protocols' lessons (`TELL`, `/learnspam`, ...)
+    /// that came since the last call, as the feedback path applies a
+    /// labeled message or a forget, once the lessons log holds them (with
+    /// a checkpoint directory); then publishes the model to the copies
+    /// that answer checks, and only then answers each: a check after a
+    /// `TELL`'s answer sees what it taught, and a crash after it loses
+    /// nothing (`super::lessons`).
     pub(crate) fn learn_told(&mut self) {
         self.learn_told_after(None);
     }
@@ -302,11 +311,7 @@ impl<K: Sink> Core<K> {
     /// that long without them), then applies what came: an idle daemon
     /// answers a lesson at once, not at its next tick.
     pub(crate) fn wait_for_lessons(&mut self, within: Duration) {
-        let Some(from) = &self.told else {
-            std::thread::sleep(within);
-            return;
-        };
-        if let Ok(first) = from.recv_timeout(within) {
+        if let Some(first) = self.lessons.wait(within) {
             self.learn_told_after(Some(first));
         }
     }
@@ -316,52 +321,25 @@ impl<K: Sink> Core<K> {
         // A check answered before its lesson is kept first (its record is
         // the one the lesson then teaches).
         self.absorb_requests();
-        let mut replies = Vec::new();
-        let mut first = first;
-        while let Some(t) = first
-            .take()
-            .or_else(|| self.told.as_ref().and_then(|from| from.try_recv().ok()))
-        {
-            let started = Instant::now();
-            let outcome = self.apply_told(&t);
-            crate::metrics::handled(&outcome, started.elapsed());
-            self.observe();
-            replies.push((t.reply, TellDone::of(&outcome)));
-        }
-        if replies.is_empty() {
+        let batch = self.lessons.waiting(first);
+        if batch.is_empty() {
             return;
         }
+        let publication = &mut self.publication;
+        let mut started = Instant::now();
+        let answers = self.lessons.learn(batch, &mut self.pipeline, |p, outcome| {
+            crate::metrics::handled(outcome, started.elapsed());
+            if let Some(publication) = publication.as_mut() {
+                publication.observe(p.model().version());
+            }
+            started = Instant::now();
+        });
         if let Some(feed) = &mut self.feed {
             feed.publish(&self.pipeline, true);
         }
-        for (reply, done) in replies {
+        for (reply, done) in answers {
             // The asker may have gone (its timeout): nothing to answer.
             let _ = reply.send(done);
-        }
-    }
-
-    /// One lesson through the pipeline: its e-mail learned as its label,
-    /// from its reporter, for its user; or its id forgotten.
-    fn apply_told(&mut self, t: &Told) -> Outcome {
-        let now = now_ms();
-        let default_id = || t.id.clone();
-        let user = t.user.as_deref().map(str::as_bytes);
-        let reporter = t.reporter.as_deref().map(str::as_bytes);
-        match &t.lesson {
-            Lesson::Learn(label) => {
-                let email = EmailRecord {
-                    id: Some(&t.id),
-                    label: Some(label.as_bytes()),
-                    reporter,
-                    user,
-                };
-                self.pipeline.handle_email(&t.email, email, &default_id, now)
-            }
-            Lesson::Forget => {
-                let forget = serde_json::json!({"id": t.id, "forget": true}).to_string();
-                self.pipeline
-                    .handle_reported(forget.as_bytes(), reporter, user, &default_id, now)
-            }
         }
     }
 
@@ -515,11 +493,15 @@ impl<K: Sink> Core<K> {
         if let Some(at) = &self.lines {
             at.settle(&mut self.positions);
         }
+        if let Some(g) = self.lessons.position() {
+            self.positions.set_lessons(g);
+        }
         if let Some(dir) = self.dir.as_mut() {
             let saved = dir
                 .save_pipeline(&self.pipeline, &self.positions)
                 .inspect_err(|_| crate::metrics::checkpoint_failed())?;
             crate::metrics::checkpoint_saved(&saved);
+            self.lessons.checkpointed()?;
             tracing::debug!(path = %saved.path.display(), bytes = saved.bytes, ms = saved.duration.as_millis() as u64, why, "checkpoint written");
         }
         self.cadence.done(self.pipeline.model().version());
@@ -534,7 +516,7 @@ impl<K: Sink> Core<K> {
         self.absorb_requests();
         drop(self.feed.take());
         self.learn_told();
-        self.told = None;
+        self.lessons.close();
     }
 
     /// The last checkpoint, after the model's last publication, retried

@@ -462,7 +462,10 @@ mod tests {
     #[test]
     fn the_read_ahead_waits_for_room_in_bytes() {
         let budget = Arc::new(Budget::default());
-        assert!(budget.take(READ_AHEAD_BYTES * 2), "one chunk over the budget still goes");
+        assert!(
+            budget.take(READ_AHEAD_BYTES * 2),
+            "one chunk over the budget still goes"
+        );
         let waiting = {
             let budget = Arc::clone(&budget);
             std::thread::spawn(move || (budget.take(1), std::time::Instant::now()))
@@ -471,7 +474,10 @@ mod tests {
         let freed_at = std::time::Instant::now();
         budget.free(READ_AHEAD_BYTES * 2);
         let (took, at) = waiting.join().unwrap();
-        assert!(took && at >= freed_at, "the second chunk waited for the first to be freed");
+        assert!(
+            took && at >= freed_at,
+            "the second chunk waited for the first to be freed"
+        );
         assert_eq!(*budget.held.lock().unwrap(), 1);
         assert!(budget.take(READ_AHEAD_BYTES - 1), "what fits goes at once");
         budget.closed.store(true, Ordering::Release);

@@ -26,6 +26,21 @@ impl MailDaemon {
     pub fn stop(mut self) {
         terminate(self.0.take().unwrap());
     }
+
+    /// Kills it as a crash does (SIGKILL: nothing flushed, no last
+    /// checkpoint).
+    pub fn crash(mut self) {
+        let mut child = self.0.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
+
+/// Waits until `addr` takes connections (a daemon restarted on it).
+pub fn wait_listening(addr: &str) {
+    wait_for("the endpoint to listen", Duration::from_secs(60), || {
+        TcpStream::connect(addr).is_ok()
+    });
 }
 
 /// SpamAssassin's first 1,200 raw messages: two of three learned

@@ -1,0 +1,165 @@
+//! What the mail protocols teach, as the core takes it: the lessons
+//! queued by the endpoints (`TELL`, `/learnspam`, `/learnham`, `/forget`),
+//! made durable in the checkpoint directory's lessons log before they are
+//! learned and answered (`checkpoint::lessons`), learned through the
+//! pipeline as the feedback path learns a labeled message or a forget, and
+//! the lessons a crash left in the log learned again at the start.
+//!
+//! A batch of lessons that arrived together is written with one sync and
+//! answered together: a folder taught over many connections waits for one
+//! disk sync a batch, not one a lesson.
+
+use std::sync::mpsc::Receiver;
+
+use crate::checkpoint::lessons::{LessonsLog, Recorded};
+use crate::checkpoint::{CheckpointDir, Positions};
+use crate::clock::now_ms;
+use crate::mail::{Lesson, TellDone, Told};
+use crate::pipeline::{EmailRecord, Outcome, Pipeline};
+
+/// The lessons' queue from the endpoints and their log.
+#[derive(Debug, Default)]
+pub(crate) struct Lessons {
+    told: Option<Receiver<Told>>,
+    log: Option<LessonsLog>,
+}
+
+/// A lesson learned, and who waits for its answer.
+pub(crate) type Answered = (tokio::sync::oneshot::Sender<TellDone>, TellDone);
+
+impl Lessons {
+    /// Takes the endpoints' lessons from `told` from now on.
+    pub(crate) fn listen(&mut self, told: Receiver<Told>) {
+        self.told = Some(told);
+    }
+
+    /// Stops taking lessons (the endpoints have stopped).
+    pub(crate) fn close(&mut self) {
+        self.told = None;
+    }
+
+    /// Opens `dir`'s lessons log after the checkpoint whose positions are
+    /// `positions` and learns again, into `pipeline`, the lessons it holds
+    /// that the checkpoint does not; returns how many.
+    pub(crate) fn recover(
+        &mut self,
+        dir: &CheckpointDir,
+        positions: &Positions,
+        pipeline: &mut Pipeline,
+    ) -> std::io::Result<usize> {
+        let (log, replay) = LessonsLog::open(dir.path(), positions.lessons())?;
+        for r in &replay {
+            learn(pipeline, r);
+        }
+        if !replay.is_empty() {
+            tracing::info!(
+                lessons = replay.len(),
+                "mail lessons after the checkpoint learned again from the lessons log"
+            );
+        }
+        self.log = Some(log);
+        Ok(replay.len())
+    }
+
+    /// Waits up to `within` for a lesson (`None` when none came, or
+    /// there is no queue).
+    pub(crate) fn wait(&self, within: std::time::Duration) -> Option<Told> {
+        match &self.told {
+            Some(from) => from.recv_timeout(within).ok(),
+            None => {
+                std::thread::sleep(within);
+                None
+            }
+        }
+    }
+
+    /// The lessons waiting, `first` first.
+    pub(crate) fn waiting(&self, first: Option<Told>) -> Vec<Told> {
+        let rest = self.told.iter().flat_map(|from| from.try_iter());
+        first.into_iter().chain(rest).collect()
+    }
+
+    /// Makes `batch` durable (one sync), then learns each into `pipeline`
+    /// (`each` after every one): the answers to send once the model is
+    /// published. When the log cannot take them, none is learned and each
+    /// is answered so.
+    pub(crate) fn learn(
+        &mut self,
+        batch: Vec<Told>,
+        pipeline: &mut Pipeline,
+        mut each: impl FnMut(&Pipeline, &Outcome),
+    ) -> Vec<Answered> {
+        let recorded: Vec<Recorded> = batch.iter().map(recorded).collect();
+        if let Some(log) = &mut self.log
+            && let Err(e) = log.append(&recorded)
+        {
+            tracing::error!(error = %e, lessons = batch.len(), "mail lessons could not be written to the lessons log: refused");
+            crate::metrics::lessons_not_durable(batch.len());
+            let why = format!("the lesson could not be made durable: {e}");
+            return batch
+                .into_iter()
+                .map(|t| (t.reply, TellDone::NotDurable(why.clone())))
+                .collect();
+        }
+        let mut answers = Vec::with_capacity(batch.len());
+        for (t, r) in batch.into_iter().zip(&recorded) {
+            let outcome = learn(pipeline, r);
+            each(pipeline, &outcome);
+            answers.push((t.reply, TellDone::of(&outcome)));
+        }
+        answers
+    }
+
+    /// The lessons position a checkpoint of the model as it stands
+    /// records, when there is a log.
+    pub(crate) fn position(&self) -> Option<u64> {
+        self.log.as_ref().and_then(LessonsLog::position)
+    }
+
+    /// After a checkpoint that recorded [`Lessons::position`] was saved:
+    /// the log moves past the lessons it holds.
+    pub(crate) fn checkpointed(&mut self) -> std::io::Result<()> {
+        match &mut self.log {
+            Some(log) => log.rotate(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A lesson as the log keeps it.
+fn recorded(t: &Told) -> Recorded {
+    Recorded {
+        id: t.id.clone(),
+        learn: match &t.lesson {
+            Lesson::Learn(label) => Some(label.clone()),
+            Lesson::Forget => None,
+        },
+        user: t.user.clone(),
+        reporter: t.reporter.clone(),
+        email: t.email.clone(),
+    }
+}
+
+/// One lesson through the pipeline: its e-mail learned as its label, from
+/// its reporter, for its user; or its id forgotten.
+fn learn(pipeline: &mut Pipeline, r: &Recorded) -> Outcome {
+    let now = now_ms();
+    let default_id = || r.id.clone();
+    let user = r.user.as_deref().map(str::as_bytes);
+    let reporter = r.reporter.as_deref().map(str::as_bytes);
+    match &r.learn {
+        Some(label) => {
+            let email = EmailRecord {
+                id: Some(&r.id),
+                label: Some(label.as_bytes()),
+                reporter,
+                user,
+            };
+            pipeline.handle_email(&r.email, email, &default_id, now)
+        }
+        None => {
+            let forget = serde_json::json!({"id": r.id, "forget": true}).to_string();
+            pipeline.handle_reported(forget.as_bytes(), reporter, user, &default_id, now)
+        }
+    }
+}
