@@ -300,9 +300,9 @@ impl<K: Sink> Core<K> {
     /// that came since the last call, as the feedback path applies a
     /// labeled message or a forget, once the lessons log holds them (with
     /// a checkpoint directory); then publishes the model to the copies
-    /// that answer checks, and only then answers each: a check after a
-    /// `TELL`'s answer sees what it taught, and a crash after it loses
-    /// nothing (`super::lessons`).
+    /// that answer checks when their interval has passed, and answers
+    /// each: a crash after the answer loses nothing (`super::lessons`),
+    /// and a check sees it within a publication interval (docs/mail.md).
     pub(crate) fn learn_told(&mut self) {
         self.learn_told_after(None);
     }
@@ -334,8 +334,10 @@ impl<K: Sink> Core<K> {
             }
             started = Instant::now();
         });
+        // The copies take them at their next publication (an interval at
+        // most: `Feed`), not one copy of the model per lesson.
         if let Some(feed) = &mut self.feed {
-            feed.publish(&self.pipeline, true);
+            feed.publish(&self.pipeline, false);
         }
         for (reply, done) in answers {
             // The asker may have gone (its timeout): nothing to answer.

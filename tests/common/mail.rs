@@ -36,6 +36,19 @@ impl MailDaemon {
     }
 }
 
+/// What `check` says once it no longer says `before`: a lesson's answer
+/// comes once it is durable and learned, and the copies that answer
+/// checks take it at their next publication (an interval at most,
+/// docs/mail.md), so a check right after the answer may not show it yet.
+pub fn once_changed<T: PartialEq + std::fmt::Debug>(before: T, mut check: impl FnMut() -> T) -> T {
+    let mut now = check();
+    wait_for("a check to reflect the lesson", Duration::from_secs(15), || {
+        now = check();
+        now != before
+    });
+    now
+}
+
 /// Waits until `addr` takes connections (a daemon restarted on it).
 pub fn wait_listening(addr: &str) {
     wait_for("the endpoint to listen", Duration::from_secs(60), || {
