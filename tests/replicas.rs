@@ -373,3 +373,59 @@ fn a_learner_and_a_predictor_answer_requests_like_the_output_topic() {
     terminate(predictor);
     terminate(learner);
 }
+
+/// A lesson taught to a predictor (`spamc -L spam`) is forwarded to the
+/// learner through the input topic, answered once the broker has it,
+/// learned by the learner once, and visible in the predictor's next model
+/// version; a forget goes the same way through the feedback topic.
+#[test]
+fn a_lesson_taught_to_a_predictor_is_learned_by_the_learner() {
+    let d = Deployment::new();
+    let (topics, dir) = (&d.topics, d.dir.clone());
+    let (spamd, metrics) = (
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    );
+    let learner = d.learner(&[]);
+    let predictor = d.predictor(&["--spamd-addr", &spamd, "--metrics-addr", &metrics]);
+    let lines = sms_lines();
+    produce(&topics.input, None, &lines_as_messages(&lines[..300]));
+    let learned = |n: u64| newest_checkpoint(&dir).is_some_and(|c| c.pipeline.unwrap().counters.unwrap().learned == n);
+    wait_for("the labels learned", Duration::from_secs(120), || learned(300));
+    wait_for("the predictor on version 300", Duration::from_secs(60), || {
+        metric(&metrics, "classifyd_model_version") == Some(300.0)
+    });
+    let (host, port) = spamd.rsplit_once(':').unwrap();
+    let spamc = |args: &[&str], raw: &[u8]| {
+        let args = [&["-d", host, "-p", port, "-t", "30"], args].concat();
+        common::mail::client("spamc", "spamc", &args, raw).0
+    };
+    let margin = |report: &str| -> f32 {
+        let at = report
+            .find("(margin ")
+            .unwrap_or_else(|| panic!("no margin in {report}"))
+            + 8;
+        report[at..].split([',', ')']).next().unwrap().parse().unwrap()
+    };
+    let raw = b"Message-ID: <lesson-1@example.com>\nSubject: the club newsletter\n\nsee you at the club tonight\n";
+    let before = margin(&spamc(&["-R"], raw));
+    assert_eq!(spamc(&["-L", "spam"], raw).trim(), "Message successfully un/learned");
+    wait_for("the lesson learned by the learner", Duration::from_secs(60), || {
+        learned(301)
+    });
+    wait_for("the predictor on version 301", Duration::from_secs(60), || {
+        metric(&metrics, "classifyd_model_version") == Some(301.0)
+    });
+    let taught = margin(&spamc(&["-R"], raw));
+    assert!(
+        taught > before,
+        "the predictor's next version carries it: {before} -> {taught}"
+    );
+    // A forget, through the feedback topic: the lesson taken back.
+    assert_eq!(spamc(&["-L", "forget"], raw).trim(), "Message successfully un/learned");
+    wait_for("the forget learned", Duration::from_secs(60), || {
+        newest_checkpoint(&dir).is_some_and(|c| c.pipeline.unwrap().counters.unwrap().labels_forgotten == 1)
+    });
+    terminate(predictor);
+    terminate(learner);
+}

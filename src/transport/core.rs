@@ -247,6 +247,12 @@ impl<K: Sink> Core<K> {
         }
     }
 
+    /// Forwards the mail protocols' lessons to `to` (a predictor's way to
+    /// the learner) rather than refusing them; before [`Core::serve`].
+    pub(crate) fn forward_lessons(&mut self, to: Box<dyn super::lessons::Forward>) {
+        self.lessons.forward_to(to);
+    }
+
     /// Publishes the model beyond this process through `publication` (a
     /// learner's model topic) from now on.
     pub(crate) fn publish_to(&mut self, publication: Publication) {
@@ -281,7 +287,7 @@ impl<K: Sink> Core<K> {
         }
         let http = crate::http::serve(http, self.feed.as_ref().map(Feed::images))?;
         let told = match mail {
-            Some(_) if learns => {
+            Some(_) if learns || self.lessons.forwards() => {
                 let (to, from) = crate::mail::told_queue();
                 self.lessons.listen(from);
                 Some(to)

@@ -8,6 +8,10 @@
 //! A batch of lessons that arrived together is written with one sync and
 //! answered together: a folder taught over many connections waits for one
 //! disk sync a batch, not one a lesson.
+//!
+//! An instance that does not learn (a predictor) forwards them instead
+//! ([`Forward`]: on Kafka, to the learner's input and feedback topics) and
+//! answers once they are durable there.
 
 use std::sync::mpsc::Receiver;
 
@@ -17,11 +21,20 @@ use crate::clock::now_ms;
 use crate::mail::{Lesson, TellDone, Told};
 use crate::pipeline::{EmailRecord, Outcome, Pipeline};
 
-/// The lessons' queue from the endpoints and their log.
-#[derive(Debug, Default)]
+/// Where an instance that does not learn sends its lessons.
+pub(crate) trait Forward: Send {
+    /// Makes `lessons` durable where the learner will learn them; returns
+    /// once they are (or why they are not).
+    fn forward(&mut self, lessons: &[Recorded]) -> Result<(), String>;
+}
+
+/// The lessons' queue from the endpoints and their log, or where they are
+/// forwarded.
+#[derive(Default)]
 pub(crate) struct Lessons {
     told: Option<Receiver<Told>>,
     log: Option<LessonsLog>,
+    forward: Option<Box<dyn Forward>>,
 }
 
 /// A lesson learned, and who waits for its answer.
@@ -31,6 +44,16 @@ impl Lessons {
     /// Takes the endpoints' lessons from `told` from now on.
     pub(crate) fn listen(&mut self, told: Receiver<Told>) {
         self.told = Some(told);
+    }
+
+    /// Forwards the lessons to `to` rather than learning them.
+    pub(crate) fn forward_to(&mut self, to: Box<dyn Forward>) {
+        self.forward = Some(to);
+    }
+
+    /// Whether the lessons are forwarded.
+    pub(crate) fn forwards(&self) -> bool {
+        self.forward.is_some()
     }
 
     /// Stops taking lessons (the endpoints have stopped).
@@ -90,6 +113,17 @@ impl Lessons {
         mut each: impl FnMut(&Pipeline, &Outcome),
     ) -> Vec<Answered> {
         let recorded: Vec<Recorded> = batch.iter().map(recorded).collect();
+        if let Some(to) = &mut self.forward {
+            let done = match to.forward(&recorded) {
+                Ok(()) => TellDone::Changed,
+                Err(why) => {
+                    tracing::error!(error = %why, lessons = batch.len(), "mail lessons could not be forwarded: refused");
+                    crate::metrics::lessons_not_durable(batch.len());
+                    TellDone::NotDurable(why)
+                }
+            };
+            return batch.into_iter().map(|t| (t.reply, done.clone())).collect();
+        }
         if let Some(log) = &mut self.log
             && let Err(e) = log.append(&recorded)
         {

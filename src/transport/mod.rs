@@ -17,7 +17,7 @@ pub(crate) mod core;
 pub(crate) mod jsonl;
 #[cfg(feature = "kafka")]
 pub(crate) mod kafka;
-mod lessons;
+pub(crate) mod lessons;
 pub(crate) mod lines;
 pub(crate) mod publication;
 pub(crate) mod sinks;

@@ -148,6 +148,11 @@ impl<'a> Daemon<'a> {
         tracing::info!(brokers = %s.brokers, ?topics, role = %s.pipeline.role, "consuming");
         // Exported from the start, at 0, so a rate over it is defined before the first error.
         metrics::counter!("classifyd_consumer_errors_total").increment(0);
+        // A predictor forwards the mail lessons it is taught to the learner.
+        if s.pipeline.role == Role::Predictor && s.mail.is_some() {
+            let to = super::forward::TopicForward::new(s).map_err(DaemonError::Usage)?;
+            lock(&core).forward_lessons(Box::new(to));
+        }
         let fronts = lock(&core).serve(s.http.as_ref(), s.mail.as_ref())?;
         Ok(Some(Daemon {
             s,

@@ -28,6 +28,7 @@
 mod context;
 mod daemon;
 mod errors;
+mod forward;
 mod model_topic;
 mod sink;
 pub(crate) mod tail;

@@ -1,0 +1,117 @@
+//! A predictor's lessons, forwarded to the learner through Kafka: a lesson
+//! taught to any instance (spamc `-L`, rspamc `learn_spam`, `/forget`) is
+//! produced as the labeled message it teaches to the input topic (or as a
+//! forget to the feedback topic), with the idempotent producer and
+//! `acks=all`, and answered once the broker has it. The learner then
+//! learns it exactly once through its offsets, as any other record, and
+//! the predictor's next model version carries it.
+//!
+//! A labeled message goes in the input's own form: a JSON line with the
+//! e-mail in `email_base64` and its `label`, or, on a raw-e-mail input
+//! (`--input-format email`), the raw bytes with the label in their header;
+//! the reporter and the user in their headers (`--reporter-header`,
+//! `--user-header`). Its key is the message's id.
+
+use std::time::Duration;
+
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+
+use super::KafkaSettings;
+use super::context::producer_config;
+use crate::checkpoint::lessons::Recorded;
+use crate::transport::lessons::Forward;
+
+/// How long the broker has to take a batch of lessons before they are
+/// refused (the client retries).
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The topics and headers a lesson goes to, and the producer.
+pub(super) struct TopicForward {
+    producer: FutureProducer,
+    runtime: tokio::runtime::Runtime,
+    input_topic: String,
+    feedback_topic: String,
+    /// The input's label header, when it carries raw e-mails.
+    email_label: Option<String>,
+    reporter_header: String,
+    user_header: String,
+}
+
+impl TopicForward {
+    pub(super) fn new(s: &KafkaSettings) -> Result<Self, String> {
+        let mut config = producer_config(s);
+        config
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("message.timeout.ms", DELIVERY_TIMEOUT.as_millis().to_string());
+        let producer = config.create().map_err(|e| format!("the lessons' producer: {e}"))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map_err(|e| format!("the lessons' producer runtime: {e}"))?;
+        Ok(TopicForward {
+            producer,
+            runtime,
+            input_topic: s.input_topic.clone(),
+            feedback_topic: s.feedback_topic.clone(),
+            email_label: s.email_input.clone(),
+            reporter_header: s.reporter_header.clone(),
+            user_header: s.user_header.clone(),
+        })
+    }
+
+    /// The topic, value and headers of `r`.
+    fn record_of(&self, r: &Recorded) -> (&str, Vec<u8>, OwnedHeaders) {
+        let mut pairs: Vec<(&str, &str)> = Vec::new();
+        pairs.extend(r.reporter.as_deref().map(|v| (self.reporter_header.as_str(), v)));
+        pairs.extend(r.user.as_deref().map(|v| (self.user_header.as_str(), v)));
+        let (topic, value) = match (&r.learn, &self.email_label) {
+            (None, _) => {
+                let forget = serde_json::json!({"id": r.id, "forget": true});
+                (&self.feedback_topic, forget.to_string().into_bytes())
+            }
+            (Some(label), Some(label_header)) => {
+                pairs.push((label_header, label));
+                (&self.input_topic, r.email.clone())
+            }
+            (Some(label), None) => {
+                use base64::Engine as _;
+                let b64 = base64::engine::general_purpose::STANDARD.encode(&r.email);
+                let line = serde_json::json!({"id": r.id, "email_base64": b64, "label": label});
+                (&self.input_topic, line.to_string().into_bytes())
+            }
+        };
+        let headers = pairs.into_iter().fold(OwnedHeaders::new(), |h, (key, v)| {
+            h.insert(Header { key, value: Some(v) })
+        });
+        (topic, value, headers)
+    }
+}
+
+impl Forward for TopicForward {
+    /// Produces every lesson, then waits until the broker has them all.
+    fn forward(&mut self, lessons: &[Recorded]) -> Result<(), String> {
+        let mut deliveries = Vec::with_capacity(lessons.len());
+        for r in lessons {
+            let (topic, value, headers) = self.record_of(r);
+            let record = FutureRecord::to(topic)
+                .key(r.id.as_bytes())
+                .payload(&value)
+                .headers(headers);
+            let delivery = (self.producer.send_result(record))
+                .map_err(|(e, _)| format!("the lesson could not be queued for the broker: {e}"))?;
+            deliveries.push(delivery);
+        }
+        self.runtime.block_on(async {
+            for delivery in deliveries {
+                match delivery.await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err((e, _))) => return Err(format!("the broker did not take the lesson: {e}")),
+                    Err(_) => return Err("the lesson's delivery was cancelled".to_string()),
+                }
+            }
+            Ok(())
+        })
+    }
+}
