@@ -32,6 +32,24 @@ later by the trusted "reviewer", and one labeled message in fifty is
 forgotten 150 lines later (`"forget": true`, from the reviewer or
 anonymously). All of it goes through one partition on Kafka, in order.
 
+Lessons (issue 63): with --lessons N, once the stream is learned, N mail
+lessons are taught over spamc (`-L spam|ham|forget`, `-C report|revoke`)
+and rspamc (`learn_spam`, `learn_ham`), one after another, while the
+daemon (with its spamd and rspamd controller endpoints) is killed and
+restarted --kills times; a lesson whose answer a kill cut off is sent
+again to the next daemon, as a client retries. It must end with the model
+of an uninterrupted daemon taught the same lessons: every acknowledged
+lesson learned exactly once (a lesson learned but unanswered, sent again,
+is "already learned": labels are facts). On Kafka the learner takes the
+lessons (its lessons log is its own disk).
+
+To narrow a difference down: SOAK_KINDS=0,1 (only those kinds of lesson,
+by their place in lessons_of's list), SOAK_TERM=1 (SIGTERM instead of
+SIGKILL: a restart's state, not a crash's), SOAK_LOG=FILE (the daemons'
+logs), SOAK_ANSWERS=FILE (each acknowledged lesson's answer, the
+reference's first, and where the kills fell), SOAK_DEBUG=1 (what a lesson
+not acknowledged said).
+
 Kafka needs KAFKA_BOOTSTRAP, or starts the test broker (scripts/broker.sh).
 tests/jsonl_daemon.rs and tests/kafka.rs run the short version (3 and 4
 kills) in the test suite. Exits 1 on any difference.
@@ -166,6 +184,53 @@ def soak_jsonl(stream, kills, rng, tmp):
     return report("jsonl", done, want, got, finished_early)
 
 
+def lessons_jsonl(stream, lessons, kills, rng, tmp):
+    """The stream learned to its end (two directories alike), then the
+    lessons soak over JSON-lines daemons that have nothing left to read."""
+    ref, ck = os.path.join(tmp, "lref"), os.path.join(tmp, "lsoak")
+    for d in (ref, ck):
+        run_to_end(["--input", stream, "--output", "/dev/null", "--checkpoint-dir", d])
+
+    def daemon(d, spamd, controller):
+        return [BIN, "run", "--input", stream, "--output", "/dev/null", "--checkpoint-dir", d, *FLAGS,
+                "--spamd-addr", spamd, "--rspamd-controller-addr", controller]
+    return soak_lessons("jsonl", daemon, lessons, kills, rng, ck, ref)
+
+
+def lessons_kafka(stream, lessons, kills, rng, tmp, brokers):
+    """The stream loaded into a topic and drained by a learner (its
+    reference on JSON lines), then the lessons soak over Kafka learners."""
+    topic = "soak-" + uuid.uuid4().hex[:8]
+    subprocess.run(["timeout", "4", BIN, "run", "--brokers", brokers, "--input-topic", topic,
+                    "--feedback-topic", topic + "-fb", "--group-id", topic + "-create", "--topic-partitions", "1",
+                    "--checkpoint-dir", os.path.join(tmp, "kcreate")],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    labeled, n = produce(brokers, topic, stream)
+    ref, ck = os.path.join(tmp, "klref"), os.path.join(tmp, "klsoak")
+    run_to_end(["--input", labeled, "--output", "/dev/null", "--checkpoint-dir", ref])
+    args = [BIN, "run", "--brokers", brokers, "--input-topic", topic, "--group-id", topic + "-g",
+            "--feedback-topic", topic + "-fb", "--checkpoint-dir", ck, *FLAGS]
+    drain = [a if a != "3600" else "1" for a in args]
+    p = subprocess.Popen(drain, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        try:
+            if inspect(ck)["positions"].get(f"{topic}/0") == n:
+                break
+        except subprocess.CalledProcessError:
+            pass
+        time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)
+    p.wait()
+
+    def daemon(d, spamd, controller):
+        if d == ref:
+            return [BIN, "run", "--input", labeled, "--output", "/dev/null", "--checkpoint-dir", d, *FLAGS,
+                    "--spamd-addr", spamd, "--rspamd-controller-addr", controller]
+        return [*args, "--spamd-addr", spamd, "--rspamd-controller-addr", controller]
+    return soak_lessons("kafka", daemon, lessons, kills, rng, ck, ref)
+
+
 def produce(brokers, topic, stream):
     """Loads the stream's lines into `topic` (one partition, in order): its
     labeled and unlabeled messages, feedback lines and forgets alike."""
@@ -221,6 +286,117 @@ def soak_kafka(stream, kills, rng, tmp, brokers):
     return report("kafka", kills, want, got)
 
 
+def lessons_of(n, rng):
+    """`n` lessons about `n // 3` messages: (client, args, message), so
+    that some messages are taught, relabeled, forgotten and taught again."""
+    words = ["cash", "prize", "lunch", "meeting", "free", "tonight", "claim", "call", "mum", "offer"]
+    messages = []
+    for i in range(max(1, n // 3)):
+        text = " ".join(rng.choice(words) for _ in range(8))
+        messages.append(f"Message-ID: <soak-{i}@lessons>\nSubject: {text}\n\n{text} {i}\n".encode())
+    kinds = [("spamc", ["-L", "spam"]), ("spamc", ["-L", "ham"]), ("spamc", ["-L", "forget"]),
+             ("spamc", ["-C", "report"]), ("spamc", ["-C", "revoke"]),
+             ("rspamc", ["learn_spam"]), ("rspamc", ["learn_ham"])]
+    if os.environ.get("SOAK_KINDS"):
+        kinds = [kinds[int(k)] for k in os.environ["SOAK_KINDS"].split(",")]
+    return [(*rng.choice(kinds), rng.choice(messages)) for _ in range(n)]
+
+
+def teach(lesson, spamd, controller):
+    """Sends one lesson, as the trusted reviewer (random relabels from
+    anyone else would soon be held as a flooder's); whether it was
+    acknowledged (learned, or known already)."""
+    client, args, raw = lesson
+    if client == "spamc":
+        host, port = spamd.rsplit(":", 1)
+        cmd = ["spamc", "-d", host, "-p", port, "-t", "10", "-u", "reviewer", *args]
+    else:
+        cmd = ["rspamc", "-h", controller, "-t", "10", "-u", "reviewer", *args]
+    try:
+        out = subprocess.run(cmd, input=raw, capture_output=True, timeout=20).stdout.decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        return False
+    acknowledged = any(s in out for s in ("successfully", "already", "success = true"))
+    if acknowledged and os.environ.get("SOAK_ANSWERS"):
+        with open(os.environ["SOAK_ANSWERS"], "a") as f:
+            f.write(f"{client} {' '.join(args)} {raw[12:30]!r} {'already' if 'already' in out else 'done'}\n")
+    if not acknowledged and os.environ.get("SOAK_DEBUG"):
+        print(f"not acknowledged: {client} {args}: {out!r}", file=sys.stderr)
+    return acknowledged
+
+
+def free_addr():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def serve(cmd, spamd):
+    """Starts `cmd` (a daemon with its endpoints) and waits until spamd listens."""
+    import socket
+    err = open(os.environ["SOAK_LOG"], "a") if os.environ.get("SOAK_LOG") else subprocess.DEVNULL
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+    host, port = spamd.rsplit(":", 1)
+    deadline = time.time() + 120
+    while time.time() < deadline and p.poll() is None:
+        try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+            return p
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"the daemon did not listen: {cmd}")
+
+
+def soak_lessons(name, daemon, lessons, kills, rng, ck, ref):
+    """Teaches `lessons` to `daemon(ck, spamd, controller)` (a command line)
+    while killing it `kills` times, then to an uninterrupted one over
+    `ref`; whether both end with the same model."""
+    spamd, controller = free_addr(), free_addr()
+    p = serve(daemon(ref, spamd, controller), spamd)
+    for lesson in lessons:
+        if not teach(lesson, spamd, controller):
+            raise RuntimeError(f"the uninterrupted daemon refused a lesson: {lesson[:2]}")
+    p.send_signal(signal.SIGTERM)
+    p.wait()
+    want = inspect(ref)
+    import threading
+    done, at, retried = 0, 0, 0
+    while at < len(lessons):
+        p = serve(daemon(ck, spamd, controller), spamd)
+        # The kill lands whenever it lands: between lessons, or in the
+        # middle of one (its answer then lost, and it is sent again).
+        stop = p.terminate if os.environ.get("SOAK_TERM") else p.kill
+        killer = threading.Timer(rng.uniform(0.02, 0.4), stop) if done < kills else None
+        if killer:
+            killer.start()
+        while at < len(lessons) and p.poll() is None:
+            if teach(lessons[at], spamd, controller):
+                at += 1
+            else:
+                retried += 1
+        if killer:
+            killer.join()
+            done += 1
+            if os.environ.get("SOAK_ANSWERS"):
+                with open(os.environ["SOAK_ANSWERS"], "a") as f:
+                    f.write(f"KILL before lesson {at}\n")
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+        p.wait()
+    got = inspect(ck)
+    for k in ("positions",):
+        got.pop(k, None)
+        want.pop(k, None)
+    # A lesson learned whose answer a kill cut off comes again, and is
+    # counted as a repeated label (known already: nothing learned twice).
+    again = got["feedback"]["labels_repeated"] - want["feedback"]["labels_repeated"]
+    got["feedback"]["labels_repeated"] -= again
+    print(f"{name} lessons: {len(lessons)} acknowledged, {retried} answers lost to a kill and sent again "
+          f"({again} of them had been learned: repeated, not learned twice), {done} kills while teaching")
+    return report(f"{name} lessons", done, want, got) and 0 <= again <= retried
+
+
 def report(name, kills, want, got, finished_early=0):
     same = want == got
     extra = f", {finished_early} runs ended before their kill" if finished_early else ""
@@ -239,6 +415,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-reporters", action="store_true")
     ap.add_argument("--no-corrections", action="store_true")
+    ap.add_argument("--lessons", type=int, default=0, help="mail lessons to teach, with kills, after the stream")
     a = ap.parse_args()
     subprocess.run(["cargo", "build", "--release", "-q"], cwd=ROOT, check=True)
     rng = random.Random(a.seed)
@@ -256,7 +433,10 @@ def main():
                 dst.writelines(src)
             else:
                 with_corrections(src, dst, random.Random(a.seed + 1))
-        if a.transport in ("jsonl", "both"):
+        lessons = lessons_of(a.lessons, random.Random(a.seed + 2))
+        if a.transport in ("jsonl", "both") and lessons:
+            ok &= lessons_jsonl(stream, lessons, a.kills, rng, tmp)
+        elif a.transport in ("jsonl", "both"):
             ok &= soak_jsonl(stream, a.kills, rng, tmp)
         if a.transport in ("kafka", "both"):
             brokers = os.environ.get("KAFKA_BOOTSTRAP")
@@ -268,7 +448,10 @@ def main():
                 brokers = out.strip().split("=", 1)[1]
                 started = True
             try:
-                ok &= soak_kafka(stream, a.kills, rng, tmp, brokers)
+                if lessons:
+                    ok &= lessons_kafka(stream, lessons, a.kills, rng, tmp, brokers)
+                else:
+                    ok &= soak_kafka(stream, a.kills, rng, tmp, brokers)
             finally:
                 if started:
                     subprocess.run([os.path.join(ROOT, "scripts", "broker.sh"), "stop"])

@@ -194,7 +194,11 @@ fn a_lesson_answered_survives_a_kill_9() {
         "Message was already un/learned",
         "learned once, and known"
     );
+    // Stopped, the restarted daemon (which read no new line) checkpoints
+    // what it learned again: the 400 lines and the lesson.
     daemon.stop();
+    let last = common::newest_checkpoint(&dir).expect("a checkpoint");
+    assert_eq!(last.model.map(|m| m.version), Some(401));
 }
 
 /// Bad requests get a spamd error status (or a close), and the endpoint

@@ -230,6 +230,14 @@ async fn tell(req: &Request, body: Vec<u8>, peer: SocketAddr, ctx: &Ctx) -> Resu
         // One model for every database: a label learned (or replaced) is
         // set where asked and removed from where asked (spamc -C revoke).
         Ok(TellDone::Changed) => Ok(spamd::told(req.set.as_deref(), req.remove.as_deref())),
+        // Already so: spamc -L says "already un/learned" when nothing is
+        // said done; a report or revoke (spamc -C, which sets or removes
+        // "remote" too) is told done, since the message is where it was
+        // asked to be (spamc would say "Unable to report/revoke" and the
+        // client retry for ever).
+        Ok(TellDone::Unchanged) if req.set.iter().chain(&req.remove).any(|d| d.contains("remote")) => {
+            Ok(spamd::told(req.set.as_deref(), req.remove.as_deref()))
+        }
         Ok(TellDone::Unchanged) => Ok(spamd::told(None, None)),
         Ok(TellDone::Bad(detail)) => Err(Refusal::new(Status::DataErr, "bad_message", detail)),
         Ok(TellDone::NotLearner) => Err(unanswered(Unanswered::NotLearner)),

@@ -210,6 +210,8 @@ pub(crate) struct Core<K: Sink> {
     last_metrics: Instant,
     checkpoints: u64,
     messages: u64,
+    /// Mail lessons learned by this run.
+    taught: u64,
 }
 
 impl<K: Sink> Core<K> {
@@ -235,6 +237,7 @@ impl<K: Sink> Core<K> {
             last_metrics: Instant::now(),
             checkpoints: 0,
             messages: 0,
+            taught: 0,
         }
     }
 
@@ -280,7 +283,7 @@ impl<K: Sink> Core<K> {
         // The lessons a crash left in the log, learned before the copies
         // that answer checks are made.
         if let (true, Some(dir)) = (learns, &self.dir) {
-            self.lessons.recover(dir, &self.positions, &mut self.pipeline)?;
+            self.taught += self.lessons.recover(dir, &self.positions, &mut self.pipeline)? as u64;
         }
         if http.is_some() || mail.is_some() {
             self.feed = Some(Feed::start(&self.pipeline));
@@ -345,6 +348,7 @@ impl<K: Sink> Core<K> {
         if let Some(feed) = &mut self.feed {
             feed.publish(&self.pipeline, false);
         }
+        self.taught += answers.len() as u64;
         for (reply, done) in answers {
             // The asker may have gone (its timeout): nothing to answer.
             let _ = reply.send(done);
@@ -378,6 +382,12 @@ impl<K: Sink> Core<K> {
     /// Records handled by this run.
     pub(crate) fn messages(&self) -> u64 {
         self.messages
+    }
+
+    /// Mail lessons this run learned (those the lessons log gave back at
+    /// the start included): what its last checkpoint must hold.
+    pub(crate) fn lessons_learned(&self) -> u64 {
+        self.taught
     }
 
     /// One record through the pipeline, its outcome to the sink, its

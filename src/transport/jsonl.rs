@@ -231,13 +231,13 @@ impl<'a> JsonlDaemon<'a> {
         Ok(())
     }
 
-    /// The last checkpoint (none when nothing new was read since the one it
-    /// resumed from, which still says it all), and the run's report in
-    /// the log.
+    /// The last checkpoint (none when nothing new was read or taught since
+    /// the one it resumed from, which still says it all), and the run's
+    /// report in the log.
     fn shutdown(mut self) -> Result<(), DaemonError> {
         drop(std::mem::take(&mut self.fronts));
-        let lines = self.core.messages();
-        if lines > 0 || self.resumed_from.is_none() {
+        let changed = self.core.messages() > 0 || self.core.lessons_learned() > 0;
+        if changed || self.resumed_from.is_none() {
             self.core.finish(Duration::ZERO, &mut ())?;
         } else {
             self.core.stop_requests();
