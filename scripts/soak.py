@@ -228,7 +228,7 @@ def lessons_kafka(stream, lessons, kills, rng, tmp, brokers):
             return [BIN, "run", "--input", labeled, "--output", "/dev/null", "--checkpoint-dir", d, *FLAGS,
                     "--spamd-addr", spamd, "--rspamd-controller-addr", controller]
         return [*args, "--spamd-addr", spamd, "--rspamd-controller-addr", controller]
-    return soak_lessons("kafka", daemon, lessons, kills, rng, ck, ref)
+    return soak_lessons("kafka", daemon, lessons, kills, rng, ck, ref, drains=True)
 
 
 def produce(brokers, topic, stream):
@@ -348,7 +348,23 @@ def serve(cmd, spamd):
     raise RuntimeError(f"the daemon did not listen: {cmd}")
 
 
-def soak_lessons(name, daemon, lessons, kills, rng, ck, ref):
+def settled(ck, quiet=4.0, deadline=300):
+    """Waits until `ck`'s checkpoint stops moving for `quiet` seconds (a
+    daemon that checkpoints every second has read all there is)."""
+    last, since, end = None, time.time(), time.time() + deadline
+    while time.time() < end:
+        try:
+            now = inspect(ck)
+        except subprocess.CalledProcessError:
+            now = None
+        if now != last:
+            last, since = now, time.time()
+        elif time.time() - since >= quiet:
+            return
+        time.sleep(0.5)
+
+
+def soak_lessons(name, daemon, lessons, kills, rng, ck, ref, drains=False):
     """Teaches `lessons` to `daemon(ck, spamd, controller)` (a command line)
     while killing it `kills` times, then to an uninterrupted one over
     `ref`; whether both end with the same model."""
@@ -386,8 +402,14 @@ def soak_lessons(name, daemon, lessons, kills, rng, ck, ref):
         p.wait()
     # The last daemon may have been killed (or stopped twice: a second
     # SIGTERM exits at once): one more start learns what its checkpoint
-    # lacks from the lessons log, and its stop checkpoints it.
-    p = serve(daemon(ck, spamd, controller), spamd)
+    # lacks (from the lessons log; on Kafka from the topic, read to its
+    # end: `drains`), and its stop checkpoints it.
+    last = daemon(ck, spamd, controller)
+    if drains:
+        last = [a if a != "3600" else "1" for a in last]
+    p = serve(last, spamd)
+    if drains:
+        settled(ck)
     p.send_signal(signal.SIGTERM)
     p.wait()
     got = inspect(ck)

@@ -377,7 +377,7 @@ fn a_learner_and_a_predictor_answer_requests_like_the_output_topic() {
 /// A lesson taught to a predictor (`spamc -L spam`) is forwarded to the
 /// learner through the input topic, answered once the broker has it,
 /// learned by the learner once, and visible in the predictor's next model
-/// version; a forget goes the same way through the feedback topic.
+/// version; a forget goes the same way.
 #[test]
 fn a_lesson_taught_to_a_predictor_is_learned_by_the_learner() {
     let d = Deployment::new();
@@ -421,7 +421,7 @@ fn a_lesson_taught_to_a_predictor_is_learned_by_the_learner() {
         taught > before,
         "the predictor's next version carries it: {before} -> {taught}"
     );
-    // A forget, through the feedback topic: the lesson taken back.
+    // A forget, the same way: the lesson taken back.
     assert_eq!(spamc(&["-L", "forget"], raw).trim(), "Message successfully un/learned");
     wait_for("the forget learned", Duration::from_secs(60), || {
         newest_checkpoint(&dir).is_some_and(|c| c.pipeline.unwrap().counters.unwrap().labels_forgotten == 1)

@@ -1,7 +1,10 @@
-//! A predictor's lessons, forwarded to the learner through Kafka: a lesson
-//! taught to any instance (spamc `-L`, rspamc `learn_spam`, `/forget`) is
-//! produced as the labeled message it teaches to the input topic (or as a
-//! forget to the feedback topic), with the idempotent producer and
+//! A predictor's mail lessons, forwarded to the learner through Kafka: a
+//! lesson taught to a predictor (spamc `-L`, rspamc `learn_spam`,
+//! `/forget`) is
+//! produced as the labeled message it teaches (or a forget) to the input
+//! topic, keyed by the message's id so that one message's lessons keep
+//! their order (a forget goes to the feedback topic on a raw-e-mail
+//! input, which takes no JSON), with the idempotent producer and
 //! `acks=all`, and answered once the broker has it. The learner then
 //! learns it exactly once through its offsets, as any other record, and
 //! the predictor's next model version carries it.
@@ -67,9 +70,16 @@ impl TopicForward {
         pairs.extend(r.reporter.as_deref().map(|v| (self.reporter_header.as_str(), v)));
         pairs.extend(r.user.as_deref().map(|v| (self.user_header.as_str(), v)));
         let (topic, value) = match (&r.learn, &self.email_label) {
-            (None, _) => {
+            // A forget goes where the message's labels go, keyed alike: the
+            // learner reads one message's lessons in the order they were
+            // taught. A raw-e-mail input takes no JSON: the feedback topic.
+            (None, Some(_)) => {
                 let forget = serde_json::json!({"id": r.id, "forget": true});
                 (&self.feedback_topic, forget.to_string().into_bytes())
+            }
+            (None, None) => {
+                let forget = serde_json::json!({"id": r.id, "forget": true});
+                (&self.input_topic, forget.to_string().into_bytes())
             }
             (Some(label), Some(label_header)) => {
                 pairs.push((label_header, label));
