@@ -200,28 +200,12 @@ def lessons_jsonl(stream, lessons, kills, rng, tmp):
 def lessons_kafka(stream, lessons, kills, rng, tmp, brokers):
     """The stream loaded into a topic and drained by a learner (its
     reference on JSON lines), then the lessons soak over Kafka learners."""
-    topic = "soak-" + uuid.uuid4().hex[:8]
-    subprocess.run(["timeout", "4", BIN, "run", "--brokers", brokers, "--input-topic", topic,
-                    "--feedback-topic", topic + "-fb", "--group-id", topic + "-create", "--topic-partitions", "1",
-                    "--checkpoint-dir", os.path.join(tmp, "kcreate")],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    labeled, n = produce(brokers, topic, stream)
+    topic, labeled, n = kafka_topic(brokers, tmp, stream, "kl")
     ref, ck = os.path.join(tmp, "klref"), os.path.join(tmp, "klsoak")
     run_to_end(["--input", labeled, "--output", "/dev/null", "--checkpoint-dir", ref])
     args = [BIN, "run", "--brokers", brokers, "--input-topic", topic, "--group-id", topic + "-g",
             "--feedback-topic", topic + "-fb", "--checkpoint-dir", ck, *FLAGS]
-    drain = [a if a != "3600" else "1" for a in args]
-    p = subprocess.Popen(drain, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        try:
-            if inspect(ck)["positions"].get(f"{topic}/0") == n:
-                break
-        except subprocess.CalledProcessError:
-            pass
-        time.sleep(0.5)
-    p.send_signal(signal.SIGTERM)
-    p.wait()
+    drain(args, ck, topic, n)
 
     def daemon(d, spamd, controller):
         if d == ref:
@@ -246,16 +230,40 @@ def produce(brokers, topic, stream):
     return path, len(import_lines)
 
 
-def soak_kafka(stream, kills, rng, tmp, brokers):
+def kafka_topic(brokers, tmp, stream, name):
+    """A new one-partition topic (and its feedback topic) holding the
+    stream's lines: (topic, the lines as loaded, how many)."""
     topic = "soak-" + uuid.uuid4().hex[:8]
-    group = topic + "-g"
     # One partition: the daemon reads the lines in the file's order.
     # (A daemon run for a few seconds creates it, with --topic-partitions 1.)
     subprocess.run(["timeout", "4", BIN, "run", "--brokers", brokers, "--input-topic", topic,
-                    "--feedback-topic", topic + "-fb", "--group-id", group + "-create", "--topic-partitions", "1",
-                    "--checkpoint-dir", os.path.join(tmp, "create")],
+                    "--feedback-topic", topic + "-fb", "--group-id", topic + "-create", "--topic-partitions", "1",
+                    "--checkpoint-dir", os.path.join(tmp, name + "create")],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     labeled, n = produce(brokers, topic, stream)
+    return topic, labeled, n
+
+
+def drain(args, ck, topic, n):
+    """Runs `args` (a daemon on `topic`, checkpointing every second) until
+    its checkpoint has read the `n` lines of the topic, then stops it."""
+    p = subprocess.Popen([a if a != "3600" else "1" for a in args],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        try:
+            if inspect(ck)["positions"].get(f"{topic}/0") == n:
+                break
+        except subprocess.CalledProcessError:
+            pass
+        time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)
+    p.wait()
+
+
+def soak_kafka(stream, kills, rng, tmp, brokers):
+    topic, labeled, n = kafka_topic(brokers, tmp, stream, "k")
+    group = topic + "-g"
     ref = os.path.join(tmp, "kref")
     run_to_end(["--input", labeled, "--output", "/dev/null", "--checkpoint-dir", ref])
     want = inspect(ref)
@@ -268,18 +276,7 @@ def soak_kafka(stream, kills, rng, tmp, brokers):
         p.send_signal(signal.SIGKILL)
         p.wait()
     # The last run checkpoints every second, so its end shows in the checkpoint.
-    last = [a if a != "3600" else "1" for a in args]
-    p = subprocess.Popen(last, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        try:
-            if inspect(ck)["positions"].get(f"{topic}/0") == n:
-                break
-        except subprocess.CalledProcessError:
-            pass
-        time.sleep(0.5)
-    p.send_signal(signal.SIGTERM)
-    p.wait()
+    drain(args, ck, topic, n)
     got = inspect(ck)
     got["positions"] = {k: v for k, v in got["positions"].items() if k.startswith(topic + "/")}
     want["positions"] = {f"{topic}/0": n}
