@@ -4,6 +4,10 @@ then the circles between the files of one module.
 
     scripts/import_graph.py          prints the edges; exits 1 on a cycle
 
+Then the longest import chain, from the binary's main.rs (its
+`classifyd::B` paths) down: the depth of the layers (issue 62 asks for at
+most 9).
+
 A module is a file or folder directly under src/ (main.rs and lib.rs are
 not modules). An edge A -> B is any `crate::B` path in A's files outside
 test code (tests may reach anywhere).
@@ -49,6 +53,26 @@ for m in sorted(mods):
         visit(m)
 for c in cycles:
     print("cycle: " + " -> ".join(c))
+
+
+def longest_chain():
+    """The longest path of modules from main (which the binary's main.rs
+    imports), in the graph without cycles."""
+    main = set(re.findall(r"classifyd::([a-z_]+)", (src / "main.rs").read_text())) & mods
+    graph = {**edges, "main": main}
+    best = {}
+
+    def down(n):
+        if n not in best:
+            tails = [down(b) for b in sorted(graph[n])]
+            best[n] = [n] + max(tails, key=len, default=[])
+        return best[n]
+    return down("main")
+
+
+if not cycles:
+    chain = longest_chain()
+    print(f"longest import chain: {len(chain)} levels: {' -> '.join(chain)}")
 
 
 def code(f):
