@@ -112,34 +112,33 @@ impl Lessons {
         pipeline: &mut Pipeline,
         mut each: impl FnMut(&Pipeline, &Outcome),
     ) -> Vec<Answered> {
-        let recorded: Vec<Recorded> = batch.iter().map(recorded).collect();
+        let (recorded, replies): (Vec<Recorded>, Vec<_>) = batch.into_iter().map(split).unzip();
         if let Some(to) = &mut self.forward {
             let done = match to.forward(&recorded) {
                 Ok(()) => TellDone::Changed,
                 Err(why) => {
-                    tracing::error!(error = %why, lessons = batch.len(), "mail lessons could not be forwarded: refused");
-                    crate::metrics::lessons_not_durable(batch.len());
+                    tracing::error!(error = %why, lessons = replies.len(), "mail lessons could not be forwarded: refused");
+                    crate::metrics::lessons_not_durable(replies.len());
                     TellDone::NotDurable(why)
                 }
             };
-            return batch.into_iter().map(|t| (t.reply, done.clone())).collect();
+            return replies.into_iter().map(|reply| (reply, done.clone())).collect();
         }
         if let Some(log) = &mut self.log
             && let Err(e) = log.append(&recorded)
         {
-            tracing::error!(error = %e, lessons = batch.len(), "mail lessons could not be written to the lessons log: refused");
-            crate::metrics::lessons_not_durable(batch.len());
+            tracing::error!(error = %e, lessons = replies.len(), "mail lessons could not be written to the lessons log: refused");
+            crate::metrics::lessons_not_durable(replies.len());
             let why = format!("the lesson could not be made durable: {e}");
-            return batch
-                .into_iter()
-                .map(|t| (t.reply, TellDone::NotDurable(why.clone())))
+            return (replies.into_iter())
+                .map(|reply| (reply, TellDone::NotDurable(why.clone())))
                 .collect();
         }
-        let mut answers = Vec::with_capacity(batch.len());
-        for (t, r) in batch.into_iter().zip(&recorded) {
+        let mut answers = Vec::with_capacity(replies.len());
+        for (reply, r) in replies.into_iter().zip(&recorded) {
             let outcome = learn(pipeline, r);
             each(pipeline, &outcome);
-            answers.push((t.reply, TellDone::of(&outcome)));
+            answers.push((reply, TellDone::of(&outcome)));
         }
         answers
     }
@@ -160,18 +159,20 @@ impl Lessons {
     }
 }
 
-/// A lesson as the log keeps it.
-fn recorded(t: &Told) -> Recorded {
-    Recorded {
-        id: t.id.clone(),
-        learn: match &t.lesson {
-            Lesson::Learn(label) => Some(label.clone()),
+/// A lesson as the log keeps it (its e-mail moved, not copied), and who
+/// waits for its answer.
+fn split(t: Told) -> (Recorded, tokio::sync::oneshot::Sender<TellDone>) {
+    let recorded = Recorded {
+        id: t.id,
+        learn: match t.lesson {
+            Lesson::Learn(label) => Some(label),
             Lesson::Forget => None,
         },
-        user: t.user.clone(),
-        reporter: t.reporter.clone(),
-        email: t.email.clone(),
-    }
+        user: t.user,
+        reporter: t.reporter,
+        email: t.email,
+    };
+    (recorded, t.reply)
 }
 
 /// One lesson through the pipeline: its e-mail learned as its label, from

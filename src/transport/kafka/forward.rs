@@ -15,6 +15,7 @@
 //! the reporter and the user in their headers (`--reporter-header`,
 //! `--user-header`). Its key is the message's id.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use rdkafka::message::{Header, OwnedHeaders};
@@ -64,8 +65,8 @@ impl TopicForward {
         })
     }
 
-    /// The topic, value and headers of `r`.
-    fn record_of(&self, r: &Recorded) -> (&str, Vec<u8>, OwnedHeaders) {
+    /// The topic, value and headers of `r` (a raw e-mail borrowed as it is).
+    fn record_of<'a>(&'a self, r: &'a Recorded) -> (&'a str, Cow<'a, [u8]>, OwnedHeaders) {
         let mut pairs: Vec<(&str, &str)> = Vec::new();
         pairs.extend(r.reporter.as_deref().map(|v| (self.reporter_header.as_str(), v)));
         pairs.extend(r.user.as_deref().map(|v| (self.user_header.as_str(), v)));
@@ -75,21 +76,21 @@ impl TopicForward {
             // taught. A raw-e-mail input takes no JSON: the feedback topic.
             (None, Some(_)) => {
                 let forget = serde_json::json!({"id": r.id, "forget": true});
-                (&self.feedback_topic, forget.to_string().into_bytes())
+                (&self.feedback_topic, Cow::Owned(forget.to_string().into_bytes()))
             }
             (None, None) => {
                 let forget = serde_json::json!({"id": r.id, "forget": true});
-                (&self.input_topic, forget.to_string().into_bytes())
+                (&self.input_topic, Cow::Owned(forget.to_string().into_bytes()))
             }
             (Some(label), Some(label_header)) => {
                 pairs.push((label_header, label));
-                (&self.input_topic, r.email.clone())
+                (&self.input_topic, Cow::Borrowed(&r.email[..]))
             }
             (Some(label), None) => {
                 use base64::Engine as _;
                 let b64 = base64::engine::general_purpose::STANDARD.encode(&r.email);
                 let line = serde_json::json!({"id": r.id, "email_base64": b64, "label": label});
-                (&self.input_topic, line.to_string().into_bytes())
+                (&self.input_topic, Cow::Owned(line.to_string().into_bytes()))
             }
         };
         let headers = pairs.into_iter().fold(OwnedHeaders::new(), |h, (key, v)| {
@@ -107,7 +108,7 @@ impl Forward for TopicForward {
             let (topic, value, headers) = self.record_of(r);
             let record = FutureRecord::to(topic)
                 .key(r.id.as_bytes())
-                .payload(&value)
+                .payload(&*value)
                 .headers(headers);
             let delivery = (self.producer.send_result(record))
                 .map_err(|(e, _)| format!("the lesson could not be queued for the broker: {e}"))?;
