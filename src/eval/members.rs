@@ -15,16 +15,19 @@ use serde::Serialize;
 
 use super::ranking::ranking;
 use super::roc_auc;
-use crate::model::stack::{Inputs, MEMBERS, Member};
 
 /// The members' and the stack's (score, is positive) pairs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Members {
-    pairs: Vec<[f32; MEMBERS]>,
+    /// The members' names, in the order of their scores (the first
+    /// message's).
+    names: Vec<&'static str>,
+    /// Each message's members' scores, `names.len()` a message.
+    pairs: Vec<f32>,
     stack: Vec<(f32, bool)>,
     /// Whether each member ever said anything but 0 (a model without a
     /// byte LR, a stream without users: not reported).
-    spoke: [bool; MEMBERS],
+    spoke: Vec<bool>,
 }
 
 /// How one member (or the stack) ranks the stream alone.
@@ -40,19 +43,26 @@ pub(crate) struct MemberReport {
 }
 
 impl Members {
-    /// Counts one message: its members' log-odds of class 1, the
-    /// stack's margin of the positive class `served`, whether class 1 is
-    /// the positive class (`one_positive`) and whether the message is.
-    pub(crate) fn record(&mut self, inputs: &Inputs, served: f32, one_positive: bool, positive: bool) {
+    /// Counts one message: its members' log-odds of class 1, by name
+    /// (the same members every message), the stack's margin of the
+    /// positive class `served`, whether class 1 is the positive class
+    /// (`one_positive`) and whether the message is.
+    pub(crate) fn record(&mut self, named: &[(&'static str, f32)], served: f32, one_positive: bool, positive: bool) {
         if self.stack.len() >= super::ROC_CAP || !served.is_finite() {
             return;
         }
-        let sign = if one_positive { 1.0 } else { -1.0 };
-        let turned: [f32; MEMBERS] = std::array::from_fn(|i| sign * inputs.0[i]);
-        for (spoke, z) in self.spoke.iter_mut().zip(&turned) {
-            *spoke |= *z != 0.0;
+        if self.names.is_empty() {
+            self.names = named.iter().map(|&(name, _)| name).collect();
+            self.spoke = vec![false; named.len()];
         }
-        self.pairs.push(turned);
+        if named.len() != self.names.len() {
+            return;
+        }
+        let sign = if one_positive { 1.0 } else { -1.0 };
+        for (spoke, &(_, z)) in self.spoke.iter_mut().zip(named) {
+            *spoke |= z != 0.0;
+            self.pairs.push(sign * z);
+        }
         self.stack.push((served, positive));
     }
 
@@ -63,11 +73,12 @@ impl Members {
             return None;
         }
         let mut out = BTreeMap::new();
-        for m in Member::ALL.into_iter().filter(|&m| self.spoke[m as usize]) {
-            let pairs: Vec<(f32, bool)> = (self.pairs.iter().zip(&self.stack))
-                .map(|(z, &(_, p))| (z[m as usize], p))
+        let width = self.names.len();
+        for (m, name) in self.names.iter().enumerate().filter(|&(m, _)| self.spoke[m]) {
+            let pairs: Vec<(f32, bool)> = (self.pairs.chunks_exact(width).zip(&self.stack))
+                .map(|(z, &(_, p))| (z[m], p))
                 .collect();
-            out.insert(m.name(), alone(&pairs));
+            out.insert(*name, alone(&pairs));
         }
         out.insert("stack", alone(&self.stack));
         Some(out)
@@ -115,7 +126,8 @@ mod tests {
             } else {
                 -1.0
             };
-            m.record(&Inputs([z, 0.0, 0.5, -z, 0.0]), served, false, spam);
+            let named = [("linear", z), ("personal", 0.0), ("naive_bayes", 0.5), ("byte_lr", -z)];
+            m.record(&named, served, false, spam);
         }
         let r = m.report().unwrap();
         assert_eq!(

@@ -234,12 +234,13 @@ impl Progressive {
         self.members.get_or_insert_with(Default::default);
     }
 
-    /// Counts a message the stack served from its members' `inputs` (log-odds
-    /// of the model's class 1, named `class_one`) as `served` (its margin of
-    /// the positive class), of gold classes `gold`; nothing unless tracked.
+    /// Counts a message the stack served from its members' log-odds of the
+    /// model's class 1 (named `class_one`), by member name, as `served`
+    /// (its margin of the positive class), of gold classes `gold`; nothing
+    /// unless tracked.
     pub fn record_members<G: AsRef<str>>(
         &mut self,
-        inputs: &crate::model::stack::Inputs,
+        inputs: &[(&'static str, f32)],
         served: Option<f32>,
         class_one: &str,
         gold: &[G],

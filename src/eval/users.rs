@@ -43,7 +43,7 @@ pub struct Band {
 
 impl UserBands {
     /// Counts a labeled example of the user of key `user`
-    /// ([`crate::features::user_key`]), predicted `correct`ly or not.
+    /// (the key `features::user_key` gives), predicted `correct`ly or not.
     pub fn record(&mut self, user: u64, correct: bool) {
         if self.seen.is_empty() {
             self.seen = vec![0; SLOTS];

@@ -368,11 +368,11 @@ fn publish_feedback(p: &Pipeline) {
     counter!("classifyd_reporters_evicted_total").absolute(r.evicted);
 }
 
-/// Records a written checkpoint.
-pub fn checkpoint_saved(saved: &crate::checkpoint::Saved) {
+/// Records a checkpoint of `bytes` written in `took`.
+pub fn checkpoint_saved(bytes: u64, took: Duration) {
     counter!("classifyd_checkpoints_total").increment(1);
-    metrics::histogram!("classifyd_checkpoint_duration_seconds").record(saved.duration.as_secs_f64());
-    gauge!("classifyd_checkpoint_size_bytes").set(saved.bytes as f64);
+    metrics::histogram!("classifyd_checkpoint_duration_seconds").record(took.as_secs_f64());
+    gauge!("classifyd_checkpoint_size_bytes").set(bytes as f64);
     gauge!("classifyd_checkpoint_timestamp_seconds").set(crate::clock::now_ms() as f64 / 1000.0);
 }
 
@@ -411,7 +411,7 @@ pub fn model_swapped() {
 /// A predictor's staleness: the version it serves (epoch, version, when
 /// the learner published it) against the newest (epoch, version) the
 /// model topic has named.
-pub fn model_served(served: Option<crate::replica::Served>, newest: (u64, u64)) {
+pub fn model_served(served: Option<(u64, u64, u64)>, newest: (u64, u64)) {
     let Some((epoch, version, published_ms)) = served else {
         return;
     };

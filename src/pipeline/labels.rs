@@ -65,9 +65,8 @@ impl Pipeline {
         if let Some(s) = w.scored.stacked.filter(|_| self.accuracy.progressive.tracks_members()) {
             let served = self.positive_score(&w.scored);
             let one = self.model.labels().name(1);
-            self.accuracy
-                .progressive
-                .record_members(&s.inputs, served, one, gold_names);
+            let named = crate::model::stack::Member::ALL.map(|m| (m.name(), s.inputs.get(m)));
+            self.accuracy.progressive.record_members(&named, served, one, gold_names);
         }
         if let Some(user) = w.features.user {
             self.accuracy.users.record(user, correct);

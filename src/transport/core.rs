@@ -518,7 +518,7 @@ impl<K: Sink> Core<K> {
             let saved = dir
                 .save_pipeline(&self.pipeline, &self.positions)
                 .inspect_err(|_| crate::metrics::checkpoint_failed())?;
-            crate::metrics::checkpoint_saved(&saved);
+            crate::metrics::checkpoint_saved(saved.bytes, saved.duration);
             self.lessons.checkpointed()?;
             tracing::debug!(path = %saved.path.display(), bytes = saved.bytes, ms = saved.duration.as_millis() as u64, why, "checkpoint written");
         }
