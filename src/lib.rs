@@ -23,6 +23,8 @@
 //! - [`commands`]: `eval`, `learn`, `predict`, `inspect`.
 //! - [`plot`]: the learning-curve SVG of `eval --plot`.
 //! - [`metrics`]: the Prometheus endpoint, `/healthz` and `/readyz`.
+//! - [`serving`]: below every endpoint: the published copies of the model
+//!   and their feed, the lessons endpoints take, the listener and accept loop.
 //! - [`http`]: predictions on request, `POST /v1/classify` (`--http-addr`).
 //! - [`mail`]: the mail servers' protocols, spamd (`--spamd-addr`) and
 //!   rspamd (`--rspamd-addr`, `--rspamd-controller-addr`).
@@ -55,5 +57,6 @@ pub mod model;
 pub mod pipeline;
 pub(crate) mod plot;
 pub mod replica;
+pub mod serving;
 pub(crate) mod shutdown;
 pub(crate) mod transport;

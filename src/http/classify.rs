@@ -88,7 +88,7 @@ async fn read_request(req: Request<Incoming>, ctx: &Ctx) -> Result<(Bytes, Optio
             .headers()
             .get(AUTHORIZATION)
             .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
-        if !given.is_some_and(|g| super::same_secret(want.as_bytes(), g)) {
+        if !given.is_some_and(|g| crate::serving::same_secret(want.as_bytes(), g)) {
             let mut a = error(
                 StatusCode::UNAUTHORIZED,
                 "unauthenticated",

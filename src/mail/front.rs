@@ -9,9 +9,9 @@ use std::sync::mpsc::{SyncSender, TrySendError};
 
 use tokio::sync::Semaphore;
 
-use super::{Checked, Cidr, Lesson, TellDone, Told};
-use crate::http::{Classify, same_secret};
+use super::{Checked, Cidr};
 use crate::message::Bad;
+use crate::serving::{Classify, Lesson, TellDone, Told, same_secret};
 
 /// How a check was asked and answered.
 pub(super) struct Asked {

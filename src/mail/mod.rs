@@ -3,7 +3,7 @@
 //! `spam =` and amavis ask classifyd as they ask spamd. Checks are
 //! answered from the copies of the model that HTTP requests read (the
 //! [`Classify`] handle); a `TELL` is a labeled message (or a forget) handed
-//! to the daemon's loop ([`Told`]), which learns it through the pipeline's
+//! to the daemon's loop (the serving part's [`Told`]), which learns it through the pipeline's
 //! feedback path as it would a record from the input, and answers whether
 //! the model changed.
 //!
@@ -11,11 +11,11 @@
 //! - `server`: the listener, its bounds, and one request per connection.
 
 use std::net::IpAddr;
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::SyncSender;
 use std::time::Duration;
 
-use crate::http::Classify;
-use crate::pipeline::{Contribution, Outcome, Prediction};
+use crate::pipeline::{Contribution, Prediction};
+use crate::serving::{Classify, Told};
 
 mod front;
 pub mod rspamd;
@@ -35,8 +35,6 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 /// Features a `REPORT` names.
 pub const REPORT_FEATURES: usize = 10;
-/// `TELL`s waiting for the daemon's loop.
-pub const TOLD_QUEUE: usize = 1024;
 
 /// Where and how the mail protocols are served, and who may teach.
 #[derive(Clone, Debug)]
@@ -227,69 +225,6 @@ fn prefix_eq(a: &[u8], b: &[u8], bits: u8) -> bool {
     }
 }
 
-/// What a `TELL` asks of the model.
-#[derive(Debug)]
-pub enum Lesson {
-    /// Learn the message as this class (a label already learned for its id
-    /// is replaced, the same one again is no update).
-    Learn(String),
-    /// Take its label back.
-    Forget,
-}
-
-/// A `TELL`, for the daemon's loop to apply ([`learn_told`]).
-#[derive(Debug)]
-pub struct Told {
-    /// The message's id: its Message-ID, else a hash of its bytes.
-    pub id: String,
-    pub email: Vec<u8>,
-    pub lesson: Lesson,
-    /// Who it is for (its personal features), unless `--mail-personal false`.
-    pub user: Option<String>,
-    /// Who tells (spamd's `User:`, rspamd's envelope user).
-    pub reporter: Option<String>,
-    /// The answer, once the loop applied it.
-    pub reply: tokio::sync::oneshot::Sender<TellDone>,
-}
-
-/// What the loop did with a [`Told`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TellDone {
-    /// The model changed: learned (or relabeled), or forgotten.
-    Changed,
-    /// Nothing to do: this label was learned already, or nothing to forget.
-    Unchanged,
-    /// The message could not be read (the reason).
-    Bad(String),
-    /// This process does not learn (a predictor).
-    NotLearner,
-    /// The lesson could not be written to the lessons log (why): it was
-    /// not learned, and the asker should try again.
-    NotDurable(String),
-}
-
-impl TellDone {
-    /// How an outcome of the pipeline answers a `TELL`.
-    pub fn of(outcome: &Outcome) -> TellDone {
-        match outcome {
-            Outcome::Learned { .. } | Outcome::FeedbackMatched { .. } | Outcome::Forgotten { found: true } => {
-                TellDone::Changed
-            }
-            Outcome::Repeated | Outcome::Forgotten { found: false } | Outcome::FeedbackUnmatched => TellDone::Unchanged,
-            Outcome::Bad(bad) => TellDone::Bad(format!("{}: {}", bad.reason.as_str(), bad.detail)),
-            Outcome::Passed => TellDone::NotLearner,
-            Outcome::Predicted(_) | Outcome::Test | Outcome::Skipped => {
-                TellDone::Bad("the message was not taken as a label".into())
-            }
-        }
-    }
-}
-
-/// The loop's end of the `TELL`s: a bounded queue.
-pub fn told_queue() -> (SyncSender<Told>, Receiver<Told>) {
-    std::sync::mpsc::sync_channel(TOLD_QUEUE)
-}
-
 /// The id a message is learned and checked under: its Message-ID, else
 /// `mail-` and a hash of its bytes (so that the same bytes told again, or
 /// forgotten, name the same message).
@@ -317,11 +252,11 @@ impl MailServers {
 
 /// Starts the mail endpoints `settings` asks for, answering checks with
 /// `handle` and sending lessons to `told` (none on a predictor: refused).
-pub fn serve(
+pub(crate) fn serve(
     settings: Option<&MailSettings>,
     handle: Option<std::sync::Arc<dyn Classify>>,
     told: Option<SyncSender<Told>>,
-) -> Result<MailServers, crate::http::HttpError> {
+) -> Result<MailServers, crate::serving::ServeError> {
     let (Some(s), Some(handle)) = (settings, handle) else {
         return Ok(MailServers::default());
     };

@@ -22,8 +22,8 @@ use tokio::net::TcpStream;
 
 use super::front::{Asked, Front, Unanswered};
 use super::rspamd::{self, Actions, RspamdSettings};
-use super::{Lesson, MailSettings, REPORT_FEATURES, TellDone};
-use crate::http::{Endpoint, HttpError, Serving, accept_loop};
+use super::{MailSettings, REPORT_FEATURES};
+use crate::serving::{Endpoint, Lesson, Listener, ServeError, TellDone, accept_loop};
 
 type Answer = Response<Full<Bytes>>;
 
@@ -44,12 +44,12 @@ struct Ctx {
 
 /// The running rspamd endpoints; dropping it stops them.
 pub struct RspamdServer {
-    _serving: Vec<Serving>,
+    _listeners: Vec<Listener>,
 }
 
 impl RspamdServer {
     /// Binds the workers `r` asks for, each on a thread of its own.
-    pub(super) fn start(r: &RspamdSettings, mail: &MailSettings, front: Arc<Front>) -> Result<Self, HttpError> {
+    pub(super) fn start(r: &RspamdSettings, mail: &MailSettings, front: Arc<Front>) -> Result<Self, ServeError> {
         let mut serving = Vec::new();
         let workers = [
             (Worker::Normal, &r.addr, "--rspamd-addr", "rspamd"),
@@ -75,11 +75,11 @@ impl RspamdServer {
                     connection(stream, peer, Arc::clone(&ctx))
                 })
             };
-            let (s, bound) = Serving::start(Endpoint { flag, what }, addr, mail.max_concurrent, serve)?;
+            let (s, bound) = Listener::start(Endpoint { flag, what }, addr, mail.max_concurrent, serve)?;
             tracing::info!(addr = %bound, worker = what, "serving rspamd's protocol");
             serving.push(s);
         }
-        Ok(RspamdServer { _serving: serving })
+        Ok(RspamdServer { _listeners: serving })
     }
 }
 

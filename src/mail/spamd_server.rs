@@ -16,8 +16,8 @@ use tokio::net::TcpStream;
 
 use super::front::{Asked, Front, Unanswered};
 use super::spamd::{self, Class, Command, Refusal, Request, Status};
-use super::{Lesson, MailSettings, REPORT_FEATURES, SpamdSettings, TellDone};
-use crate::http::{Endpoint, HttpError, Serving, accept_loop};
+use super::{MailSettings, REPORT_FEATURES, SpamdSettings};
+use crate::serving::{Endpoint, Lesson, Listener, ServeError, TellDone, accept_loop};
 
 /// What every connection shares.
 struct Ctx {
@@ -29,13 +29,13 @@ struct Ctx {
 
 /// The running spamd endpoint; dropping it stops it.
 pub struct SpamdServer {
-    _serving: Serving,
+    _listener: Listener,
 }
 
 impl SpamdServer {
     /// Binds `spamd.addr` and serves on a thread of its own, checking and
     /// learning through `front`.
-    pub(super) fn start(spamd: &SpamdSettings, mail: &MailSettings, front: Arc<Front>) -> Result<Self, HttpError> {
+    pub(super) fn start(spamd: &SpamdSettings, mail: &MailSettings, front: Arc<Front>) -> Result<Self, ServeError> {
         let at = Endpoint {
             flag: "--spamd-addr",
             what: "spamd",
@@ -52,9 +52,9 @@ impl SpamdServer {
                 connection(stream, peer, Arc::clone(&ctx))
             })
         };
-        let (serving, bound) = Serving::start(at, &spamd.addr, mail.max_concurrent, serve)?;
+        let (serving, bound) = Listener::start(at, &spamd.addr, mail.max_concurrent, serve)?;
         tracing::info!(addr = %bound, "serving the spamd protocol");
-        Ok(SpamdServer { _serving: serving })
+        Ok(SpamdServer { _listener: serving })
     }
 }
 

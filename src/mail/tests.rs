@@ -96,29 +96,3 @@ fn a_message_is_keyed_by_its_message_id_else_by_its_bytes() {
     assert_ne!(key, message_key(b"Subject: hi\r\n\r\nanother body"));
     assert!(message_key(b"").starts_with("mail-"));
 }
-
-#[test]
-fn a_tell_answers_by_what_the_pipeline_did() {
-    use crate::message::{Bad, BadReason};
-    assert_eq!(
-        TellDone::of(&Outcome::Learned {
-            correct: false,
-            taught: true
-        }),
-        TellDone::Changed
-    );
-    // A held label is recorded on its message (learned once corroborated).
-    assert_eq!(
-        TellDone::of(&Outcome::Learned {
-            correct: true,
-            taught: false
-        }),
-        TellDone::Changed
-    );
-    assert_eq!(TellDone::of(&Outcome::Forgotten { found: true }), TellDone::Changed);
-    assert_eq!(TellDone::of(&Outcome::Forgotten { found: false }), TellDone::Unchanged);
-    assert_eq!(TellDone::of(&Outcome::Repeated), TellDone::Unchanged);
-    assert_eq!(TellDone::of(&Outcome::Passed), TellDone::NotLearner);
-    let bad = Outcome::Bad(Bad::new(BadReason::BadEmail, "no header"));
-    assert_eq!(TellDone::of(&bad), TellDone::Bad("bad_email: no header".into()));
-}

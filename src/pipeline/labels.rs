@@ -66,7 +66,9 @@ impl Pipeline {
             let served = self.positive_score(&w.scored);
             let one = self.model.labels().name(1);
             let named = crate::model::stack::Member::ALL.map(|m| (m.name(), s.inputs.get(m)));
-            self.accuracy.progressive.record_members(&named, served, one, gold_names);
+            self.accuracy
+                .progressive
+                .record_members(&named, served, one, gold_names);
         }
         if let Some(user) = w.features.user {
             self.accuracy.users.record(user, correct);

@@ -9,7 +9,7 @@
 //! holds the pipeline with, and calls [`Pipeline::classify_prepared`].
 //!
 //! The daemon answers requests from copies of its model apart from the one
-//! it learns (`http::images`), each a [`Scorer`]: it predicts and never
+//! it learns (`serving::copies`), each a [`Scorer`]: it predicts and never
 //! learns, follows the learning pipeline in what a prediction needs
 //! besides the model (the reported messages, the review's band), and
 //! hands each request's message back with its answer ([`Answered`]);

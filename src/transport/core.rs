@@ -25,9 +25,10 @@ use super::publication::Publication;
 use super::{Cadence, DaemonError};
 use crate::checkpoint::{CheckpointDir, InputKey, LinePosition, Positions};
 use crate::clock::now_ms;
-use crate::http::{Feed, HttpServer, HttpSettings};
-use crate::mail::{MailServers, MailSettings, Told};
+use crate::http::{HttpServer, HttpSettings};
+use crate::mail::{MailServers, MailSettings};
 use crate::pipeline::{EmailRecord, Outcome, Pipeline, Prepared, Preparer, Role};
+use crate::serving::{Classify, Feed, Hooks, Told};
 
 /// Where a record stands in its input: what a checkpoint records once it
 /// is handled.
@@ -286,22 +287,23 @@ impl<K: Sink> Core<K> {
             self.taught += self.lessons.recover(dir, &self.positions, &mut self.pipeline)? as u64;
         }
         if http.is_some() || mail.is_some() {
-            self.feed = Some(Feed::start(&self.pipeline));
+            let hooks = Hooks {
+                published: crate::metrics::http_model,
+                unkept: crate::metrics::http_unkept,
+            };
+            self.feed = Some(Feed::start(&self.pipeline, hooks));
         }
-        let http = crate::http::serve(http, self.feed.as_ref().map(Feed::images))?;
         let told = match mail {
             Some(_) if learns || self.lessons.forwards() => {
-                let (to, from) = crate::mail::told_queue();
+                let (to, from) = crate::serving::told_queue();
                 self.lessons.listen(from);
                 Some(to)
             }
             _ => None,
         };
-        let images = self
-            .feed
-            .as_ref()
-            .map(|f| f.images() as std::sync::Arc<dyn crate::http::Classify>);
-        let mail = crate::mail::serve(mail, images, told)?;
+        let copies = || self.feed.as_ref().map(|f| f.copies() as std::sync::Arc<dyn Classify>);
+        let http = crate::http::serve(http, copies())?;
+        let mail = crate::mail::serve(mail, copies(), told)?;
         Ok(Fronts { http, mail })
     }
 

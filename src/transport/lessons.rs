@@ -18,8 +18,8 @@ use std::sync::mpsc::Receiver;
 use crate::checkpoint::lessons::{LessonsLog, Recorded};
 use crate::checkpoint::{CheckpointDir, Positions};
 use crate::clock::now_ms;
-use crate::mail::{Lesson, TellDone, Told};
 use crate::pipeline::{EmailRecord, Outcome, Pipeline};
+use crate::serving::{Lesson, TellDone, Told};
 
 /// Where an instance that does not learn sends its lessons.
 pub(crate) trait Forward: Send {

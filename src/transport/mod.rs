@@ -54,7 +54,7 @@ pub enum DaemonError {
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]
-    Http(#[from] crate::http::HttpError),
+    Serve(#[from] crate::serving::ServeError),
 }
 
 /// When a run checkpoints: every `interval`, and after every

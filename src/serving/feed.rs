@@ -1,5 +1,5 @@
 //! The publication of the daemon's model to the copies that answer
-//! requests ([`super::images`]): on the loop's thread, between messages,
+//! requests ([`super::copies`]): on the loop's thread, between messages,
 //! when the model changed (a version learned, a predictor's update put in,
 //! a report counted, the review's band moved) and the interval has passed.
 //!
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::mpsc::Receiver;
 
-use super::images::Images;
+use super::copies::{Copies, Hooks};
 use crate::pipeline::{Answered, Pipeline};
 
 /// The shortest interval between two publications.
@@ -30,7 +30,7 @@ type Mark = (u64, u64);
 
 /// The loop's end of the copies.
 pub(crate) struct Feed {
-    images: Arc<Images>,
+    copies: Arc<Copies>,
     /// What the copies answered, for the pipeline that learns to keep for
     /// its late labels (none on a predictor).
     answered: Option<Receiver<Answered>>,
@@ -41,11 +41,12 @@ pub(crate) struct Feed {
 
 impl Feed {
     /// Makes the copies of `pipeline`'s model (which, but on a predictor,
-    /// keeps what they answer for its late labels: [`Feed::absorb`]).
-    pub(crate) fn start(pipeline: &Pipeline) -> Self {
-        let (images, answered) = Images::new(pipeline);
+    /// keeps what they answer for its late labels: [`Feed::absorb`]),
+    /// counting what `hooks` count.
+    pub(crate) fn start(pipeline: &Pipeline, hooks: Hooks) -> Self {
+        let (copies, answered) = Copies::new(pipeline, hooks);
         Feed {
-            images: Arc::new(images),
+            copies: Arc::new(copies),
             answered,
             published: mark(pipeline),
             at: Instant::now(),
@@ -53,9 +54,9 @@ impl Feed {
         }
     }
 
-    /// The copies, for the endpoint.
-    pub(crate) fn images(&self) -> Arc<Images> {
-        Arc::clone(&self.images)
+    /// The copies, for the endpoints.
+    pub(crate) fn copies(&self) -> Arc<Copies> {
+        Arc::clone(&self.copies)
     }
 
     /// Keeps in `pipeline`'s cache what the copies answered since the last
@@ -79,7 +80,7 @@ impl Feed {
             return;
         }
         let started = Instant::now();
-        self.images.publish(pipeline);
+        self.copies.publish(pipeline);
         let took = started.elapsed();
         self.interval = (took * COST_SHARE).max(MIN_INTERVAL);
         self.at = Instant::now();
@@ -100,8 +101,8 @@ fn mark(p: &Pipeline) -> Mark {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::Classify;
     use crate::pipeline::{Asked, Outcome, PipelineConfig};
+    use crate::serving::Classify;
 
     fn learner() -> Pipeline {
         crate::pipeline::tests::pipeline(PipelineConfig::default())
@@ -119,8 +120,8 @@ mod tests {
     #[test]
     fn copies_answer_like_the_published_model_and_hand_back_what_they_answered() {
         let mut p = learner();
-        let mut feed = Feed::start(&p);
-        let images = feed.images();
+        let mut feed = Feed::start(&p, Hooks::NONE);
+        let copies = feed.copies();
         let ask = br#"{"id": "asked", "text": "a cash prize for the team lunch"}"#;
         let lines = [
             r#"{"text": "win a cash prize now", "label": "spam"}"#,
@@ -129,10 +130,10 @@ mod tests {
         ];
 
         for (n, l) in lines.iter().enumerate() {
-            let before = images.classify(Asked::Json(ask), None).expect("a text");
+            let before = copies.classify(Asked::Json(ask), None).expect("a text");
             p.handle(l.as_bytes(), &id, n as u64);
             assert_eq!(
-                images.classify(Asked::Json(ask), None).expect("a text"),
+                copies.classify(Asked::Json(ask), None).expect("a text"),
                 before,
                 "not yet published"
             );
@@ -140,7 +141,7 @@ mod tests {
             let mut reference = Pipeline::new(p.model().clone(), p.config().clone());
             let want = reference.classify_request(ask, &id, 9, None).expect("a text");
             assert_eq!(
-                images.classify(Asked::Json(ask), None).expect("a text"),
+                copies.classify(Asked::Json(ask), None).expect("a text"),
                 want,
                 "after line {n}"
             );
@@ -157,10 +158,10 @@ mod tests {
         let for_user = br#"{"id": "u", "text": "a cash prize for the team lunch", "user": "u-1"}"#;
         let mut reference = Pipeline::new(p.model().clone(), p.config().clone());
         let want = reference.classify_request(for_user, &id, 9, None).expect("a text");
-        let got = images.classify(Asked::Json(for_user), None).expect("a text");
+        let got = copies.classify(Asked::Json(for_user), None).expect("a text");
         assert_eq!(got, want);
         // ...which u-1's own label made differ from everyone's answer.
-        let shared = images.classify(Asked::Json(ask), None).expect("a text");
+        let shared = copies.classify(Asked::Json(ask), None).expect("a text");
         assert_ne!(got.margins, shared.margins, "u-1's copies count");
         // Asked of the copies, labeled later: joined by the learner once
         // it kept what they answered.
@@ -173,6 +174,6 @@ mod tests {
         // The reports the learner counted, the copies recall once published.
         assert!(!p.reported().is_empty());
         feed.publish(&p, true);
-        images.with_active(|copy| assert_eq!(copy.reported(), p.reported()));
+        copies.with_active(|copy| assert_eq!(copy.reported(), p.reported()));
     }
 }

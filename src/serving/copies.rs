@@ -19,9 +19,28 @@ use super::Classify;
 use crate::message::{Bad, BadReason};
 use crate::pipeline::{ANSWERED_QUEUE, Answered, Asked, Pipeline, Prediction, Prepared, Preparer, Role, Scorer};
 
+/// What the copies count, told by whoever wires them (the metrics).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Hooks {
+    /// A copy now serves this model version.
+    pub published: fn(u64),
+    /// A request's answer was not kept for its late label (the queue to
+    /// the loop was full).
+    pub unkept: fn(),
+}
+
+impl Hooks {
+    /// Counts nothing.
+    #[cfg(test)]
+    pub(crate) const NONE: Hooks = Hooks {
+        published: |_| {},
+        unkept: || {},
+    };
+}
+
 /// The two copies, which of them requests read, and what a request's
 /// preparation needs.
-pub(crate) struct Images {
+pub(crate) struct Copies {
     copies: [Mutex<Option<Scorer>>; 2],
     /// The copy requests read (0 or 1).
     active: AtomicUsize,
@@ -38,13 +57,15 @@ pub(crate) struct Images {
     /// Unique to this process, so that default ids of a restarted one do
     /// not meet the cached messages of the last.
     started_ms: u64,
+    /// What to count when a copy is published or an answer not kept.
+    hooks: Hooks,
 }
 
-impl Images {
+impl Copies {
     /// The copies of `from` (the daemon's pipeline), and where what they
     /// answer comes out to be kept for its late labels (none on a
     /// predictor, which keeps none).
-    pub(crate) fn new(from: &Pipeline) -> (Self, Option<Receiver<Answered>>) {
+    pub(crate) fn new(from: &Pipeline, hooks: Hooks) -> (Self, Option<Receiver<Answered>>) {
         let (forward, answered) = match from.config().role {
             Role::Predictor => (None, None),
             _ => {
@@ -52,7 +73,7 @@ impl Images {
                 (Some(to), Some(from))
             }
         };
-        let images = Images {
+        let copies = Copies {
             copies: [Mutex::new(None), Mutex::new(None)],
             active: AtomicUsize::new(0),
             forward,
@@ -60,10 +81,11 @@ impl Images {
             preparers: Mutex::new(Vec::new()),
             next: AtomicU64::new(1),
             started_ms: crate::clock::now_ms(),
+            hooks,
         };
-        images.publish(from);
-        images.publish(from);
-        (images, answered)
+        copies.publish(from);
+        copies.publish(from);
+        (copies, answered)
     }
 
     /// Puts `from`'s model (with its reported messages and review band)
@@ -84,12 +106,12 @@ impl Images {
         };
         self.active.store(next, Ordering::Release);
         drop(replaced);
-        crate::metrics::http_model(from.model().version());
+        (self.hooks.published)(from.model().version());
     }
 }
 
 #[cfg(test)]
-impl Images {
+impl Copies {
     /// Runs `f` on the copy requests read.
     pub(crate) fn with_active(&self, f: impl FnOnce(&Scorer)) {
         let copy = lock(&self.copies[self.active.load(Ordering::Acquire)]);
@@ -97,7 +119,7 @@ impl Images {
     }
 }
 
-impl Classify for Images {
+impl Classify for Copies {
     /// Prepares `asked` outside the copies' locks, predicts it with the
     /// active copy, and hands what it answered to the learning pipeline.
     fn classify(&self, asked: Asked<'_>, explain: Option<usize>) -> Result<Prediction, Bad> {
@@ -125,7 +147,7 @@ impl Classify for Images {
         if let (Some(to), Some(answered)) = (&self.forward, answered) {
             match to.try_send(answered) {
                 Ok(()) => {}
-                Err(TrySendError::Full(_)) => crate::metrics::http_unkept(),
+                Err(TrySendError::Full(_)) => (self.hooks.unkept)(),
                 // The loop is gone: the daemon is stopping.
                 Err(TrySendError::Disconnected(_)) => {}
             }

@@ -1,0 +1,47 @@
+//! The serving part, below every endpoint (HTTP, the mail protocols, and
+//! any later one): what answering and teaching need, and nothing of a
+//! protocol.
+//!
+//! - [`copies`]: two copies of the daemon's model that requests are
+//!   answered from, read left-right, behind the [`Classify`] handle;
+//! - [`feed`]: the daemon loop's end of them: publications of the model to
+//!   the copies, and the requests' messages handed back for their late
+//!   labels;
+//! - [`told`]: the lessons endpoints take, on their way to the loop;
+//! - [`listener`]: a listener on a thread of its own, the accept loop with
+//!   its bound on connections, and the comparison of secrets.
+//!
+//! An endpoint parses its protocol and calls this part; no endpoint
+//! imports another (docs/layout.md).
+
+use crate::message::Bad;
+use crate::pipeline::{Asked, Prediction};
+
+mod copies;
+mod feed;
+mod listener;
+mod told;
+
+pub(crate) use copies::Hooks;
+pub(crate) use feed::Feed;
+pub(crate) use listener::{Endpoint, Listener, accept_loop, same_secret};
+pub(crate) use told::{Lesson, TellDone, Told, told_queue};
+
+/// Why an endpoint could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("invalid {0} {1:?}: {2}")]
+    Addr(&'static str, String, #[source] std::net::AddrParseError),
+    #[error("cannot serve {0} on {1}: {2}")]
+    Bind(&'static str, String, #[source] std::io::Error),
+    #[error("cannot start the runtime of {0}: {1}")]
+    Runtime(&'static str, #[source] std::io::Error),
+}
+
+/// What an endpoint asks of a daemon: one message predicted with a
+/// published copy of the model, as the output topic would carry it.
+pub(crate) trait Classify: Send + Sync + 'static {
+    /// `asked` (the input's JSON, or a mail protocol's raw e-mail named
+    /// for its user) predicted with `explain` features in the answer.
+    fn classify(&self, asked: Asked<'_>, explain: Option<usize>) -> Result<Prediction, Bad>;
+}

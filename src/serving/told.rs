@@ -1,0 +1,106 @@
+//! Lessons an endpoint takes (spamd's `TELL`, rspamd's `/learnspam`, a
+//! console's teach button): each a [`Told`] handed over a bounded queue
+//! ([`told_queue`]) to the daemon's loop, which makes it durable, learns
+//! it through the pipeline's feedback path and answers what it did
+//! ([`TellDone`]).
+
+use std::sync::mpsc::{Receiver, SyncSender};
+
+use crate::pipeline::Outcome;
+
+/// Lessons waiting for the daemon's loop.
+pub(crate) const TOLD_QUEUE: usize = 1024;
+
+/// What a `TELL` asks of the model.
+#[derive(Debug)]
+pub(crate) enum Lesson {
+    /// Learn the message as this class (a label already learned for its id
+    /// is replaced, the same one again is no update).
+    Learn(String),
+    /// Take its label back.
+    Forget,
+}
+
+/// A lesson, for the daemon's loop to apply.
+#[derive(Debug)]
+pub(crate) struct Told {
+    /// The message's id: its Message-ID, else a hash of its bytes.
+    pub(crate) id: String,
+    pub(crate) email: Vec<u8>,
+    pub(crate) lesson: Lesson,
+    /// Who it is for (its personal features), unless `--mail-personal false`.
+    pub(crate) user: Option<String>,
+    /// Who tells (spamd's `User:`, rspamd's envelope user).
+    pub(crate) reporter: Option<String>,
+    /// The answer, once the loop applied it.
+    pub(crate) reply: tokio::sync::oneshot::Sender<TellDone>,
+}
+
+/// What the loop did with a [`Told`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum TellDone {
+    /// The model changed: learned (or relabeled), or forgotten.
+    Changed,
+    /// Nothing to do: this label was learned already, or nothing to forget.
+    Unchanged,
+    /// The message could not be read (the reason).
+    Bad(String),
+    /// This process does not learn (a predictor).
+    NotLearner,
+    /// The lesson could not be written to the lessons log (why): it was
+    /// not learned, and the asker should try again.
+    NotDurable(String),
+}
+
+impl TellDone {
+    /// How an outcome of the pipeline answers a `TELL`.
+    pub(crate) fn of(outcome: &Outcome) -> TellDone {
+        match outcome {
+            Outcome::Learned { .. } | Outcome::FeedbackMatched { .. } | Outcome::Forgotten { found: true } => {
+                TellDone::Changed
+            }
+            Outcome::Repeated | Outcome::Forgotten { found: false } | Outcome::FeedbackUnmatched => TellDone::Unchanged,
+            Outcome::Bad(bad) => TellDone::Bad(format!("{}: {}", bad.reason.as_str(), bad.detail)),
+            Outcome::Passed => TellDone::NotLearner,
+            Outcome::Predicted(_) | Outcome::Test | Outcome::Skipped => {
+                TellDone::Bad("the message was not taken as a label".into())
+            }
+        }
+    }
+}
+
+/// The loop's end of the `TELL`s: a bounded queue.
+pub(crate) fn told_queue() -> (SyncSender<Told>, Receiver<Told>) {
+    std::sync::mpsc::sync_channel(TOLD_QUEUE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tell_answers_by_what_the_pipeline_did() {
+        use crate::message::{Bad, BadReason};
+        assert_eq!(
+            TellDone::of(&Outcome::Learned {
+                correct: false,
+                taught: true
+            }),
+            TellDone::Changed
+        );
+        // A held label is recorded on its message (learned once corroborated).
+        assert_eq!(
+            TellDone::of(&Outcome::Learned {
+                correct: true,
+                taught: false
+            }),
+            TellDone::Changed
+        );
+        assert_eq!(TellDone::of(&Outcome::Forgotten { found: true }), TellDone::Changed);
+        assert_eq!(TellDone::of(&Outcome::Forgotten { found: false }), TellDone::Unchanged);
+        assert_eq!(TellDone::of(&Outcome::Repeated), TellDone::Unchanged);
+        assert_eq!(TellDone::of(&Outcome::Passed), TellDone::NotLearner);
+        let bad = Outcome::Bad(Bad::new(BadReason::BadEmail, "no header"));
+        assert_eq!(TellDone::of(&bad), TellDone::Bad("bad_email: no header".into()));
+    }
+}
