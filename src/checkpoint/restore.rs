@@ -108,7 +108,8 @@ pub(super) fn restore_with(
         test,
         published,
         users: user_bands_from_pb(ps.user_bands)?,
-        ledger: Ledger::from_parts(cache, ps.contradictions, reporters, reported),
+        ledger: Ledger::from_parts(cache, ps.contradictions, reporters),
+        reported,
         counters,
         review: ps.review.map(|r| ReviewState {
             recent: r.recent,

@@ -158,7 +158,10 @@ pub fn predict(args: &PredictArgs) -> Result<(u64, u64), CommandError> {
             Got::End => break,
             Got::Oversized { length, .. } => Err(crate::message::too_large(length, max)),
             Got::Line { .. } if line.iter().all(u8::is_ascii_whitespace) => continue,
-            Got::Line { .. } => pipeline.predict_only(&line, &|| i.to_string()).map(|p| out.write(&p)),
+            Got::Line { .. } => pipeline
+                .predictor_mut()
+                .predict_only(&line, &|| i.to_string())
+                .map(|p| out.write(&p)),
         };
         match refused {
             Ok(written) => {

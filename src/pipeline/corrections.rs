@@ -61,7 +61,7 @@ impl Pipeline {
         };
         self.finish_unseen(text, &mut w.features);
         let weight = if self.cfg.trust.margin > 0.0 {
-            self.model.predict(&w.features.x, &mut w.scored);
+            self.predictor.model.predict(&w.features.x, &mut w.scored);
             self.label_weight(&w.scored, &ids, reporter.as_deref())
         } else {
             Some(1.0)
@@ -70,7 +70,9 @@ impl Pipeline {
             self.recount(&w.features);
             return self.hold_relabel(id, gold, reporter);
         };
-        let fp = self.report_fingerprint(text, self.model.task(), w.features.user);
+        let fp = self
+            .predictor
+            .report_fingerprint(text, self.predictor.model.task(), w.features.user);
         self.take_back(&old, fp, name, w);
         self.count_weighed(Some(weight), reporter.as_deref());
         let voted = self.note_report(fp, &ids, Some(weight), reporter.as_deref());
@@ -110,7 +112,11 @@ impl Pipeline {
     /// on its reporter's record when someone else overrode it.
     fn take_back(&mut self, old: &Taught, fp: Option<Print>, by: &str, w: &Work) {
         // Labels are never removed, so a learned label still has its class.
-        let ids: Vec<usize> = old.labels.iter().filter_map(|l| self.model.labels().get(l)).collect();
+        let ids: Vec<usize> = old
+            .labels
+            .iter()
+            .filter_map(|l| self.predictor.model.labels().get(l))
+            .collect();
         match &old.lesson {
             Some(lesson) => self.unlearn_features(&w.features, &ids, lesson),
             None => self.counters.labels_unrecorded += 1,
@@ -136,7 +142,7 @@ impl Pipeline {
             self.counters.forgets_unmatched += 1;
             return Outcome::Forgotten { found: false };
         };
-        w.features.user = self.user_key(user.as_deref());
+        w.features.user = self.predictor.user_key(user.as_deref());
         let by = reporter.as_deref().unwrap_or(ANONYMOUS);
         let Some(old) = taught else {
             // Nothing learned (unlabeled, or its label held): only the record goes.
@@ -150,7 +156,9 @@ impl Pipeline {
         }
         if let Some(text) = text {
             self.finish_unseen(&text, &mut w.features);
-            let fp = self.report_fingerprint(&text, self.model.task(), w.features.user);
+            let fp = self
+                .predictor
+                .report_fingerprint(&text, self.predictor.model.task(), w.features.user);
             self.take_back(&old, fp, by, w);
         }
         self.ledger.cache.remove(id);
@@ -221,7 +229,7 @@ mod tests {
     fn score(p: &Pipeline, text: &str, label: &str) -> f32 {
         let mut p = Pipeline::new(p.model().clone(), p.config().clone());
         let line = serde_json::json!({"id": "probe", "text": text}).to_string();
-        let prediction = p.predict_only(line.as_bytes(), &id0).unwrap();
+        let prediction = p.predictor_mut().predict_only(line.as_bytes(), &id0).unwrap();
         prediction
             .margins
             .iter()

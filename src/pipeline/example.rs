@@ -7,7 +7,7 @@
 
 use super::Pipeline;
 use crate::features::SparseVec;
-use crate::model::{Lesson, Scored, Task};
+use crate::model::{Lesson, Scored};
 
 /// A message's features: raw, then finished (IDF, normalisation, bias).
 #[derive(Clone, Debug, Default)]
@@ -15,7 +15,7 @@ pub(crate) struct Features {
     pub(crate) x: SparseVec,
     /// How many of `x`'s entries are the document's own (the bias and the
     /// personal copies may follow).
-    doc_len: usize,
+    pub(super) doc_len: usize,
     /// The key of the user the message is for ([`crate::features::user_key`]):
     /// finishing adds their personal features.
     pub(crate) user: Option<u64>,
@@ -54,86 +54,27 @@ pub(crate) struct Work {
 }
 
 impl Pipeline {
-    /// `text`'s raw features into `f`.
-    pub(super) fn featurize(&mut self, text: &str, f: &mut Features) {
-        self.prep.featurizer.featurize_raw(text, &mut f.x);
-    }
-
-    /// Finishes `f`, which holds the raw features of `text`: names for the
-    /// sketch when learning and it asks, then IDF, normalisation and the
-    /// bias. Returns a copy of the raw features when `keep_raw` (for
-    /// `eval`'s extra passes and its test split).
+    /// Finishes `f`, which holds the raw features of `text` (see
+    /// [`super::Predictor::finish`]), first giving the model's sketch their
+    /// names when learning and it asks. Returns a copy of the raw features
+    /// when `keep_raw` (for `eval`'s extra passes and its test split).
     pub(super) fn finish(&mut self, text: &str, learning: bool, keep_raw: bool, f: &mut Features) -> Option<SparseVec> {
-        if learning && self.cfg.name_features && self.model.sketch_mut().wants_next() {
+        let model = &mut self.predictor.model;
+        if learning && self.cfg.name_features && model.sketch_mut().wants_next() {
             // The same features again, with their names (one document in 64).
-            let names = self.prep.featurizer.featurize_raw_named(text, &mut f.x);
-            self.model.sketch.observe(names.iter());
+            let names = self.predictor.prep.featurizer.featurize_raw_named(text, &mut f.x);
+            model.sketch.observe(names.iter());
         }
-        if self.model.byte_lr().is_some() {
-            self.prep.featurizer.head_grams(text, &mut f.x.head);
-        } else {
-            f.x.head.clear();
-        }
-        f.x.bytes.clear();
-        if self.model.compression().is_some() {
-            let head = &text.as_bytes()[..text.len().min(crate::model::compression::COMPRESSION_BYTES)];
-            f.x.bytes.extend_from_slice(head);
-        }
-        let raw = keep_raw.then(|| f.x.clone());
-        self.finalize(f);
+        let raw = self.predictor.finish(text, keep_raw, f);
         self.counters.features += f.x.len() as u64;
         raw
-    }
-
-    /// Completes `f` (raw features) in place with the model's IDF,
-    /// normalisation and bias.
-    pub(super) fn finalize(&self, f: &mut Features) {
-        f.doc_len = f.x.len();
-        // Copies of an earlier message's features are not this one's.
-        f.x.personal = 0;
-        let model = &self.model;
-        self.prep.featurizer.finalize(&mut f.x, |x| model.weigh_idf(x));
-        if let Some(user) = f.user {
-            crate::features::personalize(&mut f.x, user, model.features());
-        }
-    }
-
-    /// The key of `user`'s personal features in this model, if a user is named.
-    pub(super) fn user_key(&self, user: Option<&str>) -> Option<u64> {
-        user.map(|u| crate::features::user_key(self.model.features(), u))
     }
 
     /// Predicts finished features into `scored`; returns the predicted
     /// label names and the positive-class score for binary ROC.
     pub(super) fn predict_features(&self, f: &Features, scored: &mut Scored) -> (Vec<String>, Option<f32>) {
-        self.model.predict(&f.x, scored);
-        self.named(scored)
-    }
-
-    /// The label names of `scored` and its positive-class score.
-    pub(super) fn named(&self, scored: &Scored) -> (Vec<String>, Option<f32>) {
-        let labels = scored
-            .labels
-            .iter()
-            .map(|&c| self.model.labels().name(c).to_string())
-            .collect();
-        (labels, self.positive_score(scored))
-    }
-
-    /// The positive class's score in `scored` (binary single-label tasks).
-    pub(super) fn positive_score(&self, scored: &Scored) -> Option<f32> {
-        if !self.accuracy.progressive.is_binary() || self.model.task() == Some(Task::MultiLabel) {
-            return None;
-        }
-        let pos = self.accuracy.progressive.positive();
-        match pos.and_then(|p| self.model.labels().get(p)) {
-            Some(id) => Some(self.model.positive_score(scored, id)),
-            // The model does not know the positive class yet: against the
-            // one class it knows, the evidence of that class's examples;
-            // before any, the neutral margin.
-            None if self.model.labels().len() == 1 => Some(-self.model.lone_margin()),
-            None => Some(0.0),
-        }
+        self.predictor.model.predict(&f.x, scored);
+        self.predictor.named(scored, self.positive())
     }
 
     /// Learns finished features as gold classes `ids` (with what was just
@@ -152,6 +93,7 @@ impl Pipeline {
         let lesson = match self.shared_only(f) {
             Some(shared) => {
                 let mut lesson = self
+                    .predictor
                     .model
                     .learn_weighted(&shared, ids, predicted, weight)
                     .unwrap_or_default();
@@ -159,11 +101,12 @@ impl Pipeline {
                 lesson
             }
             None => self
+                .predictor
                 .model
                 .learn_weighted(&f.x, ids, predicted, weight)
                 .unwrap_or_default(),
         };
-        self.model.observe_doc(&f.x.idx[..f.doc_len]);
+        self.predictor.model.observe_doc(&f.x.idx[..f.doc_len]);
         lesson
     }
 
@@ -181,20 +124,20 @@ impl Pipeline {
     /// (learning it again counts it again; [`Pipeline::recount`] puts it
     /// back otherwise).
     pub(super) fn finish_unseen(&mut self, text: &str, f: &mut Features) {
-        self.featurize(text, f);
-        self.model.forget_doc(&f.x.idx);
+        self.predictor.featurize(text, f);
+        self.predictor.model.forget_doc(&f.x.idx);
         self.finish(text, false, false, f);
     }
 
     /// Counts the message of `f` in the document frequencies again (after
     /// [`Pipeline::finish_unseen`], when it is not learned again).
     pub(super) fn recount(&mut self, f: &Features) {
-        self.model.observe_doc(&f.x.idx[..f.doc_len]);
+        self.predictor.model.observe_doc(&f.x.idx[..f.doc_len]);
     }
 
     /// Takes back at `f` (from [`Pipeline::finish_unseen`]) what `lesson`
     /// taught as classes `ids`.
     pub(super) fn unlearn_features(&mut self, f: &Features, ids: &[usize], lesson: &Lesson) {
-        self.model.unlearn(&f.x, ids, lesson);
+        self.predictor.model.unlearn(&f.x, ids, lesson);
     }
 }

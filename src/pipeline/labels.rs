@@ -51,10 +51,15 @@ impl Pipeline {
         let raw = self.finish(&text, true, keep, &mut w.features);
         let (predicted, score) = self.predict_features(&w.features, &mut w.scored);
         // The gold fits the model's task (checked above).
-        let fp = self.report_fingerprint(&text, Some(Self::task_of(&gold)), w.features.user);
+        let fp = self
+            .predictor
+            .report_fingerprint(&text, Some(Self::task_of(&gold)), w.features.user);
         // What is counted is what would have been published: a reported
         // copy's label. What is learned from is the model's own scores.
-        let (predicted, score) = self.recalled_named(fp, &w.scored).unwrap_or((predicted, score));
+        let (predicted, score) = self
+            .predictor
+            .recalled_named(fp, &w.scored, self.positive())
+            .unwrap_or((predicted, score));
         let ids = match self.gold_ids(&gold) {
             Ok(ids) => ids,
             Err(bad) => return Outcome::Bad(bad),
@@ -63,8 +68,8 @@ impl Pipeline {
         let correct = same_set(&predicted, gold_names);
         self.accuracy.progressive.record(gold_names, &predicted, score);
         if let Some(s) = w.scored.stacked.filter(|_| self.accuracy.progressive.tracks_members()) {
-            let served = self.positive_score(&w.scored);
-            let one = self.model.labels().name(1);
+            let served = self.predictor.positive_score(&w.scored, self.positive());
+            let one = self.predictor.model.labels().name(1);
             let named = crate::model::stack::Member::ALL.map(|m| (m.name(), s.inputs.get(m)));
             self.accuracy
                 .progressive
@@ -119,12 +124,12 @@ impl Pipeline {
             return (ids, gold);
         };
         let n = self.accuracy.progressive.total().examples;
-        let seen = driver.seen_class(n, class, self.model.labels().len());
+        let seen = driver.seen_class(n, class, self.predictor.model.labels().len());
         if seen == class {
             return (ids, gold);
         }
         self.counters.labels_flipped += 1;
-        (vec![seen], vec![self.model.labels().name(seen).to_string()])
+        (vec![seen], vec![self.predictor.model.labels().name(seen).to_string()])
     }
 
     /// Scores what was published for a message (`predicted`, with its
@@ -168,7 +173,7 @@ impl Pipeline {
             self.counters.feedback_unmatched += 1;
             return Outcome::FeedbackUnmatched;
         };
-        w.features.user = self.user_key(entry.user.as_deref().or(user.as_deref()));
+        w.features.user = self.predictor.user_key(entry.user.as_deref().or(user.as_deref()));
         let Some(text) = entry.text.text() else {
             self.counters.feedback_unmatched += 1;
             return Outcome::FeedbackUnmatched;
@@ -193,10 +198,10 @@ impl Pipeline {
         let gold_names = gold.into_vec();
         let published = predicted.as_ref().filter(|_| first);
         let correct = published.map(|p| self.score_published(&gold_names, p, score, w.features.user));
-        self.featurize(&text, &mut w.features);
+        self.predictor.featurize(&text, &mut w.features);
         self.finish(&text, true, false, &mut w.features);
         let mut weight = if self.cfg.trust.margin > 0.0 {
-            self.model.predict(&w.features.x, &mut w.scored);
+            self.predictor.model.predict(&w.features.x, &mut w.scored);
             self.label_weight(&w.scored, &ids, reporter.as_deref())
         } else {
             Some(1.0)
@@ -206,7 +211,9 @@ impl Pipeline {
             self.counters.labels_corroborated += 1;
         }
         self.count_weighed(weight, reporter.as_deref());
-        let fp = self.report_fingerprint(&text, self.model.task(), w.features.user);
+        let fp = self
+            .predictor
+            .report_fingerprint(&text, self.predictor.model.task(), w.features.user);
         let voted = self.note_report(fp, &ids, weight, reporter.as_deref());
         let taught = weight.is_some();
         match weight {

@@ -1,14 +1,13 @@
 //! What is known of labels apart from the model: the record of recent
 //! messages and of the label learned for each (the late-label cache:
 //! what a late label joins, and what a relabel or a forget takes back),
-//! who sent labels and how far each is believed, the memory of reported
-//! messages, and the recent share of labels that contradicted a confident
+//! who sent labels and how far each is believed, and the recent share of labels that contradicted a confident
 //! prediction. One part the pipeline owns and a checkpoint holds whole;
 //! how a label moves it lives beside the learning it goes with (labels,
 //! corrections, weighing, reported).
 
 use super::weighing::HOLD_BELOW;
-use super::{FeedbackCache, Reported, Reporter, Reporters, TrustConfig};
+use super::{FeedbackCache, Reporter, Reporters, TrustConfig};
 
 /// At most one log line naming an unreliable reporter this often.
 const WARN_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
@@ -23,8 +22,6 @@ pub struct Ledger {
     pub(crate) contradictions: f32,
     /// Who sent labels, and how far they are believed.
     pub(crate) reporters: Reporters,
-    /// Messages whose label contradicted the model, by fingerprint.
-    pub(crate) reported: Reported,
     /// When a reporter was last logged as unreliable, and how many were
     /// not logged since (not checkpointed: a log throttle).
     pub(super) warned: Option<(std::time::Instant, u64)>,
@@ -33,26 +30,15 @@ pub struct Ledger {
 impl Ledger {
     /// An empty ledger for `trust`'s bounds.
     pub fn new(trust: &TrustConfig) -> Self {
-        Ledger::from_parts(
-            FeedbackCache::default(),
-            0.0,
-            Reporters::new(trust.max_reporters),
-            Reported::default(),
-        )
+        Ledger::from_parts(FeedbackCache::default(), 0.0, Reporters::new(trust.max_reporters))
     }
 
     /// Rebuilds a ledger from checkpointed parts.
-    pub(crate) fn from_parts(
-        cache: FeedbackCache,
-        contradictions: f32,
-        reporters: Reporters,
-        reported: Reported,
-    ) -> Self {
+    pub(crate) fn from_parts(cache: FeedbackCache, contradictions: f32, reporters: Reporters) -> Self {
         Ledger {
             cache,
             contradictions,
             reporters,
-            reported,
             warned: None,
         }
     }
@@ -62,9 +48,6 @@ impl Ledger {
     }
     pub fn reporters(&self) -> &Reporters {
         &self.reporters
-    }
-    pub fn reported(&self) -> &Reported {
-        &self.reported
     }
     /// The recent share of labels that contradicted a confident prediction.
     pub fn contradiction_share(&self) -> f32 {

@@ -16,6 +16,7 @@ mod labels;
 mod ledger;
 mod outcome;
 mod prediction;
+mod predictor;
 mod prepare;
 mod reported;
 mod request;
@@ -35,9 +36,11 @@ use example::Work;
 use labels::Labeled;
 pub use ledger::Ledger;
 pub use outcome::{Contribution, Outcome, Prediction};
+use predictor::Positive;
+pub use predictor::Predictor;
 pub use prepare::{EmailRecord, Prepared, Preparer};
 pub use reported::{Reported, Vote};
-pub use request::{ANSWERED_QUEUE, Answered, Asked, Scorer};
+pub use request::{ANSWERED_QUEUE, Answered, Asked};
 pub use review::{Query, Review, ReviewConfig, ReviewState, Verdict};
 pub use role::Role;
 pub use settings::{HeldExample, MemberWhen, PipelineConfig};
@@ -48,7 +51,7 @@ pub use trust::{
 use crate::eval::Progressive;
 use crate::eval::drift::DriftWatch;
 use crate::eval::users::UserBands;
-use crate::message::{self, Bad, BadReason, Gold, Message, Split};
+use crate::message::{Bad, BadReason, Gold, Message, Split};
 use crate::model::{Model, ModelError, Task};
 
 /// Counters of what the pipeline has done, by kind and outcome.
@@ -119,6 +122,7 @@ pub struct PipelineState {
     /// Empty in checkpoints from before the bands.
     pub users: UserBands,
     pub ledger: Ledger,
+    pub reported: Reported,
     pub counters: Counters,
     /// None in checkpoints from before the review.
     pub review: Option<ReviewState>,
@@ -151,46 +155,37 @@ impl Accuracy {
     }
 }
 
-/// The pipeline: model, features, metrics, join cache and counters.
+/// The pipeline: a predictor (the model and what predicting needs), and
+/// what learning needs besides: metrics, the record of labels, the review,
+/// counters.
 #[derive(Debug)]
 pub struct Pipeline {
     cfg: PipelineConfig,
-    model: Model,
-    /// The front stages, run by [`Pipeline::handle`]; its featurizer also
-    /// featurizes cached texts for late labels and finishes every vector.
-    prep: Preparer,
-    /// Buffers for [`Pipeline::handle`]'s own [`Prepared`].
-    spare: Prepared,
+    /// Predicts every message (see [`Predictor`]); learning changes its
+    /// model and its reported messages.
+    predictor: Predictor,
     /// How its predictions fared (see [`Accuracy`]).
     accuracy: Accuracy,
     counters: Counters,
     /// The uncertainty review: which predictions to mark and ask about.
     review: Review,
-    /// The buffers a message's stages pass along (see [`example`]),
-    /// kept between messages only for their allocations.
-    work: Work,
     /// What is known of labels: the record of recent messages and their
-    /// labels, the reporters, the reported messages (checkpointed; see
-    /// [`ledger`]).
+    /// labels, the reporters (checkpointed; see [`ledger`]).
     ledger: Ledger,
 }
 
 impl Pipeline {
-    pub fn new(mut model: Model, cfg: PipelineConfig) -> Self {
-        model.set_limits(cfg.limits);
-        let prep = Preparer::new(*model.features(), cfg.reading());
+    pub fn new(model: Model, cfg: PipelineConfig) -> Self {
+        let predictor = Predictor::new(model, &cfg);
         let accuracy = Accuracy::new(&cfg);
         let review = Review::new(cfg.review);
         let ledger = Ledger::new(&cfg.trust);
         Pipeline {
             cfg,
-            model,
-            prep,
-            spare: Prepared::default(),
+            predictor,
             accuracy,
             counters: Counters::default(),
             review,
-            work: Work::default(),
             ledger,
         }
     }
@@ -203,6 +198,7 @@ impl Pipeline {
         p.accuracy.published = state.published;
         p.accuracy.users = state.users;
         p.ledger = state.ledger;
+        p.predictor.reported = state.reported;
         p.counters = state.counters;
         if let Some(review) = state.review {
             p.review.restore(review);
@@ -211,7 +207,15 @@ impl Pipeline {
     }
 
     pub fn model(&self) -> &Model {
-        &self.model
+        &self.predictor.model
+    }
+    /// What predicts for it (see [`Predictor`]).
+    pub fn predictor(&self) -> &Predictor {
+        &self.predictor
+    }
+    /// The predictor, to predict with apart from learning (`predict`).
+    pub fn predictor_mut(&mut self) -> &mut Predictor {
+        &mut self.predictor
     }
     pub fn config(&self) -> &PipelineConfig {
         &self.cfg
@@ -253,7 +257,7 @@ impl Pipeline {
         self.ledger.reporters()
     }
     pub fn reported(&self) -> &Reported {
-        self.ledger.reported()
+        self.predictor.reported()
     }
     /// The recent share of labels that contradicted a confident prediction.
     pub fn contradiction_share(&self) -> f32 {
@@ -263,7 +267,13 @@ impl Pipeline {
     /// A front stage for this pipeline's model, to run apart (e.g. on a
     /// reader thread) and feed [`Pipeline::handle_prepared`].
     pub fn preparer(&self) -> Preparer {
-        Preparer::new(*self.model.features(), self.cfg.reading())
+        self.predictor.preparer()
+    }
+
+    /// What its binary predictions' scores are of (the progressive
+    /// metrics' positive class).
+    fn positive(&self) -> Positive<'_> {
+        positive_of(&self.accuracy.progressive)
     }
 
     /// Handles one raw message. `default_id` names it when it has no "id"
@@ -316,11 +326,11 @@ impl Pipeline {
         default_id: &dyn Fn() -> String,
         now_ms: u64,
     ) -> Outcome {
-        let mut p = std::mem::take(&mut self.spare);
+        let mut p = std::mem::take(&mut self.predictor.spare);
         p.clear();
-        prepare(&mut self.prep, &mut p);
+        prepare(&mut self.predictor.prep, &mut p);
         let outcome = self.handle_prepared(&mut p, 0, default_id, now_ms);
-        self.spare = p;
+        self.predictor.spare = p;
         outcome
     }
 
@@ -359,7 +369,7 @@ impl Pipeline {
         if let Ok(Message::Example { email, .. }) = &message {
             self.offer_members(*email);
         }
-        let mut w = std::mem::take(&mut self.work);
+        let mut w = std::mem::take(&mut self.predictor.work);
         w.features.user = None;
         let outcome = match message {
             Err(bad) => Outcome::Bad(bad),
@@ -394,10 +404,11 @@ impl Pipeline {
                 ..
             }) => {
                 self.counters.emails_cut += u64::from(cut);
-                w.features.user = self.user_key(user.as_deref());
+                w.features.user = self.predictor.user_key(user.as_deref());
                 match counted {
                     Some(r) => w.features.set_counted(&p.counted.idx[r.clone()], &p.counted.val[r]),
                     None => self
+                        .predictor
                         .prep
                         .featurizer
                         .count_buckets(&p.buckets[buckets], &mut w.features.x),
@@ -419,7 +430,7 @@ impl Pipeline {
                 }
             }
         };
-        self.work = w;
+        self.predictor.work = w;
         if let Outcome::Bad(b) = &outcome {
             self.counters.bad[b.reason.index()] += 1;
         }
@@ -434,7 +445,7 @@ impl Pipeline {
         if self.cfg.role == Role::Predictor {
             return;
         }
-        let model = &mut self.model;
+        let model = &mut self.predictor.model;
         if self.cfg.byte_lr.wants(email) && model.byte_lr().is_none() && model.add_byte_lr() {
             tracing::info!("the byte LR joins the model (--byte-lr)");
         }
@@ -453,11 +464,11 @@ impl Pipeline {
     /// Interns gold labels (adding classes), fixing the task on the first ones.
     fn gold_ids(&mut self, gold: &Gold) -> Result<Vec<usize>, Bad> {
         // Callers ran `check_gold` first: the labels fit the task and the class cap.
-        self.model.ensure_task(Self::task_of(gold));
+        self.predictor.model.ensure_task(Self::task_of(gold));
         gold.as_slice()
             .iter()
             .map(|l| {
-                self.model.intern(l).map_err(|e| match e {
+                self.predictor.model.intern(l).map_err(|e| match e {
                     ModelError::TooManyClasses(_) | ModelError::OverBudget { .. } => {
                         Bad::new(BadReason::TooManyClasses, e.to_string())
                     }
@@ -469,7 +480,7 @@ impl Pipeline {
 
     /// Whether `gold` fits the model's task (without changing anything).
     fn check_gold(&self, gold: &Gold) -> Result<(), Bad> {
-        let task = self.model.task().unwrap_or(Self::task_of(gold));
+        let task = self.predictor.model.task().unwrap_or(Self::task_of(gold));
         let n = gold.as_slice().len();
         if task == Task::SingleLabel && n != 1 {
             return Err(Bad::new(
@@ -477,7 +488,7 @@ impl Pipeline {
                 format!("this model is single-label, but the message has {n} labels"),
             ));
         }
-        let labels = self.model.labels();
+        let labels = self.predictor.model.labels();
         let new = gold.as_slice().iter().filter(|l| labels.get(l).is_none()).count();
         let cap = self.cfg.limits.max_classes;
         if labels.len() + new > cap {
@@ -500,7 +511,7 @@ impl Pipeline {
         let Some(held) = driver.test(held) else {
             return Outcome::Test;
         };
-        self.model.ensure_task(Self::task_of(&gold));
+        self.predictor.model.ensure_task(Self::task_of(&gold));
         self.score_test(&held);
         Outcome::Test
     }
@@ -509,34 +520,41 @@ impl Pipeline {
     /// them) with the model as it stands.
     pub fn score_test(&mut self, held: &HeldExample) {
         let (raw, gold) = (&held.raw, &held.gold[..]);
-        let mut w = std::mem::take(&mut self.work);
+        let mut w = std::mem::take(&mut self.predictor.work);
         w.features.set_raw(raw);
         w.features.user = held.user;
-        self.finalize(&mut w.features);
-        self.model.predict(&w.features.x, &mut w.scored);
-        let predicted: Vec<&str> = w.scored.labels.iter().map(|&c| self.model.labels().name(c)).collect();
-        let score = self.positive_score(&w.scored);
+        self.predictor.finalize(&mut w.features);
+        self.predictor.model.predict(&w.features.x, &mut w.scored);
+        let predicted: Vec<&str> = w
+            .scored
+            .labels
+            .iter()
+            .map(|&c| self.predictor.model.labels().name(c))
+            .collect();
+        let score = self.predictor.positive_score(&w.scored, self.positive());
         self.accuracy.test.record(gold, &predicted, score);
         self.counters.test_scored += 1;
-        self.work = w;
+        self.predictor.work = w;
     }
 
     /// Learns an example again (extra passes of `eval`, as
     /// a [`Driver`] keeps it), without metrics or new document counts.
     pub fn relearn(&mut self, held: &HeldExample) {
-        let ids: Option<Vec<usize>> = held.gold.iter().map(|l| self.model.labels().get(l)).collect();
+        let ids: Option<Vec<usize>> = held.gold.iter().map(|l| self.predictor.model.labels().get(l)).collect();
         if let Some(ids) = ids {
-            let mut w = std::mem::take(&mut self.work);
+            let mut w = std::mem::take(&mut self.predictor.work);
             w.features.set_raw(&held.raw);
             w.features.user = held.user;
-            self.finalize(&mut w.features);
-            let _ = self.model.learn(&w.features.x, &ids);
-            self.work = w;
+            self.predictor.finalize(&mut w.features);
+            let _ = self.predictor.model.learn(&w.features.x, &ids);
+            self.predictor.work = w;
         }
     }
 
     fn predict(&mut self, id: String, text: String, user: Option<String>, now_ms: u64, w: &mut Work) -> Outcome {
-        let (mut prediction, score) = self.prediction(id, &text, w);
+        let positive = positive_of(&self.accuracy.progressive);
+        let (mut prediction, score) = self.predictor.prediction(id, &text, w, self.cfg.explain, positive);
+        self.counters.features += w.features.x.len() as u64;
         let verdict = self.review_current(&w.scored, self.cfg.review_output);
         prediction.uncertain = verdict.uncertain;
         prediction.review = verdict.ask.then(|| text.clone());
@@ -559,38 +577,12 @@ impl Pipeline {
         score: Option<f32>,
         now_ms: u64,
     ) {
-        if let Some(answered) = self.answered(prediction, text, user, score, now_ms) {
+        if let Some(answered) = self.predictor.answered(prediction, text, user, score, now_ms) {
             self.keep_answered(answered);
         }
     }
 
-    /// What the pipeline that learns keeps of a prediction for its late
-    /// label; none on a predictor.
-    fn answered(
-        &self,
-        prediction: &Prediction,
-        text: String,
-        user: Option<String>,
-        score: Option<f32>,
-        now_ms: u64,
-    ) -> Option<Answered> {
-        if self.cfg.role == Role::Predictor {
-            return None;
-        }
-        let entry = CacheEntry {
-            text: Packed::Plain(text),
-            predicted: Some(prediction.labels.clone()),
-            score,
-            taught: None,
-            held: None,
-            at_ms: now_ms,
-            user,
-        };
-        let id = prediction.id.clone();
-        Some(Answered { id, entry })
-    }
-
-    /// Keeps what a request answered (here, or by a [`Scorer`]) for its
+    /// Keeps what a request answered (here, or by a copy's [`Predictor`]) for its
     /// late label.
     pub fn keep_answered(&mut self, Answered { id, entry }: Answered) {
         self.ledger.cache.insert(id, entry, &self.cfg);
@@ -632,47 +624,31 @@ impl Pipeline {
     /// the metrics and counters, and returns the one it replaced (for a
     /// caller to drop outside its lock). The front stage follows the new
     /// model's features if they changed.
-    pub fn replace_model(&mut self, mut model: Model) -> Model {
-        model.set_limits(self.cfg.limits);
-        if model.features() != self.model.features() {
-            self.prep = Preparer::new(*model.features(), self.cfg.reading());
-        }
-        std::mem::replace(&mut self.model, model)
+    pub fn replace_model(&mut self, model: Model) -> Model {
+        self.predictor.replace_model(model)
     }
 
     /// Frees the model, leaving an empty one of the same features and
     /// hyperparameters, and hands its memory back to the OS (a predictor
     /// about to restore a full version).
     pub fn clear_model(&mut self) {
-        let empty = Model::new(self.model.hyper().clone(), *self.model.features());
-        self.model = empty;
+        let empty = Model::new(self.predictor.model.hyper().clone(), *self.predictor.model.features());
+        self.predictor.model = empty;
         crate::allocator::return_freed();
     }
 
     /// The model, to change in place (a predictor's delta: see
     /// `replica::apply_delta`); its features stay as they are.
     pub fn model_mut(&mut self) -> &mut Model {
-        &mut self.model
+        &mut self.predictor.model
     }
+}
 
-    /// Predicts any message with text (labeled or not) without learning:
-    /// the `predict` command. Feedback lines and bad input are refused.
-    pub fn predict_only(&mut self, raw: &[u8], default_id: &dyn Fn() -> String) -> Result<Prediction, Bad> {
-        match message::parse_with(raw, &self.cfg.reading())? {
-            Message::Example { id, text, user, .. } => {
-                let mut w = std::mem::take(&mut self.work);
-                w.features.user = self.user_key(user.as_deref());
-                self.featurize(&text, &mut w.features);
-                let mut prediction = self.prediction(id.unwrap_or_else(default_id), &text, &mut w).0;
-                prediction.user = user;
-                self.work = w;
-                Ok(prediction)
-            }
-            Message::Feedback { .. } | Message::Forget { .. } => Err(Bad::new(
-                BadReason::MissingText,
-                "a feedback line has no text to predict",
-            )),
-        }
+/// What `progressive`'s binary scores are of.
+fn positive_of(progressive: &Progressive) -> Positive<'_> {
+    Positive {
+        binary: progressive.is_binary(),
+        class: progressive.positive(),
     }
 }
 

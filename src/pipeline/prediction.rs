@@ -6,17 +6,27 @@
 //! model's sketch keeps for `inspect`), so an explanation lists only what
 //! the message contains, and costs nothing when N is 0.
 
-use super::{Contribution, Pipeline, Prediction, Work};
+use super::example::Work;
+use super::predictor::{Positive, Predictor};
+use super::{Contribution, Prediction};
 use crate::features::SparseVec;
 use crate::model::{Model, Task};
 
-impl Pipeline {
+impl Predictor {
     /// Predicts `text`, whose raw features `w` holds, without learning or
-    /// caching; returns the prediction and the positive-class score (`w`
-    /// holds the finished features and the scores).
-    pub(super) fn prediction(&mut self, id: String, text: &str, w: &mut Work) -> (Prediction, Option<f32>) {
-        self.finish(text, false, false, &mut w.features);
-        let (labels, score) = self.predict_recalled(text, &w.features, &mut w.scored);
+    /// caching, with `explain` features named; returns the prediction and
+    /// the `positive` class's score (`w` holds the finished features and
+    /// the scores).
+    pub(super) fn prediction(
+        &mut self,
+        id: String,
+        text: &str,
+        w: &mut Work,
+        explain: usize,
+        positive: Positive<'_>,
+    ) -> (Prediction, Option<f32>) {
+        self.finish(text, false, &mut w.features);
+        let (labels, score) = self.predict_recalled(text, &w.features, &mut w.scored, positive);
         let names = self.model.labels();
         let named = |values: &[f32]| -> Vec<(String, f32)> {
             values
@@ -28,7 +38,7 @@ impl Pipeline {
         let mut margins = Vec::new();
         self.model.margins(&w.scored, &mut margins);
         let (scores, margins) = (named(&w.scored.scores), named(&margins));
-        let (explanation, members) = match (self.cfg.explain, w.scored.labels.first()) {
+        let (explanation, members) = match (explain, w.scored.labels.first()) {
             (0, _) | (_, None) => (None, None),
             (n, Some(&class)) => {
                 let members = self.model.member_shares(&w.scored, class).map(|shares| {

@@ -21,9 +21,8 @@ use hashlink::LinkedHashMap;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use super::Pipeline;
-use super::example::Features;
 use super::trust::ANONYMOUS;
-use crate::model::{Scored, Task, argmax};
+use crate::model::{Scored, argmax};
 
 /// The fingerprint's seed. Fingerprints are checkpointed: changing the
 /// seed or the hash forgets every report of older checkpoints.
@@ -50,7 +49,7 @@ pub(super) struct Print {
 impl Print {
     /// The prints of a text of fingerprint `shared`, for the user of key
     /// `user` if any.
-    fn new(shared: u64, user: Option<u64>) -> Self {
+    pub(super) fn new(shared: u64, user: Option<u64>) -> Self {
         Print {
             shared,
             personal: user.map(|u| crate::features::splitmix(shared ^ u.rotate_left(17))),
@@ -58,7 +57,7 @@ impl Print {
     }
 
     /// Both prints, the user's first.
-    fn each(self) -> impl Iterator<Item = u64> {
+    pub(super) fn each(self) -> impl Iterator<Item = u64> {
         self.personal.into_iter().chain(std::iter::once(self.shared))
     }
 }
@@ -169,50 +168,11 @@ pub(super) fn recalled(scored: &mut Scored, class: usize) {
 }
 
 impl Pipeline {
-    /// Predicts finished features of `text` into `scored`, moved to the
-    /// class reported for an exact copy of it if there is one; returns the
-    /// label names and the positive-class score.
-    pub(super) fn predict_recalled(&self, text: &str, f: &Features, scored: &mut Scored) -> (Vec<String>, Option<f32>) {
-        self.model.predict(&f.x, scored);
-        if let Some(class) = self.recall(text, f.user) {
-            recalled(scored, class);
-        }
-        self.named(scored)
-    }
-
-    /// The fingerprints of `text` for the user of key `user` (if any),
-    /// when the memory is on and `task` (the model's, or a labeled
-    /// message's before the model knows one) is single-label: taken once a
-    /// message, then recalled ([`Pipeline::recalled_named`]) and voted
-    /// ([`Pipeline::note_report`]).
-    pub(super) fn report_fingerprint(&self, text: &str, task: Option<Task>, user: Option<u64>) -> Option<Print> {
-        let on = self.cfg.trust.reported > 0 && task == Some(Task::SingleLabel);
-        on.then(|| Print::new(fingerprint(text), user))
-    }
-
-    /// What to publish and count for the message of fingerprints `fp`
-    /// instead of the model's own `scored`, when a copy of it was reported
-    /// (`scored` itself is left for learning).
-    pub(super) fn recalled_named(&self, fp: Option<Print>, scored: &Scored) -> Option<(Vec<String>, Option<f32>)> {
-        let class = fp?.each().find_map(|p| self.ledger.reported.recall(p))?;
-        let mut moved = scored.clone();
-        recalled(&mut moved, class);
-        Some(self.named(&moved))
-    }
-
-    fn recall(&self, text: &str, user: Option<u64>) -> Option<usize> {
-        if self.ledger.reported.is_empty() {
-            return None;
-        }
-        let fp = self.report_fingerprint(text, self.model.task(), user)?;
-        fp.each().find_map(|p| self.ledger.reported.recall(p))
-    }
-
     /// Takes back the vote of a label `class` for the message of
     /// fingerprints `fp` (a label replaced or forgotten).
     pub(super) fn unvote(&mut self, fp: Print, class: usize) {
         for p in fp.each() {
-            self.ledger.reported.unvote(p, class);
+            self.predictor.reported.unvote(p, class);
         }
     }
 
@@ -240,7 +200,7 @@ impl Pipeline {
                 .is_none_or(super::Reporter::in_good_standing);
         if votes {
             for p in fp.each() {
-                self.ledger.reported.vote(p, class, self.cfg.trust.reported);
+                self.predictor.reported.vote(p, class, self.cfg.trust.reported);
             }
         }
         votes

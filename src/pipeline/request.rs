@@ -6,20 +6,19 @@
 //!
 //! Parsing and hashing need no model: a caller with several requests at
 //! once prepares each with a [`Preparer`] of its own, outside the lock it
-//! holds the pipeline with, and calls [`Pipeline::classify_prepared`].
+//! holds a [`Predictor`] with, and calls [`Predictor::answer`].
 //!
 //! The daemon answers requests from copies of its model apart from the one
-//! it learns (`serving::copies`), each a [`Scorer`]: it predicts and never
-//! learns, follows the learning pipeline in what a prediction needs
-//! besides the model (the reported messages, the review's band), and
-//! hands each request's message back with its answer ([`Answered`]);
-//! the caller sends it over a bounded queue to the daemon's core, which
-//! keeps it in the learning pipeline's cache
-//! ([`Pipeline::keep_answered`]) before the next message or lesson.
+//! it learns (`serving::copies`), each a [`Predictor`] that follows the
+//! learning pipeline ([`Predictor::copy_of`]) and hands each request's
+//! message back with its answer ([`Answered`]); the caller sends it over a
+//! bounded queue to the daemon's core, which keeps it in the learning
+//! pipeline's cache ([`Pipeline::keep_answered`]) before the next message
+//! or lesson.
 
-use super::{CacheEntry, Pipeline, Prediction, Prepared, Preparer, review};
-use crate::message::{Bad, BadReason, Message};
-use crate::model::Model;
+use super::predictor::{Positive, Predictor};
+use super::{CacheEntry, Packed, Pipeline, Prediction, Prepared, Preparer, review};
+use crate::message::{self, Bad, BadReason, Message};
 use crate::model::Task;
 
 /// Requests' predictions waiting for the learning pipeline: at 1,000
@@ -64,96 +63,20 @@ pub struct Answered {
     pub(crate) entry: CacheEntry,
 }
 
-/// A copy of a pipeline that answers requests: the model, as a scoring
-/// copy, and what a prediction needs besides it; it never learns, and
-/// keeps nothing of what it answers (see the module's doc).
-#[derive(Debug)]
-pub struct Scorer {
-    pipeline: Pipeline,
+/// What a request's prediction is judged by besides the model: the
+/// positive class its score is of, and whether a confidence is uncertain.
+pub(super) struct Judge<'a> {
+    pub(super) positive: Positive<'a>,
+    pub(super) uncertain: &'a dyn Fn(f32) -> bool,
 }
 
-impl Scorer {
-    /// A scorer of `from`'s model as it stands.
-    pub fn of(from: &Pipeline) -> Self {
-        let mut pipeline = Pipeline::new(from.model.scoring_copy(), from.cfg.clone());
-        pipeline.follow(from);
-        Scorer { pipeline }
-    }
-
-    /// Scores with `from`'s model from now on; returns the model it
-    /// replaced (for the caller to drop outside its lock).
-    pub fn update(&mut self, from: &Pipeline) -> Model {
-        self.pipeline.follow(from);
-        self.pipeline.replace_model(from.model.scoring_copy())
-    }
-
-    /// The model it scores with.
-    pub fn model(&self) -> &Model {
-        &self.pipeline.model
-    }
-
-    /// The reported messages whose labels it recalls.
-    pub fn reported(&self) -> &super::Reported {
-        self.pipeline.reported()
-    }
-
-    /// [`Pipeline::classify_prepared`]: the prediction, and what the
-    /// pipeline that learns keeps of it for its late label (none on a
-    /// predictor's).
-    pub fn classify_prepared(
-        &mut self,
-        asked: Asked<'_>,
-        prepared: (&Preparer, &mut Prepared),
-        default_id: &dyn Fn() -> String,
-        now_ms: u64,
-        explain: Option<usize>,
-    ) -> Result<(Prediction, Option<Answered>), Bad> {
-        self.pipeline
-            .classify_prepared(asked, prepared, default_id, now_ms, explain)
-    }
-}
-
-impl Pipeline {
-    /// Makes this copy answer as `from` does besides the model: the
-    /// reported messages (a vote is counted only with a label learned, so
-    /// they change only with the model's version) and the review's band.
-    fn follow(&mut self, from: &Pipeline) {
-        self.ledger.reported.clone_from(&from.ledger.reported);
-        self.review.set_band(from.review.band());
-    }
-
-    /// Predicts the message `raw` (JSON of the input contract: "text",
-    /// "email" or "email_base64"). `default_id` names it when it has no
-    /// "id"; `explain` asks for that many features in the answer (the
-    /// daemon's `--explain` otherwise). A label in the message is not
-    /// learned (learning stays on the input and feedback topics); feedback
-    /// lines and bad input are refused with their reason, and are not
-    /// counted as the daemon's bad input (the caller answers them).
-    pub fn classify_request(
-        &mut self,
-        raw: &[u8],
-        default_id: &dyn Fn() -> String,
-        now_ms: u64,
-        explain: Option<usize>,
-    ) -> Result<Prediction, Bad> {
-        let mut p = std::mem::take(&mut self.spare);
-        p.clear();
-        self.prep.prepare(raw, false, &mut p);
-        let answer = self.classify_first(&mut p, default_id, now_ms, explain);
-        self.spare = p;
-        let (prediction, answered) = answer?;
-        if let Some(answered) = answered {
-            self.keep_answered(answered);
-        }
-        Ok(prediction)
-    }
-
-    /// [`Pipeline::classify_request`] for `asked`, which `preparer` prepared
-    /// alone into `p`, with what the pipeline that learns keeps of the
-    /// answer for its late label handed back, not kept (a [`Scorer`]'s
-    /// path). Should the model's features have changed since (a replica's
-    /// new full version), `asked` is prepared again here.
-    pub fn classify_prepared(
+impl Predictor {
+    /// Predicts `asked`, which `preparer` prepared alone into `p`, as the
+    /// learner it follows would (a copy's path): the prediction, and what
+    /// the learning pipeline keeps of it for its late label (none on a
+    /// predictor). Should the model's features have changed since (a
+    /// replica's new full version), `asked` is prepared again here.
+    pub fn answer(
         &mut self,
         asked: Asked<'_>,
         (preparer, p): (&Preparer, &mut Prepared),
@@ -165,17 +88,23 @@ impl Pipeline {
             p.clear();
             asked.prepare(&mut self.prep, p);
         }
-        self.classify_first(p, default_id, now_ms, explain)
+        let followed = self.followed.clone();
+        let judge = Judge {
+            positive: followed.positive(),
+            uncertain: &|c| followed.is_uncertain(c),
+        };
+        self.answer_first(p, default_id, now_ms, explain, &judge)
     }
 
-    /// Predicts the first message of `p`; with what is kept of it for its
-    /// late label.
-    fn classify_first(
+    /// Predicts the first message of `p` under `judge`; with what is kept
+    /// of it for its late label.
+    pub(super) fn answer_first(
         &mut self,
         p: &mut Prepared,
         default_id: &dyn Fn() -> String,
         now_ms: u64,
         explain: Option<usize>,
+        judge: &Judge<'_>,
     ) -> Result<(Prediction, Option<Answered>), Bad> {
         let first = p
             .messages
@@ -199,17 +128,101 @@ impl Pipeline {
         self.prep
             .featurizer
             .count_buckets(&p.buckets[buckets], &mut w.features.x);
-        let configured = self.cfg.explain;
-        self.cfg.explain = explain.unwrap_or(configured);
-        let (mut prediction, score) = self.prediction(id, &text, &mut w);
+        let explain = explain.unwrap_or(self.settings.explain);
+        let (mut prediction, score) = self.prediction(id, &text, &mut w, explain, judge.positive);
         prediction.user.clone_from(&user);
-        self.cfg.explain = configured;
         let task = self.model.task().unwrap_or(Task::SingleLabel);
         let confidence = review::confidence(&w.scored, task, self.model.hyper().threshold);
-        prediction.uncertain = self.review.is_uncertain(confidence);
+        prediction.uncertain = (judge.uncertain)(confidence);
         self.work = w;
-        self.ledger.cache.expire(now_ms, self.cfg.cache_ttl_ms);
         let answered = self.answered(&prediction, text, user, score, now_ms);
         Ok((prediction, answered))
+    }
+
+    /// What the pipeline that learns keeps of a prediction for its late
+    /// label; none on a predictor.
+    pub(super) fn answered(
+        &self,
+        prediction: &Prediction,
+        text: String,
+        user: Option<String>,
+        score: Option<f32>,
+        now_ms: u64,
+    ) -> Option<Answered> {
+        if !self.settings.keeps {
+            return None;
+        }
+        let entry = CacheEntry {
+            text: Packed::Plain(text),
+            predicted: Some(prediction.labels.clone()),
+            score,
+            taught: None,
+            held: None,
+            at_ms: now_ms,
+            user,
+        };
+        let id = prediction.id.clone();
+        Some(Answered { id, entry })
+    }
+
+    /// Predicts any message with text (labeled or not) without learning:
+    /// the `predict` command. Feedback lines and bad input are refused.
+    pub fn predict_only(&mut self, raw: &[u8], default_id: &dyn Fn() -> String) -> Result<Prediction, Bad> {
+        match message::parse_with(raw, &self.settings.reading)? {
+            Message::Example { id, text, user, .. } => {
+                let mut w = std::mem::take(&mut self.work);
+                w.features.user = self.user_key(user.as_deref());
+                self.featurize(&text, &mut w.features);
+                let positive = Positive {
+                    binary: false,
+                    class: None,
+                };
+                let explain = self.settings.explain;
+                let id = id.unwrap_or_else(default_id);
+                let mut prediction = self.prediction(id, &text, &mut w, explain, positive).0;
+                prediction.user = user;
+                self.work = w;
+                Ok(prediction)
+            }
+            Message::Feedback { .. } | Message::Forget { .. } => Err(Bad::new(
+                BadReason::MissingText,
+                "a feedback line has no text to predict",
+            )),
+        }
+    }
+}
+
+impl Pipeline {
+    /// Predicts the message `raw` (JSON of the input contract: "text",
+    /// "email" or "email_base64") and keeps it for its late label (but on
+    /// a predictor). `default_id` names it when it has no "id"; `explain`
+    /// asks for that many features in the answer (the daemon's
+    /// `--explain` otherwise). A label in the message is not learned
+    /// (learning stays on the input and feedback topics); feedback lines
+    /// and bad input are refused with their reason, and are not counted as
+    /// the daemon's bad input (the caller answers them).
+    pub fn classify_request(
+        &mut self,
+        raw: &[u8],
+        default_id: &dyn Fn() -> String,
+        now_ms: u64,
+        explain: Option<usize>,
+    ) -> Result<Prediction, Bad> {
+        let mut p = std::mem::take(&mut self.predictor.spare);
+        p.clear();
+        self.predictor.prep.prepare(raw, false, &mut p);
+        self.ledger.cache.expire(now_ms, self.cfg.cache_ttl_ms);
+        let review = &self.review;
+        let judge = Judge {
+            positive: super::positive_of(&self.accuracy.progressive),
+            uncertain: &|c| review.is_uncertain(c),
+        };
+        let answer = self.predictor.answer_first(&mut p, default_id, now_ms, explain, &judge);
+        self.predictor.spare = p;
+        let (prediction, answered) = answer?;
+        if let Some(answered) = answered {
+            self.keep_answered(answered);
+        }
+        Ok(prediction)
     }
 }

@@ -134,12 +134,6 @@ impl Review {
         self.band
     }
 
-    /// Takes another review's band (a copy answering requests, the
-    /// learner's).
-    pub(crate) fn set_band(&mut self, band: f64) {
-        self.band = band;
-    }
-
     /// Judges one prediction of `confidence` at wall time `now_ms`: marks
     /// it, moves the band, and asks for it if the query wants it and the
     /// budget allows (spending the budget).
@@ -169,9 +163,7 @@ impl Review {
     /// Whether `confidence` falls in today's uncertain band, without
     /// counting it or spending the budget (a prediction on request).
     pub fn is_uncertain(&self, confidence: f32) -> bool {
-        // No evidence either way (a gap of 0) is uncertain whatever the
-        // band (but for a review of nothing).
-        f64::from(confidence) < self.band || (confidence <= 0.0 && self.cfg.fraction > 0.0)
+        uncertain_under(self.band, self.cfg.fraction > 0.0, confidence)
     }
 
     /// Keeps `confidence` in the window, and every window / 25 predictions
@@ -246,6 +238,13 @@ pub struct ReviewState {
     pub seen: u64,
 }
 
+/// Whether `confidence` is uncertain under `band`, for a review that
+/// asks about something (`reviews`): no evidence either way (a gap of 0)
+/// is uncertain whatever the band (but for a review of nothing).
+pub(super) fn uncertain_under(band: f64, reviews: bool, confidence: f32) -> bool {
+    f64::from(confidence) < band || (confidence <= 0.0 && reviews)
+}
+
 /// The confidence of a prediction: its best class's raw score over the
 /// runner-up's, for multi-label the nearest label's distance to
 /// `threshold`; 0 (no evidence) with fewer than two classes.
@@ -273,8 +272,8 @@ impl Pipeline {
     /// Reviews a prediction (its `scored` values) and counts it; without
     /// an output to send it to (`sent` false), nothing is asked.
     pub(super) fn review_current(&mut self, scored: &Scored, sent: bool) -> Verdict {
-        let task = self.model.task().unwrap_or(Task::SingleLabel);
-        let c = confidence(scored, task, self.model.hyper().threshold);
+        let task = self.predictor.model.task().unwrap_or(Task::SingleLabel);
+        let c = confidence(scored, task, self.predictor.model.hyper().threshold);
         // The clock only matters to a per-minute budget.
         let now = match self.review.config().per_minute {
             Some(_) => crate::clock::now_ms(),

@@ -301,7 +301,10 @@ fn explanations_name_what_the_message_contains() {
     ];
     for text in spam {
         let raw = serde_json::json!({"id": "q", "text": text}).to_string();
-        let p = explained.predict_only(raw.as_bytes(), &|| "q".into()).unwrap();
+        let p = explained
+            .predictor_mut()
+            .predict_only(raw.as_bytes(), &|| "q".into())
+            .unwrap();
         assert_eq!(p.labels, ["spam"], "{text}");
         let e = p.explanation.clone().unwrap();
         assert!(!e.is_empty() && e.len() <= 5, "{e:?}");
@@ -325,7 +328,10 @@ fn explanations_name_what_the_message_contains() {
         let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
         assert_eq!(v["explanation"][0]["feature"], e[0].feature.as_str());
         // The same prediction without explanations.
-        let q = plain.predict_only(raw.as_bytes(), &|| "q".into()).unwrap();
+        let q = plain
+            .predictor_mut()
+            .predict_only(raw.as_bytes(), &|| "q".into())
+            .unwrap();
         assert_eq!((q.explanation.as_ref(), &q.scores), (None, &p.scores));
         let mut json = Vec::new();
         q.write_json(&mut json);
@@ -343,9 +349,9 @@ fn confident_contradictions_weigh_less_only_when_they_are_common() {
         Model::new(Hyper::defaults(Learner::Logistic), FeatureConfig::default()),
         PipelineConfig::default(),
     );
-    p.model.ensure_task(Task::SingleLabel);
+    p.predictor.model.ensure_task(Task::SingleLabel);
     for class in ["spam", "ham"] {
-        p.model.intern(class).unwrap();
+        p.predictor.model.intern(class).unwrap();
     }
     let scored = Scored {
         scores: vec![0.99, 0.01],
@@ -409,18 +415,25 @@ fn requests_prepared_apart_answer_like_whole_ones() {
         },
         PipelineConfig::default().reading(),
     );
+    let kept = p.cache().get("r").map(|e| e.score);
+    let mut copy = Predictor::copy_of(&p);
     for mut preparer in [p.preparer(), stale] {
         let mut batch = Prepared::default();
         preparer.prepare(raw, false, &mut batch);
-        let apart = p.classify_prepared(Asked::Json(raw), (&preparer, &mut batch), &id0, 6, Some(3));
-        assert_eq!(apart.expect("a text").0, whole);
+        let (apart, answered) = copy
+            .answer(Asked::Json(raw), (&preparer, &mut batch), &id0, 6, Some(3))
+            .expect("a text");
+        assert_eq!(apart, whole);
+        // What its late label will be scored by: the learner's own score
+        // of the positive class, not a copy's guess.
+        assert_eq!(answered.map(|a| a.entry.score), kept);
     }
     for bad in [b"   ".as_slice(), b"{\"text\": 3}", br#"{"id": "r", "label": "ham"}"#] {
         let mut batch = Prepared::default();
         let mut preparer = p.preparer();
         preparer.prepare(bad, false, &mut batch);
         assert!(
-            p.classify_prepared(Asked::Json(bad), (&preparer, &mut batch), &id0, 7, None)
+            copy.answer(Asked::Json(bad), (&preparer, &mut batch), &id0, 7, None)
                 .is_err()
         );
     }
@@ -619,7 +632,7 @@ fn a_users_labels_teach_their_personal_part() {
         if let Some(u) = user {
             v["user"] = u.into();
         }
-        let pred = p.predict_only(v.to_string().as_bytes(), &id0).unwrap();
+        let pred = p.predictor_mut().predict_only(v.to_string().as_bytes(), &id0).unwrap();
         pred.margins.iter().find(|m| m.0 == "spam").unwrap().1
     };
     let (a0, b0, none0) = (
@@ -660,7 +673,7 @@ fn a_users_labels_teach_their_personal_part() {
     // The explanation says which part decided, and the prediction (and a
     // review record) whose mail it is.
     let q = serde_json::json!({"text": "the weekly newsletter of the club", "user": "a"});
-    let pred = p.predict_only(q.to_string().as_bytes(), &id0).unwrap();
+    let pred = p.predictor_mut().predict_only(q.to_string().as_bytes(), &id0).unwrap();
     let why = pred.explanation.as_ref().unwrap();
     assert!(why.iter().any(|c| c.feature.ends_with("(personal)")), "{why:?}");
     let mut json = Vec::new();
@@ -713,7 +726,7 @@ fn held_back_examples_keep_their_user() {
     assert!(held.iter().all(|h| h.user == held[0].user && h.user.is_some()));
     let margin = |p: &mut Pipeline, user: &str| {
         let v = serde_json::json!({"text": "newsletter of the club 0", "user": user});
-        let pred = p.predict_only(v.to_string().as_bytes(), &id0).unwrap();
+        let pred = p.predictor_mut().predict_only(v.to_string().as_bytes(), &id0).unwrap();
         pred.margins.iter().find(|m| m.0 == "spam").unwrap().1
     };
     let (a0, b0) = (margin(&mut p, "a"), margin(&mut p, "b"));
@@ -799,7 +812,7 @@ fn forgetting_a_first_label_leaves_the_copies() {
     ));
     let margin = |p: &mut Pipeline, user: &str| {
         let v = serde_json::json!({"text": "the club newsletter prize", "user": user});
-        let pred = p.predict_only(v.to_string().as_bytes(), &id0).unwrap();
+        let pred = p.predictor_mut().predict_only(v.to_string().as_bytes(), &id0).unwrap();
         pred.margins.iter().find(|m| m.0 == "spam").unwrap().1
     };
     let (a, b) = (margin(&mut p, "a"), margin(&mut p, "b"));

@@ -47,7 +47,7 @@ impl Pipeline {
             return Some(1.0);
         };
         // A multi-label prediction is a set, not one class against the rest.
-        if r <= 0.0 || self.model.task() != Some(Task::SingleLabel) {
+        if r <= 0.0 || self.predictor.model.task() != Some(Task::SingleLabel) {
             return Some(1.0);
         }
         // The model's own scores, before its stack: the band is
@@ -86,7 +86,7 @@ impl Pipeline {
         // The band is calibrated on binary streams (spam filters); a
         // topic stream's clean labels contradict its model more often
         // (docs/feedback.md): there only the reporters' trust applies.
-        if !confident || self.model.labels().len() != 2 {
+        if !confident || self.predictor.model.labels().len() != 2 {
             return Some(trust);
         }
         let (lo, hi) = CONTRADICTION_BAND;

@@ -139,7 +139,10 @@ fn probe_scores(model: Model) -> Vec<Vec<(String, f32)>> {
     .iter()
     .map(|t| {
         let raw = format!(r#"{{"text": "{t}"}}"#);
-        p.predict_only(raw.as_bytes(), &|| "probe".into()).unwrap().scores
+        p.predictor_mut()
+            .predict_only(raw.as_bytes(), &|| "probe".into())
+            .unwrap()
+            .scores
     })
     .collect()
 }
@@ -686,7 +689,10 @@ fn sms_for_three_users() -> Vec<String> {
 fn ask(model: Model, user: &str) -> Vec<(String, f32)> {
     let mut q = Pipeline::new(model, PipelineConfig::default());
     let raw = serde_json::json!({"text": "free cash prize, call now", "user": user}).to_string();
-    q.predict_only(raw.as_bytes(), &|| "probe".into()).unwrap().margins
+    q.predictor_mut()
+        .predict_only(raw.as_bytes(), &|| "probe".into())
+        .unwrap()
+        .margins
 }
 
 /// The personal scale and switch travel with the model, the switch in

@@ -1,5 +1,6 @@
 //! The models requests are answered from: two copies of the daemon's
-//! model, each a [`Scorer`], read left-right.
+//! model, each a [`Predictor`] that follows the learning pipeline, read
+//! left-right.
 //!
 //! Requests read the active copy. A publication ([`super::feed`]) puts the
 //! daemon's model, as it stands, into the other copy, which then becomes
@@ -17,7 +18,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::Classify;
 use crate::message::{Bad, BadReason};
-use crate::pipeline::{ANSWERED_QUEUE, Answered, Asked, Pipeline, Prediction, Prepared, Preparer, Role, Scorer};
+use crate::pipeline::{ANSWERED_QUEUE, Answered, Asked, Pipeline, Prediction, Predictor, Prepared, Preparer, Role};
 
 /// What the copies count, told by whoever wires them (the metrics).
 #[derive(Clone, Copy, Debug)]
@@ -41,7 +42,7 @@ impl Hooks {
 /// The two copies, which of them requests read, and what a request's
 /// preparation needs.
 pub(crate) struct Copies {
-    copies: [Mutex<Option<Scorer>>; 2],
+    copies: [Mutex<Option<Predictor>>; 2],
     /// The copy requests read (0 or 1).
     active: AtomicUsize,
     /// Where a copy's predictions go to be kept for their late labels
@@ -97,9 +98,9 @@ impl Copies {
         let replaced = {
             let mut copy = lock(&self.copies[next]);
             match copy.as_mut() {
-                Some(scorer) => Some(scorer.update(from)),
+                Some(predictor) => Some(predictor.follow_model(from)),
                 None => {
-                    *copy = Some(Scorer::of(from));
+                    *copy = Some(Predictor::copy_of(from));
                     None
                 }
             }
@@ -113,7 +114,7 @@ impl Copies {
 #[cfg(test)]
 impl Copies {
     /// Runs `f` on the copy requests read.
-    pub(crate) fn with_active(&self, f: impl FnOnce(&Scorer)) {
+    pub(crate) fn with_active(&self, f: impl FnOnce(&Predictor)) {
         let copy = lock(&self.copies[self.active.load(Ordering::Acquire)]);
         f(copy.as_ref().expect("copies are made at the start"));
     }
@@ -135,7 +136,7 @@ impl Classify for Copies {
             let mut copy = lock(&self.copies[self.active.load(Ordering::Acquire)]);
             let now = crate::clock::now_ms();
             match copy.as_mut() {
-                Some(scorer) => match scorer.classify_prepared(asked, (&preparer, &mut p), &default_id, now, explain) {
+                Some(predictor) => match predictor.answer(asked, (&preparer, &mut p), &default_id, now, explain) {
                     Ok((prediction, answered)) => (Ok(prediction), answered),
                     Err(bad) => (Err(bad), None),
                 },
