@@ -17,7 +17,7 @@ use crate::eval::Report;
 use crate::eval::noise::LabelNoise;
 use crate::features::FeatureConfig;
 use crate::model::{Hyper, Model};
-use crate::pipeline::{Driver, HeldExample, Outcome, Pipeline};
+use crate::pipeline::{Driver, Entry, HeldExample, Outcome, Pipeline};
 use crate::transport::sinks::DeadLetterSink;
 
 /// The result of `eval`, printed by `--json`.
@@ -229,9 +229,12 @@ impl FirstPass {
             let id = || number.to_string();
             // The stream's clock: line n is n seconds in (messages carry
             // no time), so `--feedback-ttl-secs 60` is 60 lines.
-            if let Outcome::Bad(bad) =
-                pipeline.handle_driven(&mut batch.prepared, i, &id, number.saturating_mul(1000), driver)
-            {
+            if let Outcome::Bad(bad) = pipeline.handle_entry(
+                Entry::Prepared(&mut batch.prepared, i),
+                &id,
+                number.saturating_mul(1000),
+                driver,
+            ) {
                 dead.write(&format!("{path}:{number}"), &bad, line)
                     .map_err(CommandError::Output)?;
             }

@@ -14,7 +14,7 @@ use crate::checkpoint::{CheckpointDir, Resumed, load_or_new};
 use crate::config::LearnArgs;
 use crate::mailbox::{self, Item};
 use crate::message;
-use crate::pipeline::{EmailRecord, Outcome, Pipeline};
+use crate::pipeline::{Daemon, EmailRecord, Entry, Outcome, Pipeline, Raw};
 
 /// What a bulk learn did.
 #[derive(Debug, Default, Serialize)]
@@ -106,7 +106,8 @@ fn learn_one(pipeline: &mut Pipeline, item: Item, args: &LearnArgs, summary: &mu
                 reporter: args.reporter.as_deref().map(str::as_bytes),
                 user: args.user.as_deref().map(str::as_bytes),
             };
-            let outcome = pipeline.handle_email(&bytes, record, &|| id.clone(), crate::clock::now_ms());
+            let entry = Entry::Raw(Raw::Email { raw: &bytes, record });
+            let outcome = pipeline.handle_entry(entry, &|| id.clone(), crate::clock::now_ms(), &mut Daemon);
             (id, outcome)
         }
     };

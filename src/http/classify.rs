@@ -17,7 +17,7 @@ use serde_json::value::RawValue;
 
 use super::Ctx;
 use crate::message::{Bad, BadReason};
-use crate::pipeline::{Asked, Prediction};
+use crate::pipeline::{Prediction, Raw};
 
 /// The path of predictions on request.
 pub(super) const CLASSIFY_PATH: &str = "/v1/classify";
@@ -160,7 +160,7 @@ fn explain_of(query: Option<&str>) -> Result<Option<usize>, String> {
 fn classify_body(body: &[u8], handle: &dyn super::Classify, explain: Option<usize>) -> Answer {
     let first = body.iter().find(|b| !b.is_ascii_whitespace());
     if first != Some(&b'[') {
-        return match handle.classify(Asked::Json(body), explain) {
+        return match handle.classify(Raw::json(body), explain) {
             Ok(p) => json(StatusCode::OK, prediction_json(&p)),
             Err(bad) => refused(&bad),
         };
@@ -175,7 +175,7 @@ fn classify_body(body: &[u8], handle: &dyn super::Classify, explain: Option<usiz
         if i > 0 {
             out.push(b',');
         }
-        match handle.classify(Asked::Json(m.get().as_bytes()), explain) {
+        match handle.classify(Raw::json(m.get().as_bytes()), explain) {
             Ok(p) => p.write_json(&mut out),
             Err(bad) => out.extend_from_slice(&bad_json(&bad)),
         }

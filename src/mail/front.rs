@@ -78,11 +78,7 @@ impl Front {
         let user = asked.user.filter(|_| self.personal);
         let done = tokio::task::spawn_blocking(move || {
             let id = super::message_key(&asked.raw);
-            let email = crate::pipeline::Asked::Email {
-                raw: &asked.raw,
-                id: &id,
-                user: user.as_deref(),
-            };
+            let email = crate::pipeline::Raw::email(&asked.raw, &id, user.as_deref());
             let checked = handle
                 .classify(email, Some(asked.explain))
                 .map(|p| Checked::of(&p, &spam_label, required));

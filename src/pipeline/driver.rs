@@ -1,6 +1,6 @@
 //! What the caller that drives a pipeline asks of its labeled and test
 //! examples beyond a daemon's work, given with each message
-//! ([`super::Pipeline::handle_driven`]). A daemon asks nothing
+//! ([`super::Pipeline::handle_entry`]). A daemon asks nothing
 //! ([`Daemon`]); `eval` brings its own from outside (commands/eval.rs: a
 //! label budget, label noise, train examples kept for its extra passes,
 //! test examples scored after all training).

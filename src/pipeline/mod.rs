@@ -11,6 +11,7 @@
 mod cache;
 mod corrections;
 mod driver;
+mod entry;
 mod example;
 mod labels;
 mod ledger;
@@ -30,6 +31,7 @@ use foldhash::HashMap;
 
 pub use cache::{CacheEntry, FeedbackCache, Held, Packed, Taught};
 pub use driver::{Daemon, Driver};
+pub use entry::{Entry, Raw};
 #[cfg(test)]
 pub(crate) use example::PERSONAL_AFTER;
 use example::Work;
@@ -40,8 +42,9 @@ use predictor::Positive;
 pub use predictor::Predictor;
 pub use prepare::{EmailRecord, Prepared, Preparer};
 pub use reported::{Reported, Vote};
-pub use request::{ANSWERED_QUEUE, Answered, Asked};
+pub use request::{ANSWERED_QUEUE, Answered};
 pub use review::{Query, Review, ReviewConfig, ReviewState, Verdict};
+use role::Duties;
 pub use role::Role;
 pub use settings::{HeldExample, MemberWhen, PipelineConfig};
 pub use trust::{
@@ -167,6 +170,8 @@ pub struct Pipeline {
     /// How its predictions fared (see [`Accuracy`]).
     accuracy: Accuracy,
     counters: Counters,
+    /// What its role does with each kind of message.
+    duties: Duties,
     /// The uncertainty review: which predictions to mark and ask about.
     review: Review,
     /// What is known of labels: the record of recent messages and their
@@ -181,6 +186,7 @@ impl Pipeline {
         let review = Review::new(cfg.review);
         let ledger = Ledger::new(&cfg.trust);
         Pipeline {
+            duties: cfg.role.duties(),
             cfg,
             predictor,
             accuracy,
@@ -265,7 +271,7 @@ impl Pipeline {
     }
 
     /// A front stage for this pipeline's model, to run apart (e.g. on a
-    /// reader thread) and feed [`Pipeline::handle_prepared`].
+    /// reader thread) and feed [`Pipeline::handle_entry`].
     pub fn preparer(&self) -> Preparer {
         self.predictor.preparer()
     }
@@ -276,80 +282,41 @@ impl Pipeline {
         positive_of(&self.accuracy.progressive)
     }
 
-    /// Handles one raw message. `default_id` names it when it has no "id"
-    /// (its position in the source); `now_ms` is its event time.
+    /// Handles one JSON message as a daemon does: the shorthand of
+    /// [`Pipeline::handle_entry`] for a message with no headers.
+    /// `default_id` names it when it has no "id" (its position in the
+    /// source); `now_ms` is its event time.
     pub fn handle(&mut self, raw: &[u8], default_id: &dyn Fn() -> String, now_ms: u64) -> Outcome {
-        self.handle_reported(raw, None, None, default_id, now_ms)
+        self.handle_entry(Entry::Raw(Raw::json(raw)), default_id, now_ms, &mut Daemon)
     }
 
-    /// [`Pipeline::handle`], with the reporter of the message's label and
-    /// its user named by a transport's record headers (see
-    /// [`Prepared::set_reporter`], [`Prepared::set_user`]).
-    pub fn handle_reported(
+    /// The one way in: a message as its source gave it, or prepared apart
+    /// ([`Entry`]), named `default_id` when it has no "id", at event time
+    /// `now_ms`, with what `driver` asks of labeled and test examples
+    /// beyond a daemon's work (`eval`'s; [`Daemon`] for none).
+    pub fn handle_entry(
         &mut self,
-        raw: &[u8],
-        reporter: Option<&[u8]>,
-        user: Option<&[u8]>,
+        entry: Entry<'_, '_>,
         default_id: &dyn Fn() -> String,
         now_ms: u64,
+        driver: &mut dyn Driver,
     ) -> Outcome {
-        self.handle_record(
-            |prep, p| prep.prepare_reported(raw, (reporter, user), false, p),
-            default_id,
-            now_ms,
-        )
+        match entry {
+            Entry::Prepared(p, i) => self.handle_at(p, i, default_id, now_ms, driver),
+            Entry::Raw(raw) => {
+                let mut p = std::mem::take(&mut self.predictor.spare);
+                p.clear();
+                raw.prepare(&mut self.predictor.prep, false, &mut p);
+                let outcome = self.handle_at(&mut p, 0, default_id, now_ms, driver);
+                self.predictor.spare = p;
+                outcome
+            }
+        }
     }
 
-    /// A raw e-mail record (Kafka `--input-format email`): `record` says
-    /// what its headers and key say ([`message::parse_email`]).
-    pub fn handle_email(
-        &mut self,
-        raw: &[u8],
-        record: EmailRecord<'_>,
-        default_id: &dyn Fn() -> String,
-        now_ms: u64,
-    ) -> Outcome {
-        self.handle_record(
-            |prep, p| prep.prepare_email_record(raw, record, false, p),
-            default_id,
-            now_ms,
-        )
-    }
-
-    /// Handles the one message that `prepare` puts, with this pipeline's
-    /// preparer, into its spare batch: a transport's record, read as
-    /// the transport says ([`Preparer::prepare_reported`] and
-    /// [`Preparer::prepare_email_record`]).
-    pub fn handle_record(
-        &mut self,
-        prepare: impl FnOnce(&mut Preparer, &mut Prepared),
-        default_id: &dyn Fn() -> String,
-        now_ms: u64,
-    ) -> Outcome {
-        let mut p = std::mem::take(&mut self.predictor.spare);
-        p.clear();
-        prepare(&mut self.predictor.prep, &mut p);
-        let outcome = self.handle_prepared(&mut p, 0, default_id, now_ms);
-        self.predictor.spare = p;
-        outcome
-    }
-
-    /// Handles message `i` of those that a [`Preparer`] for this
-    /// pipeline's model prepared into `p` (the message is taken from `p`;
-    /// a message handled again, or out of range, counts as blank).
-    pub fn handle_prepared(
-        &mut self,
-        p: &mut Prepared,
-        i: usize,
-        default_id: &dyn Fn() -> String,
-        now_ms: u64,
-    ) -> Outcome {
-        self.handle_driven(p, i, default_id, now_ms, &mut Daemon)
-    }
-
-    /// [`Pipeline::handle_prepared`], with what `driver` asks of labeled
-    /// and test examples beyond a daemon's work (`eval`'s).
-    pub fn handle_driven(
+    /// Message `i` of `p`, taken from it, to what this role does with its
+    /// kind (decided once: [`Duties`]).
+    fn handle_at(
         &mut self,
         p: &mut Prepared,
         i: usize,
@@ -373,26 +340,21 @@ impl Pipeline {
         w.features.user = None;
         let outcome = match message {
             Err(bad) => Outcome::Bad(bad),
-            Ok(Message::Feedback { .. }) if self.cfg.role == Role::Predictor => self.passed(),
+            Ok(m) if m.has_label() && !self.duties.learns => self.passed(),
             Ok(Message::Feedback {
                 id,
                 gold,
                 reporter,
                 user,
             }) => self.feedback(&id, gold, reporter, user, &mut w),
-            Ok(Message::Forget { .. }) if self.cfg.role == Role::Predictor => self.passed(),
             Ok(Message::Forget { id, reporter }) => self.forget(&id, reporter, &mut w),
-            Ok(Message::Example { gold: Some(_), .. }) if self.cfg.role == Role::Predictor => self.passed(),
             Ok(Message::Example {
                 id,
                 text,
                 gold: None,
                 user,
                 ..
-            }) if self.cfg.role == Role::Learner => {
-                let id = id.unwrap_or_else(default_id);
-                self.keep_for_feedback(id, text, user, now_ms)
-            }
+            }) if !self.duties.predicts => self.keep_for_feedback(id.unwrap_or_else(default_id), text, user, now_ms),
             Ok(Message::Example {
                 id,
                 text,
@@ -407,11 +369,7 @@ impl Pipeline {
                 w.features.user = self.predictor.user_key(user.as_deref());
                 match counted {
                     Some(r) => w.features.set_counted(&p.counted.idx[r.clone()], &p.counted.val[r]),
-                    None => self
-                        .predictor
-                        .prep
-                        .featurizer
-                        .count_buckets(&p.buckets[buckets], &mut w.features.x),
+                    None => (self.predictor.prep.featurizer).count_buckets(&p.buckets[buckets], &mut w.features.x),
                 }
                 let id = id.unwrap_or_else(default_id);
                 match (gold, split) {
@@ -442,7 +400,7 @@ impl Pipeline {
     /// when `email`) and this process learns; the model declines them
     /// past two classes or for a multi-label task.
     fn offer_members(&mut self, email: bool) {
-        if self.cfg.role == Role::Predictor {
+        if !self.duties.learns {
             return;
         }
         let model = &mut self.predictor.model;

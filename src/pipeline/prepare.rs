@@ -25,7 +25,7 @@ pub struct EmailRecord<'a> {
 /// texts' features hashed to buckets and, optionally, their repeats counted
 /// (IDF, normalisation and the bias follow in the pipeline). A transport
 /// may run [`Preparer::prepare`] on another thread and hand the messages to
-/// [`Pipeline::handle_prepared`] in order; [`Pipeline::handle`] runs both
+/// [`Pipeline::handle_entry`] in order; [`Pipeline::handle`] runs both
 /// in turn. Counting may happen on either side: the result is the same, so
 /// a transport lets whichever thread has time do it.
 ///

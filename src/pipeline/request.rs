@@ -17,7 +17,7 @@
 //! or lesson.
 
 use super::predictor::{Positive, Predictor};
-use super::{CacheEntry, Packed, Pipeline, Prediction, Prepared, Preparer, review};
+use super::{CacheEntry, Packed, Pipeline, Prediction, Prepared, Preparer, Raw, review};
 use crate::message::{self, Bad, BadReason, Message};
 use crate::model::Task;
 
@@ -25,36 +25,6 @@ use crate::model::Task;
 /// requests a second, eight seconds of a loop that holds still (a prune,
 /// a checkpoint's write).
 pub const ANSWERED_QUEUE: usize = 8192;
-
-/// What a request asks to be predicted.
-#[derive(Clone, Copy, Debug)]
-pub enum Asked<'a> {
-    /// A message of the input's JSON contract (`POST /v1/classify`).
-    Json(&'a [u8]),
-    /// A raw e-mail named `id`, for `user` (a mail protocol's request).
-    Email {
-        raw: &'a [u8],
-        id: &'a str,
-        user: Option<&'a str>,
-    },
-}
-
-impl Asked<'_> {
-    /// Parses and hashes the message into `out` (appended).
-    pub fn prepare(&self, preparer: &mut Preparer, out: &mut Prepared) {
-        match *self {
-            Asked::Json(raw) => preparer.prepare(raw, false, out),
-            Asked::Email { raw, id, user } => {
-                let record = super::EmailRecord {
-                    id: Some(id),
-                    user: user.map(str::as_bytes),
-                    ..Default::default()
-                };
-                preparer.prepare_email_record(raw, record, false, out);
-            }
-        }
-    }
-}
 
 /// A request's prediction, kept for its late label.
 #[derive(Debug)]
@@ -78,7 +48,7 @@ impl Predictor {
     /// replica's new full version), `asked` is prepared again here.
     pub fn answer(
         &mut self,
-        asked: Asked<'_>,
+        asked: Raw<'_>,
         (preparer, p): (&Preparer, &mut Prepared),
         default_id: &dyn Fn() -> String,
         now_ms: u64,
@@ -86,7 +56,7 @@ impl Predictor {
     ) -> Result<(Prediction, Option<Answered>), Bad> {
         if preparer.features() != self.model.features() {
             p.clear();
-            asked.prepare(&mut self.prep, p);
+            asked.prepare(&mut self.prep, false, p);
         }
         let followed = self.followed.clone();
         let judge = Judge {

@@ -1,6 +1,6 @@
 //! What a process does with the one model (`classifyd run --role`): the
-//! names of the roles and their parsing. What each role does with a
-//! message is the pipeline's (`Pipeline::handle_prepared`).
+//! names of the roles, their parsing, and what each does with each kind
+//! of message ([`Duties`], decided once when a pipeline is built).
 
 /// What a process does with the one model (`classifyd run --role`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -18,7 +18,25 @@ pub enum Role {
     Predictor,
 }
 
+/// What a role does with each kind of message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Duties {
+    /// Learns labels and forgets (else leaves them to the learner).
+    pub(crate) learns: bool,
+    /// Predicts unlabeled messages (else keeps them for their late labels:
+    /// its replicas predict them).
+    pub(crate) predicts: bool,
+}
+
 impl Role {
+    /// What it does with each kind of message.
+    pub(crate) fn duties(self) -> Duties {
+        Duties {
+            learns: self != Role::Predictor,
+            predicts: self != Role::Learner,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Standalone => "standalone",

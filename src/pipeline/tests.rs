@@ -53,7 +53,7 @@ fn prepared_batches_handle_like_single_messages() {
         }
         assert_eq!(batch.len(), chunk.len());
         for i in 0..batch.len() {
-            got.push(batched.handle_prepared(&mut batch, i, &id0, (k * 5 + i) as u64));
+            got.push(batched.handle_entry(Entry::Prepared(&mut batch, i), &id0, (k * 5 + i) as u64, &mut Daemon));
         }
     }
     assert_eq!(got, want);
@@ -61,8 +61,14 @@ fn prepared_batches_handle_like_single_messages() {
     let probe = br#"{"id": "p", "text": "win a free lunch prize"}"#;
     assert_eq!(batched.handle(probe, &id0, 99), one.handle(probe, &id0, 99));
     // A message taken already, or past the end, is blank.
-    assert_eq!(batched.handle_prepared(&mut batch, 0, &id0, 0), Outcome::Skipped);
-    assert_eq!(batched.handle_prepared(&mut batch, 9, &id0, 0), Outcome::Skipped);
+    assert_eq!(
+        batched.handle_entry(Entry::Prepared(&mut batch, 0), &id0, 0, &mut Daemon),
+        Outcome::Skipped
+    );
+    assert_eq!(
+        batched.handle_entry(Entry::Prepared(&mut batch, 9), &id0, 0, &mut Daemon),
+        Outcome::Skipped
+    );
 }
 
 /// The name sketch is kept only when asked for, and asking for it
@@ -421,7 +427,7 @@ fn requests_prepared_apart_answer_like_whole_ones() {
         let mut batch = Prepared::default();
         preparer.prepare(raw, false, &mut batch);
         let (apart, answered) = copy
-            .answer(Asked::Json(raw), (&preparer, &mut batch), &id0, 6, Some(3))
+            .answer(Raw::json(raw), (&preparer, &mut batch), &id0, 6, Some(3))
             .expect("a text");
         assert_eq!(apart, whole);
         // What its late label will be scored by: the learner's own score
@@ -433,7 +439,7 @@ fn requests_prepared_apart_answer_like_whole_ones() {
         let mut preparer = p.preparer();
         preparer.prepare(bad, false, &mut batch);
         assert!(
-            copy.answer(Asked::Json(bad), (&preparer, &mut batch), &id0, 7, None)
+            copy.answer(Raw::json(bad), (&preparer, &mut batch), &id0, 7, None)
                 .is_err()
         );
     }
@@ -712,7 +718,7 @@ fn held_back_examples_keep_their_user() {
     let mut handle = |p: &mut Pipeline, v: serde_json::Value| {
         batch.clear();
         prep.prepare(v.to_string().as_bytes(), false, &mut batch);
-        p.handle_driven(&mut batch, 0, &id0, 0, &mut keep);
+        p.handle_entry(Entry::Prepared(&mut batch, 0), &id0, 0, &mut keep);
     };
     for (i, label) in ["spam", "ham"].iter().cycle().take(20).enumerate() {
         let v = serde_json::json!({"text": format!("newsletter of the club {}", i % 2), "label": label, "user": "a", "split": "train"});

@@ -18,7 +18,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::Classify;
 use crate::message::{Bad, BadReason};
-use crate::pipeline::{ANSWERED_QUEUE, Answered, Asked, Pipeline, Prediction, Predictor, Prepared, Preparer, Role};
+use crate::pipeline::{ANSWERED_QUEUE, Answered, Pipeline, Prediction, Predictor, Prepared, Preparer, Raw, Role};
 
 /// What the copies count, told by whoever wires them (the metrics).
 #[derive(Clone, Copy, Debug)]
@@ -123,7 +123,7 @@ impl Copies {
 impl Classify for Copies {
     /// Prepares `asked` outside the copies' locks, predicts it with the
     /// active copy, and hands what it answered to the learning pipeline.
-    fn classify(&self, asked: Asked<'_>, explain: Option<usize>) -> Result<Prediction, Bad> {
+    fn classify(&self, asked: Raw<'_>, explain: Option<usize>) -> Result<Prediction, Bad> {
         let default_id = || {
             let n = self.next.fetch_add(1, Ordering::Relaxed);
             format!("http-{}-{n}", self.started_ms)
@@ -131,7 +131,7 @@ impl Classify for Copies {
         let pooled = lock(&self.preparers).pop();
         let (mut preparer, mut p) = pooled.unwrap_or_else(|| (self.template.fresh(), Prepared::default()));
         p.clear();
-        asked.prepare(&mut preparer, &mut p);
+        asked.prepare(&mut preparer, false, &mut p);
         let (answer, answered) = {
             let mut copy = lock(&self.copies[self.active.load(Ordering::Acquire)]);
             let now = crate::clock::now_ms();

@@ -101,7 +101,7 @@ fn mark(p: &Pipeline) -> Mark {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::{Asked, Outcome, PipelineConfig};
+    use crate::pipeline::{Outcome, PipelineConfig, Raw};
     use crate::serving::Classify;
 
     fn learner() -> Pipeline {
@@ -130,10 +130,10 @@ mod tests {
         ];
 
         for (n, l) in lines.iter().enumerate() {
-            let before = copies.classify(Asked::Json(ask), None).expect("a text");
+            let before = copies.classify(Raw::json(ask), None).expect("a text");
             p.handle(l.as_bytes(), &id, n as u64);
             assert_eq!(
-                copies.classify(Asked::Json(ask), None).expect("a text"),
+                copies.classify(Raw::json(ask), None).expect("a text"),
                 before,
                 "not yet published"
             );
@@ -141,7 +141,7 @@ mod tests {
             let mut reference = Pipeline::new(p.model().clone(), p.config().clone());
             let want = reference.classify_request(ask, &id, 9, None).expect("a text");
             assert_eq!(
-                copies.classify(Asked::Json(ask), None).expect("a text"),
+                copies.classify(Raw::json(ask), None).expect("a text"),
                 want,
                 "after line {n}"
             );
@@ -158,10 +158,10 @@ mod tests {
         let for_user = br#"{"id": "u", "text": "a cash prize for the team lunch", "user": "u-1"}"#;
         let mut reference = Pipeline::new(p.model().clone(), p.config().clone());
         let want = reference.classify_request(for_user, &id, 9, None).expect("a text");
-        let got = copies.classify(Asked::Json(for_user), None).expect("a text");
+        let got = copies.classify(Raw::json(for_user), None).expect("a text");
         assert_eq!(got, want);
         // ...which u-1's own label made differ from everyone's answer.
-        let shared = copies.classify(Asked::Json(ask), None).expect("a text");
+        let shared = copies.classify(Raw::json(ask), None).expect("a text");
         assert_ne!(got.margins, shared.margins, "u-1's copies count");
         // Asked of the copies, labeled later: joined by the learner once
         // it kept what they answered.

@@ -15,7 +15,7 @@
 //! imports another (docs/layout.md).
 
 use crate::message::Bad;
-use crate::pipeline::{Asked, Prediction};
+use crate::pipeline::{Prediction, Raw};
 
 mod copies;
 mod feed;
@@ -43,5 +43,5 @@ pub enum ServeError {
 pub(crate) trait Classify: Send + Sync + 'static {
     /// `asked` (the input's JSON, or a mail protocol's raw e-mail named
     /// for its user) predicted with `explain` features in the answer.
-    fn classify(&self, asked: Asked<'_>, explain: Option<usize>) -> Result<Prediction, Bad>;
+    fn classify(&self, asked: Raw<'_>, explain: Option<usize>) -> Result<Prediction, Bad>;
 }

@@ -117,7 +117,7 @@ fn handle_inline<R, E>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::{Outcome, Pipeline, PipelineConfig};
+    use crate::pipeline::{Daemon, Entry, Outcome, Pipeline, PipelineConfig, Raw};
 
     type Headed = (&'static [u8], Option<&'static [u8]>);
 
@@ -167,7 +167,14 @@ mod tests {
         let mut one = pipeline();
         let want: Vec<Outcome> = records
             .iter()
-            .map(|r| one.handle_reported(r.0, None, r.1, &id, 7))
+            .map(|r| {
+                let raw = Raw::Json {
+                    raw: r.0,
+                    reporter: None,
+                    user: r.1,
+                };
+                one.handle_entry(Entry::Raw(raw), &id, 7, &mut Daemon)
+            })
             .collect();
         for size in [1, 2, CHUNK, CHUNK + 1, 9, records.len()] {
             let mut ahead = pipeline();
@@ -175,7 +182,7 @@ mod tests {
             let mut got = Vec::new();
             for batch in records.chunks(size) {
                 let handled = handle_ahead(&mut prep, batch, prepare, |_, (p, i)| {
-                    got.push(ahead.handle_prepared(p, i, &id, 7));
+                    got.push(ahead.handle_entry(Entry::Prepared(p, i), &id, 7, &mut Daemon));
                     Ok::<_, ()>(())
                 });
                 assert_eq!(handled, Ok(()));

@@ -27,7 +27,7 @@ use crate::checkpoint::{CheckpointDir, InputKey, LinePosition, Positions};
 use crate::clock::now_ms;
 use crate::http::{HttpServer, HttpSettings};
 use crate::mail::{MailServers, MailSettings};
-use crate::pipeline::{EmailRecord, Outcome, Pipeline, Prepared, Preparer, Role};
+use crate::pipeline::{Daemon, EmailRecord, Entry, Outcome, Pipeline, Prepared, Preparer, Raw, Role};
 use crate::serving::{Classify, Feed, Hooks, Told};
 
 /// Where a record stands in its input: what a checkpoint records once it
@@ -98,27 +98,38 @@ pub(crate) struct Record<'a> {
     pub position: Position<'a>,
 }
 
-/// Parses `record` as its transport says (a JSON message, or a raw e-mail
-/// named by its key), hashes its text's features and, with `count`,
-/// counts their repeats, into `out`, with the reporter and user its
-/// headers name: what [`Core::handle_prepared`] takes, on any thread.
-pub(crate) fn prepare_record(preparer: &mut Preparer, record: &Record<'_>, count: bool, out: &mut Prepared) {
-    let headers = (record.reporter, record.user);
-    match record.payload {
-        Payload::Json(bytes) => preparer.prepare_reported(bytes, headers, count, out),
-        Payload::Email { raw, label } => {
-            let email = EmailRecord {
-                id: record
-                    .key
-                    .and_then(|k| std::str::from_utf8(k).ok())
-                    .filter(|k| !k.is_empty()),
-                label,
-                reporter: record.reporter,
-                user: record.user,
-            };
-            preparer.prepare_email_record(raw, email, count, out);
+impl<'a> Record<'a> {
+    /// The record's message as the pipeline reads it: a JSON message, or
+    /// a raw e-mail named by its key, with the reporter and user its
+    /// headers name.
+    pub(crate) fn raw(&self) -> Raw<'a> {
+        match self.payload {
+            Payload::Json(raw) => Raw::Json {
+                raw,
+                reporter: self.reporter,
+                user: self.user,
+            },
+            Payload::Email { raw, label } => Raw::Email {
+                raw,
+                record: EmailRecord {
+                    id: self
+                        .key
+                        .and_then(|k| std::str::from_utf8(k).ok())
+                        .filter(|k| !k.is_empty()),
+                    label,
+                    reporter: self.reporter,
+                    user: self.user,
+                },
+            },
         }
     }
+}
+
+/// Parses `record` as its transport says, hashes its text's features and,
+/// with `count`, counts their repeats, into `out`: what
+/// [`Core::handle_prepared`] takes, on any thread.
+pub(crate) fn prepare_record(preparer: &mut Preparer, record: &Record<'_>, count: bool, out: &mut Prepared) {
+    record.raw().prepare(preparer, count, out);
 }
 
 /// Where a transport's outputs go. A sink queues or buffers; only
@@ -399,7 +410,7 @@ impl<K: Sink> Core<K> {
     }
 
     /// [`Core::handle`] for a record whose message a source prepared
-    /// already: message `i` of `prepared` ([`Pipeline::handle_prepared`]),
+    /// already: message `i` of `prepared` ([`Pipeline::handle_entry`]),
     /// with whatever reporter and user the source set on it (a JSON
     /// line's own fields; it has no headers).
     pub(crate) fn handle_prepared(
@@ -419,12 +430,11 @@ impl<K: Sink> Core<K> {
         let default_id = || record.position.default_id();
         let now = record.stamp_ms.unwrap_or_else(now_ms);
         let started = Instant::now();
-        let outcome = match prepared {
-            Some((p, i)) => self.pipeline.handle_prepared(p, i, &default_id, now),
-            None => self
-                .pipeline
-                .handle_record(|prep, p| prepare_record(prep, record, false, p), &default_id, now),
+        let entry = match prepared {
+            Some((p, i)) => Entry::Prepared(p, i),
+            None => Entry::Raw(record.raw()),
         };
+        let outcome = self.pipeline.handle_entry(entry, &default_id, now, &mut Daemon);
         crate::metrics::handled(&outcome, started.elapsed());
         self.observe();
         self.sink.deliver(record, outcome)?;

@@ -18,7 +18,7 @@ use std::sync::mpsc::Receiver;
 use crate::checkpoint::lessons::{LessonsLog, Recorded};
 use crate::checkpoint::{CheckpointDir, Positions};
 use crate::clock::now_ms;
-use crate::pipeline::{EmailRecord, Outcome, Pipeline};
+use crate::pipeline::{Daemon, EmailRecord, Entry, Outcome, Pipeline, Raw};
 use crate::serving::{Lesson, TellDone, Told};
 
 /// Where an instance that does not learn sends its lessons.
@@ -182,19 +182,25 @@ fn learn(pipeline: &mut Pipeline, r: &Recorded) -> Outcome {
     let default_id = || r.id.clone();
     let user = r.user.as_deref().map(str::as_bytes);
     let reporter = r.reporter.as_deref().map(str::as_bytes);
-    match &r.learn {
-        Some(label) => {
-            let email = EmailRecord {
+    let forget;
+    let raw = match &r.learn {
+        Some(label) => Raw::Email {
+            raw: &r.email,
+            record: EmailRecord {
                 id: Some(&r.id),
                 label: Some(label.as_bytes()),
                 reporter,
                 user,
-            };
-            pipeline.handle_email(&r.email, email, &default_id, now)
-        }
+            },
+        },
         None => {
-            let forget = serde_json::json!({"id": r.id, "forget": true}).to_string();
-            pipeline.handle_reported(forget.as_bytes(), reporter, user, &default_id, now)
+            forget = serde_json::json!({"id": r.id, "forget": true}).to_string();
+            Raw::Json {
+                raw: forget.as_bytes(),
+                reporter,
+                user,
+            }
         }
-    }
+    };
+    pipeline.handle_entry(Entry::Raw(raw), &default_id, now, &mut Daemon)
 }
