@@ -289,7 +289,7 @@ fn model_to_pb(m: &Model, weights: WeightsPlacement) -> pb::ModelState {
         byte_lr: m
             .byte_lr
             .as_ref()
-            .map(|b| byte_lr_to_pb(b.weights.clone(), Vec::new(), Vec::new())),
+            .map(|b| byte_lr_to_pb(b.weights().to_vec(), Vec::new(), Vec::new())),
         compression: m.compression().map(|c| {
             let (slots, counts) = c.nonzero();
             pb::CompressionState { slots, counts }
@@ -426,15 +426,14 @@ fn user_bands_to_pb(b: &UserBands) -> pb::UserBands {
 }
 
 fn progressive_to_pb(p: &Progressive) -> pb::Progressive {
+    let p = p.state();
     pb::Progressive {
-        labels: p.labels.clone(),
+        labels: p.labels.to_vec(),
         single: p.single,
-        positive_name: p.positive_name.clone(),
+        positive_name: p.positive_name,
         total: Some(tally_to_pb(&p.total)),
         window: Some(tally_to_pb(&p.window)),
-        recent: p
-            .recent
-            .iter()
+        recent: (p.recent.iter())
             .map(|o| pb::Outcome {
                 gold: o.gold.clone(),
                 predicted: o.predicted.clone(),

@@ -4,7 +4,7 @@
 
 use super::{Positions, pb};
 use crate::eval::users::UserBands;
-use crate::eval::{ClassCounts, Counted, Progressive, Tally};
+use crate::eval::{ClassCounts, Counted, Progressive, ProgressiveParts, Tally};
 use crate::features::{DocFreq, FeatureConfig, FeatureHash, LEGACY_PERSONAL_SCALE, ValueMode};
 use crate::message::BadReason;
 use crate::model::byte_lr::ByteLr;
@@ -442,12 +442,12 @@ fn stack_from_pb(
 /// A byte LR from a checkpoint or a full version: every weight (its
 /// weight in the margin is the stack's).
 fn byte_lr_from_pb(b: pb::ByteLrState) -> Result<ByteLr, RestoreError> {
-    let mut lr = ByteLr::new();
-    if b.weights.len() != lr.weights.len() || !b.buckets.is_empty() {
-        return Err(format!("a byte LR of {} weights and {} rows", b.weights.len(), b.buckets.len()).into());
+    let (weights, rows) = (b.weights.len(), b.buckets.len());
+    let refused = || format!("a byte LR of {weights} weights and {rows} rows").into();
+    if rows > 0 {
+        return Err(refused());
     }
-    lr.weights = b.weights;
-    Ok(lr)
+    ByteLr::from_weights(b.weights).ok_or_else(refused)
 }
 
 /// The byte LR and the compression member of a model of `k` labels,
@@ -560,27 +560,26 @@ fn tally_from_pb(t: Option<pb::Tally>, n: usize) -> Result<Tally, RestoreError> 
 
 fn progressive_from_pb(p: pb::Progressive) -> Result<Progressive, RestoreError> {
     let n = p.labels.len();
-    let mut out = Progressive::new(p.window_size.max(1) as usize, p.positive_name);
-    for l in &p.labels {
-        out.intern(l);
-    }
-    out.single = p.single;
-    out.total = tally_from_pb(p.total, n)?;
-    out.window = tally_from_pb(p.window, n)?;
-    for o in p.recent {
-        if o.gold.iter().chain(&o.predicted).any(|&c| c as usize >= n) {
-            return Err("window entry names an unknown label".into());
-        }
-        out.recent.push_back(Counted {
-            gold: o.gold,
-            predicted: o.predicted,
-            score: o.score,
-        });
-    }
     if p.roc_scores.len() != p.roc_positive.len() {
         return Err("ROC scores and flags differ in length".into());
     }
-    out.roc = p.roc_scores.into_iter().zip(p.roc_positive).collect();
-    out.roc_seen = p.roc_seen;
-    Ok(out)
+    let recent = (p.recent.into_iter())
+        .map(|o| Counted {
+            gold: o.gold,
+            predicted: o.predicted,
+            score: o.score,
+        })
+        .collect();
+    let parts = ProgressiveParts {
+        single: p.single,
+        positive_name: p.positive_name,
+        total: tally_from_pb(p.total, n)?,
+        window: tally_from_pb(p.window, n)?,
+        recent,
+        window_size: p.window_size.max(1) as usize,
+        roc: p.roc_scores.into_iter().zip(p.roc_positive).collect(),
+        roc_seen: p.roc_seen,
+        labels: p.labels,
+    };
+    Ok(Progressive::restore(parts)?)
 }

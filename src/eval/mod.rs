@@ -55,7 +55,7 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 /// One counted example, as kept in the window.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Counted {
+pub struct Counted {
     pub gold: Vec<u32>,
     pub predicted: Vec<u32>,
     /// The positive class's score (binary single-label tasks).
@@ -189,24 +189,52 @@ impl Tally {
     }
 }
 
+/// What a checkpoint keeps of a [`Progressive`]: what
+/// [`Progressive::restore`] takes (and checks), and what
+/// [`Progressive::state`] lends.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProgressiveState<L, R, O> {
+    /// Label names in discovery order.
+    pub labels: L,
+    /// Single-label stream (a confusion matrix and, for two classes, ROC).
+    pub single: bool,
+    /// The configured positive class name for ROC, if any.
+    pub positive_name: Option<String>,
+    pub total: Tally,
+    pub window: Tally,
+    /// The window's examples, oldest first.
+    pub recent: R,
+    pub window_size: usize,
+    /// (score, is positive) pairs for the cumulative ROC AUC.
+    pub roc: O,
+    /// Pairs offered to `roc` (for reservoir sampling beyond [`ROC_CAP`]).
+    pub roc_seen: u64,
+}
+
+/// A checkpoint's [`ProgressiveState`], owned.
+pub(crate) type ProgressiveParts = ProgressiveState<Vec<String>, Vec<Counted>, Vec<(f32, bool)>>;
+
+/// A [`Progressive`]'s [`ProgressiveState`], lent.
+pub(crate) type ProgressiveView<'a> = ProgressiveState<&'a [String], &'a VecDeque<Counted>, &'a [(f32, bool)]>;
+
 /// Progressive metrics over a stream.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Progressive {
     /// Label names in discovery order.
-    pub(crate) labels: Vec<String>,
+    labels: Vec<String>,
     index: HashMap<String, u32>,
     /// Single-label stream (a confusion matrix and, for two classes, ROC).
-    pub(crate) single: bool,
+    single: bool,
     /// The configured positive class name for ROC, if any.
-    pub(crate) positive_name: Option<String>,
-    pub(crate) total: Tally,
-    pub(crate) window: Tally,
-    pub(crate) recent: VecDeque<Counted>,
-    pub(crate) window_size: usize,
+    positive_name: Option<String>,
+    total: Tally,
+    window: Tally,
+    recent: VecDeque<Counted>,
+    window_size: usize,
     /// (score, is positive) pairs for the cumulative ROC AUC.
-    pub(crate) roc: Vec<(f32, bool)>,
+    roc: Vec<(f32, bool)>,
     /// Pairs offered to `roc` (for reservoir sampling beyond [`ROC_CAP`]).
-    pub(crate) roc_seen: u64,
+    roc_seen: u64,
     /// Each stack member's ranking alone (`eval` only: not checkpointed).
     pub(crate) members: Option<members::Members>,
 }
@@ -225,6 +253,46 @@ impl Progressive {
             roc: Vec::new(),
             roc_seen: 0,
             members: None,
+        }
+    }
+
+    /// Rebuilds the metrics a checkpoint kept, checking that they hold
+    /// together (tallies and window entries of the labels named).
+    pub fn restore(p: ProgressiveParts) -> Result<Self, String> {
+        let n = p.labels.len();
+        for (what, t) in [("total", &p.total), ("window", &p.window)] {
+            if t.per_class.len() != n {
+                return Err(format!("{} {what} per-class counts for {n} labels", t.per_class.len()));
+            }
+        }
+        if (p.recent.iter()).any(|o| o.gold.iter().chain(&o.predicted).any(|&c| c as usize >= n)) {
+            return Err("window entry names an unknown label".into());
+        }
+        let mut out = Progressive::new(p.window_size, p.positive_name);
+        for l in &p.labels {
+            out.intern(l);
+        }
+        out.single = p.single;
+        out.total = p.total;
+        out.window = p.window;
+        out.recent = p.recent.into();
+        out.roc = p.roc;
+        out.roc_seen = p.roc_seen;
+        Ok(out)
+    }
+
+    /// What a checkpoint keeps of it ([`Progressive::restore`]'s input).
+    pub fn state(&self) -> ProgressiveView<'_> {
+        ProgressiveState {
+            labels: &self.labels,
+            single: self.single,
+            positive_name: self.positive_name.clone(),
+            total: self.total.clone(),
+            window: self.window.clone(),
+            recent: &self.recent,
+            window_size: self.window_size,
+            roc: &self.roc,
+            roc_seen: self.roc_seen,
         }
     }
 

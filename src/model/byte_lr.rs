@@ -30,7 +30,7 @@ const LOGIT_CLIP: f32 = 30.0;
 /// publisher last asked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ByteLr {
-    pub(crate) weights: Vec<f32>,
+    weights: Vec<f32>,
     /// A bit per bucket learned since the changes were last taken (a
     /// learner that publishes), see [`ByteLr::take_changes`].
     changed: Option<Vec<u64>>,
@@ -49,6 +49,17 @@ impl ByteLr {
             weights: vec![0.0; 1 << BYTE_LR_BITS],
             changed: None,
         }
+    }
+
+    /// A member of the weights a checkpoint kept: as many as its buckets,
+    /// else none.
+    pub fn from_weights(weights: Vec<f32>) -> Option<Self> {
+        (weights.len() == 1 << BYTE_LR_BITS).then_some(ByteLr { weights, changed: None })
+    }
+
+    /// Its weights, one per bucket.
+    pub fn weights(&self) -> &[f32] {
+        &self.weights
     }
 
     /// The value of each of `n` grams: `1/sqrt(n)`, the input's unit norm.

@@ -23,7 +23,7 @@ impl Pipeline {
     /// The label learned for the message cached under `id`, when `text`
     /// is that message's (a redelivery, not another message under the id).
     pub(super) fn taught_for(&self, id: &str, text: &str) -> Option<Taught> {
-        let entry = self.ledger.cache.get(id)?;
+        let entry = self.ledger.get(id)?;
         let taught = entry.taught.as_ref()?;
         (entry.text.text().as_deref() == Some(text)).then(|| (**taught).clone())
     }
@@ -77,7 +77,7 @@ impl Pipeline {
         self.count_weighed(Some(weight), reporter.as_deref());
         let voted = self.note_report(fp, &ids, Some(weight), reporter.as_deref());
         let lesson = self.learn_features(&w.features, &ids, None, weight);
-        self.ledger.cache.teach(
+        self.ledger.teach(
             id,
             Some(Box::new(Taught::new(gold.into_vec(), reporter, voted, lesson))),
         );
@@ -95,7 +95,7 @@ impl Pipeline {
     /// (the learned label stays) until a reporter who may confirms it.
     fn hold_relabel(&mut self, id: &str, gold: Gold, reporter: Option<String>) -> Outcome {
         self.count_weighed(None, reporter.as_deref());
-        if let Some(e) = self.ledger.cache.get_mut(id) {
+        if let Some(e) = self.ledger.get_mut(id) {
             e.held = Some(Held::new(gold.into_vec(), reporter));
         }
         self.counters.feedback_matched += 1;
@@ -125,7 +125,7 @@ impl Pipeline {
             self.unvote(fp, *class);
         }
         if old.reporter != by {
-            self.ledger.reporters.count_overridden(&old.reporter);
+            self.ledger.count_overridden(&old.reporter);
         }
     }
 
@@ -135,7 +135,6 @@ impl Pipeline {
     pub(super) fn forget(&mut self, id: &str, reporter: Option<String>, w: &mut Work) -> Outcome {
         let Some((taught, text, user)) = self
             .ledger
-            .cache
             .get(id)
             .map(|e| (e.taught.clone(), e.text.text(), e.user.clone()))
         else {
@@ -146,7 +145,7 @@ impl Pipeline {
         let by = reporter.as_deref().unwrap_or(ANONYMOUS);
         let Some(old) = taught else {
             // Nothing learned (unlabeled, or its label held): only the record goes.
-            self.ledger.cache.remove(id);
+            self.ledger.remove(id);
             self.counters.labels_forgotten += 1;
             return Outcome::Forgotten { found: true };
         };
@@ -161,7 +160,7 @@ impl Pipeline {
                 .report_fingerprint(&text, self.predictor.model.task(), w.features.user);
             self.take_back(&old, fp, by, w);
         }
-        self.ledger.cache.remove(id);
+        self.ledger.remove(id);
         self.counters.labels_forgotten += 1;
         Outcome::Forgotten { found: true }
     }

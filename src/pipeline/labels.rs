@@ -112,7 +112,7 @@ impl Pipeline {
         } else {
             entry.held = Some(Held::new(gold_vec, reporter));
         }
-        self.ledger.cache.insert(id, entry, &self.cfg);
+        self.ledger.keep(id, entry, &self.cfg);
         Outcome::Learned { correct, taught }
     }
 
@@ -169,7 +169,7 @@ impl Pipeline {
         if let Err(bad) = self.check_gold(&gold) {
             return Outcome::Bad(bad);
         }
-        let Some(entry) = self.ledger.cache.get(id) else {
+        let Some(entry) = self.ledger.get(id) else {
             self.counters.feedback_unmatched += 1;
             return Outcome::FeedbackUnmatched;
         };
@@ -220,11 +220,10 @@ impl Pipeline {
             Some(weight) => {
                 let lesson = self.learn_features(&w.features, &ids, None, weight);
                 self.ledger
-                    .cache
                     .teach(id, Some(Box::new(Taught::new(gold_names, reporter, voted, lesson))));
             }
             None => {
-                if let Some(e) = self.ledger.cache.get_mut(id) {
+                if let Some(e) = self.ledger.get_mut(id) {
                     e.held = Some(Held::new(gold_names, reporter));
                 }
             }

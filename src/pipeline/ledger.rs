@@ -7,7 +7,11 @@
 //! corrections, weighing, reported).
 
 use super::weighing::HOLD_BELOW;
-use super::{FeedbackCache, Reporter, Reporters, TrustConfig};
+use super::{CacheEntry, FeedbackCache, PipelineConfig, Reporter, Reporters, TrustConfig};
+
+/// The recent share of confident contradictions is a moving average over
+/// about 1 / this many labels.
+const CONTRADICTION_ALPHA: f32 = 0.02;
 
 /// At most one log line naming an unreliable reporter this often.
 const WARN_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
@@ -16,15 +20,15 @@ const WARN_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 #[derive(Debug)]
 pub struct Ledger {
     /// Recent messages by id, and what was learned of each.
-    pub(crate) cache: FeedbackCache,
+    cache: FeedbackCache,
     /// The recent share of labels that contradicted a confident
     /// prediction (with `--contradiction-margin`).
-    pub(crate) contradictions: f32,
+    contradictions: f32,
     /// Who sent labels, and how far they are believed.
-    pub(crate) reporters: Reporters,
+    reporters: Reporters,
     /// When a reporter was last logged as unreliable, and how many were
     /// not logged since (not checkpointed: a log throttle).
-    pub(super) warned: Option<(std::time::Instant, u64)>,
+    warned: Option<(std::time::Instant, u64)>,
 }
 
 impl Ledger {
@@ -54,6 +58,73 @@ impl Ledger {
         self.contradictions
     }
 
+    /// The record of message `id`, if it is kept.
+    pub(super) fn get(&self, id: &str) -> Option<&CacheEntry> {
+        self.cache.get(id)
+    }
+
+    /// The record of message `id`, to change (a label held on it).
+    pub(super) fn get_mut(&mut self, id: &str) -> Option<&mut CacheEntry> {
+        self.cache.get_mut(id)
+    }
+
+    /// Keeps `entry` as the record of message `id` (replacing any), within
+    /// `cfg`'s bounds.
+    pub(super) fn keep(&mut self, id: String, entry: CacheEntry, cfg: &PipelineConfig) {
+        self.cache.insert(id, entry, cfg);
+    }
+
+    /// Forgets the record of message `id`.
+    pub(super) fn remove(&mut self, id: &str) {
+        self.cache.remove(id);
+    }
+
+    /// Records what message `id` was taught (see [`FeedbackCache::teach`]);
+    /// whether it is kept.
+    pub(super) fn teach(&mut self, id: &str, taught: Option<Box<super::Taught>>) -> bool {
+        self.cache.teach(id, taught)
+    }
+
+    /// Drops the records older than `ttl_ms` at `now_ms`.
+    pub(super) fn expire(&mut self, now_ms: u64, ttl_ms: u64) {
+        self.cache.expire(now_ms, ttl_ms);
+    }
+
+    /// Counts a label that `name` gave, which contradicted a confident
+    /// prediction or not, in the reporter's standing and (unless the label
+    /// is then held: [`Ledger::note_contradiction`] is the caller's) in
+    /// the share of everyone's; returns the reporter's trust, and whether
+    /// it just crossed into unreliable (logged here).
+    pub(super) fn observe_reporter(&mut self, name: &str, contradicted: bool) -> f32 {
+        let (trust, crossed) = self.reporters.observe(name, contradicted, self.contradictions);
+        if crossed {
+            self.warn_unreliable(name);
+        }
+        trust
+    }
+
+    /// Counts a label in the recent share of labels that contradicted a
+    /// confident prediction.
+    pub(super) fn note_contradiction(&mut self, contradicted: bool) {
+        self.contradictions += CONTRADICTION_ALPHA * (f32::from(u8::from(contradicted)) - self.contradictions);
+    }
+
+    /// Sets the share (a test's shortcut to a stream's history).
+    #[cfg(test)]
+    pub(super) fn set_contradiction_share(&mut self, share: f32) {
+        self.contradictions = share;
+    }
+
+    /// Counts a label of `name`'s held (not learned).
+    pub(super) fn count_held(&mut self, name: &str) {
+        self.reporters.count_held(name);
+    }
+
+    /// Counts a label of `name`'s replaced or forgotten by another reporter.
+    pub(super) fn count_overridden(&mut self, name: &str) {
+        self.reporters.count_overridden(name);
+    }
+
     /// Whether `by` may replace or forget a label that `of` gave
     /// (docs/feedback.md): a trusted reporter any label; anyone whose
     /// labels are not held ([`HOLD_BELOW`]) an untrusted one.
@@ -67,7 +138,7 @@ impl Ledger {
     /// Logs that `name`'s trust fell under [`super::trust::UNRELIABLE_BELOW`], at
     /// most once every [`WARN_EVERY`] (the ones left out are counted in
     /// the next line).
-    pub(super) fn warn_unreliable(&mut self, name: &str) {
+    fn warn_unreliable(&mut self, name: &str) {
         let now = std::time::Instant::now();
         if self.warned.is_some_and(|(at, _)| now.duration_since(at) < WARN_EVERY) {
             if let Some((_, quiet)) = &mut self.warned {

@@ -156,6 +156,12 @@ impl Accuracy {
             drift: DriftWatch::default(),
         }
     }
+
+    /// Takes the metrics a checkpoint kept (the drift tests start afresh:
+    /// they are not checkpointed).
+    fn restore(&mut self, progressive: Progressive, test: Progressive, published: Progressive, users: UserBands) {
+        (self.progressive, self.test, self.published, self.users) = (progressive, test, published, users);
+    }
 }
 
 /// The pipeline: a predictor (the model and what predicting needs), and
@@ -199,10 +205,8 @@ impl Pipeline {
     /// Rebuilds a pipeline from a checkpoint's state, under `cfg`.
     pub fn restored(model: Model, cfg: PipelineConfig, state: PipelineState) -> Self {
         let mut p = Pipeline::new(model, cfg);
-        p.accuracy.progressive = state.progressive;
-        p.accuracy.test = state.test;
-        p.accuracy.published = state.published;
-        p.accuracy.users = state.users;
+        p.accuracy
+            .restore(state.progressive, state.test, state.published, state.users);
         p.ledger = state.ledger;
         p.predictor.reported = state.reported;
         p.counters = state.counters;
@@ -332,7 +336,7 @@ impl Pipeline {
             self.counters.skipped += 1;
             return Outcome::Skipped;
         };
-        self.ledger.cache.expire(now_ms, self.cfg.cache_ttl_ms);
+        self.ledger.expire(now_ms, self.cfg.cache_ttl_ms);
         if let Ok(Message::Example { email, .. }) = &message {
             self.offer_members(*email);
         }
@@ -543,7 +547,7 @@ impl Pipeline {
     /// Keeps what a request answered (here, or by a copy's [`Predictor`]) for its
     /// late label.
     pub fn keep_answered(&mut self, Answered { id, entry }: Answered) {
-        self.ledger.cache.insert(id, entry, &self.cfg);
+        self.ledger.keep(id, entry, &self.cfg);
     }
 
     /// Counts bad input that never reached the pipeline whole (a line over
@@ -573,7 +577,7 @@ impl Pipeline {
             at_ms: now_ms,
             user,
         };
-        self.ledger.cache.insert(id, entry, &self.cfg);
+        self.ledger.keep(id, entry, &self.cfg);
         self.counters.passed += 1;
         Outcome::Passed
     }

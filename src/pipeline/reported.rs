@@ -195,7 +195,7 @@ impl Pipeline {
         let votes = self.cfg.trust.trusts(name)
             || self
                 .ledger
-                .reporters
+                .reporters()
                 .get(name)
                 .is_none_or(super::Reporter::in_good_standing);
         if votes {

@@ -181,7 +181,7 @@ impl Pipeline {
         let mut p = std::mem::take(&mut self.predictor.spare);
         p.clear();
         self.predictor.prep.prepare(raw, false, &mut p);
-        self.ledger.cache.expire(now_ms, self.cfg.cache_ttl_ms);
+        self.ledger.expire(now_ms, self.cfg.cache_ttl_ms);
         let review = &self.review;
         let judge = Judge {
             positive: super::positive_of(&self.accuracy.progressive),

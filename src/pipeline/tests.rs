@@ -371,9 +371,9 @@ fn confident_contradictions_weigh_less_only_when_they_are_common() {
     assert_eq!(p.label_weight(&scored, &[0], None), Some(1.0));
     // Rare: in full (the share is now 2 %, the bottom of the band).
     assert_eq!(p.label_weight(&scored, &[1], None), Some(1.0));
-    assert!((p.ledger.contradictions - 0.02).abs() < 1e-6);
+    assert!((p.ledger.contradiction_share() - 0.02).abs() < 1e-6);
     // Common: (1 / 6)^2.
-    p.ledger.contradictions = 0.05;
+    p.ledger.set_contradiction_share(0.05);
     let w = p.label_weight(&scored, &[1], None).unwrap();
     assert!((w - 1.0 / 36.0).abs() < 1e-4, "{w}");
     // Off: every label in full, and nothing tracked.
@@ -387,14 +387,14 @@ fn confident_contradictions_weigh_less_only_when_they_are_common() {
             ..PipelineConfig::default()
         },
     );
-    off.ledger.contradictions = 0.5;
+    off.ledger.set_contradiction_share(0.5);
     assert_eq!(off.label_weight(&scored, &[1], None), Some(1.0));
     assert!(off.reporters().is_empty());
-    assert_eq!(off.ledger.contradictions, 0.5);
+    assert_eq!(off.ledger.contradiction_share(), 0.5);
     // The share survives a checkpoint.
     let (back, _) =
         crate::checkpoint::restore(crate::checkpoint::capture(&p, &Default::default()), p.config().clone()).unwrap();
-    assert_eq!(back.ledger.contradictions, p.ledger.contradictions);
+    assert_eq!(back.ledger.contradiction_share(), p.ledger.contradiction_share());
 }
 
 /// A request prepared apart (outside the daemon's lock) is answered as one
@@ -466,7 +466,7 @@ fn one_class_known_is_the_evidence_of_its_examples() {
     // The ROC ranks by the same margin: the ham that follows scores ln 2
     // for spam, and the spam after it (both classes known) by the model.
     p.handle(br#"{"text": "see you at lunch", "label": "ham"}"#, &id0, 0);
-    assert!((p.progressive().roc[1].0 - 2f32.ln()).abs() < 1e-6);
+    assert!((p.progressive().state().roc[1].0 - 2f32.ln()).abs() < 1e-6);
 }
 
 /// `--byte-lr email` and `--compression email` (the defaults) add the

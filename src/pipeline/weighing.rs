@@ -11,9 +11,6 @@ use crate::model::{Scored, Task};
 /// unless another reporter confirms it).
 pub(super) const HOLD_BELOW: f32 = 0.05;
 
-/// The recent share of confident contradictions is a moving average over
-/// about 1 / this many labels.
-const CONTRADICTION_ALPHA: f32 = 0.02;
 /// Below the first share, labels are learned in full; past the second,
 /// confident contradictions are down-weighted in full (docs/feedback.md).
 const CONTRADICTION_BAND: (f32, f32) = (0.02, 0.04);
@@ -64,22 +61,15 @@ impl Pipeline {
         let confident = margin > r;
         let name = reporter.unwrap_or(trust::ANONYMOUS);
         let trusted = self.cfg.trust.trusts(name);
-        let (trust, crossed) = match trusted {
-            true => (1.0, false),
-            false => self
-                .ledger
-                .reporters
-                .observe(name, confident, self.ledger.contradictions),
+        let trust = match trusted {
+            true => 1.0,
+            false => self.ledger.observe_reporter(name, confident),
         };
-        if crossed {
-            self.ledger.warn_unreliable(name);
-        }
         if trust < HOLD_BELOW {
             // Held labels are not what everyone says: they stay out of the share.
             return None;
         }
-        self.ledger.contradictions +=
-            CONTRADICTION_ALPHA * (f32::from(u8::from(confident)) - self.ledger.contradictions);
+        self.ledger.note_contradiction(confident);
         if trusted {
             return Some(1.0);
         }
@@ -89,10 +79,11 @@ impl Pipeline {
         if !confident || self.predictor.model.labels().len() != 2 {
             return Some(trust);
         }
+        let share = self.ledger.contradiction_share();
         let (lo, hi) = CONTRADICTION_BAND;
-        let s = ((self.ledger.contradictions - lo) / (hi - lo)).clamp(0.0, 1.0);
+        let s = ((share - lo) / (hi - lo)).clamp(0.0, 1.0);
         let (lo, hi) = CHANGE_BAND;
-        let s = s * (1.0 - ((self.ledger.contradictions - lo) / (hi - lo)).clamp(0.0, 1.0));
+        let s = s * (1.0 - ((share - lo) / (hi - lo)).clamp(0.0, 1.0));
         let w = (r / margin) * (r / margin);
         Some(trust * (1.0 - s * (1.0 - w)))
     }
@@ -103,7 +94,7 @@ impl Pipeline {
         match weight {
             None => {
                 c.labels_held += 1;
-                self.ledger.reporters.count_held(reporter.unwrap_or(trust::ANONYMOUS));
+                self.ledger.count_held(reporter.unwrap_or(trust::ANONYMOUS));
             }
             Some(w) if w < 1.0 => c.labels_down_weighted += 1,
             Some(_) => c.labels_in_full += 1,

@@ -154,7 +154,7 @@ fn check(m: &Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
         (Some(b), Some(n)) => {
             n.weights.is_empty()
                 && n.buckets.len() == n.values.len()
-                && n.buckets.iter().all(|&g| (g as usize) < b.weights.len())
+                && n.buckets.iter().all(|&g| (g as usize) < b.weights().len())
         }
         _ => false,
     };

@@ -180,7 +180,7 @@ pub(super) fn delta_of_changes(
             sum_sq: f.sum_sq,
         }),
         byte_lr: m.byte_lr().map(|b| {
-            let values = head.iter().map(|&g| b.weights[g as usize]).collect();
+            let values = head.iter().map(|&g| b.weights()[g as usize]).collect();
             byte_lr_to_pb(Vec::new(), head.to_vec(), values)
         }),
         compression: m.compression().map(|c| pb::CompressionState {

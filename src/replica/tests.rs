@@ -389,7 +389,10 @@ fn rebuild(learner: Learner, idf: bool, lines: &[String], part: usize, byte_lr: 
         // The byte LR (its weights and its learned weight) goes with the
         // model, in records a reader of format 5 skips.
         assert_eq!(m.byte_lr().is_some(), byte_lr == MemberWhen::Always);
-        assert_eq!(m.byte_lr().map(|b| &b.weights), p.model().byte_lr().map(|b| &b.weights));
+        assert_eq!(
+            m.byte_lr().map(|b| b.weights()),
+            p.model().byte_lr().map(|b| b.weights())
+        );
         // So does the compression member, in records a reader of format
         // 9 skips.
         assert_eq!(m.compression().is_some(), byte_lr == MemberWhen::Always);
