@@ -92,8 +92,32 @@ impl LinePosition {
     }
 }
 
-/// Every source's position.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The JSON-lines input being read: its next line, and the last line
+/// handled, whose mark [`Positions::settle`] records (hashed then, once a
+/// checkpoint, not once a line).
+#[derive(Clone, Debug)]
+struct Reading {
+    input: InputKey,
+    next: u64,
+    last_line: Vec<u8>,
+    /// Whether a line was handled (else the recorded mark still holds).
+    handled: bool,
+}
+
+impl Reading {
+    fn new(input: InputKey, next: u64) -> Self {
+        Reading {
+            input,
+            next,
+            last_line: Vec::new(),
+            handled: false,
+        }
+    }
+}
+
+/// Every source's position (equal when what a checkpoint records is: the
+/// line being read counts once settled).
+#[derive(Clone, Debug, Default)]
 pub struct Positions {
     /// Next offset to read, by topic, then partition.
     kafka: BTreeMap<String, BTreeMap<i32, u64>>,
@@ -104,6 +128,33 @@ pub struct Positions {
     /// The lessons log's generation that starts after this checkpoint
     /// (`super::lessons`); none before the log.
     lessons: Option<u64>,
+    /// The JSON-lines input being read, once it is known.
+    reading: Option<Reading>,
+}
+
+impl PartialEq for Positions {
+    fn eq(&self, other: &Self) -> bool {
+        (self.kafka == other.kafka)
+            && (self.lines == other.lines)
+            && (self.legacy_line == other.legacy_line)
+            && (self.lessons == other.lessons)
+    }
+}
+
+impl Eq for Positions {}
+
+/// Records input `key`'s position in `lines`; a mark of `None` keeps the
+/// one recorded.
+fn set_line(lines: &mut BTreeMap<InputKey, LinePosition>, key: &InputKey, next: u64, mark: Option<u64>) {
+    match lines.get_mut(key) {
+        Some(p) => {
+            p.next = next;
+            p.mark = mark.or(p.mark);
+        }
+        None => {
+            lines.insert(key.clone(), LinePosition { next, mark });
+        }
+    }
 }
 
 /// A key on disk that names no kind of position.
@@ -144,14 +195,35 @@ impl Positions {
     /// the one recorded (it still describes line `next - 1` when no line
     /// was handled since).
     pub fn set_line(&mut self, key: &InputKey, next: u64, mark: Option<u64>) {
-        match self.lines.get_mut(key) {
-            Some(p) => {
-                p.next = next;
-                p.mark = mark.or(p.mark);
-            }
-            None => {
-                self.lines.insert(key.clone(), LinePosition { next, mark });
-            }
+        set_line(&mut self.lines, key, next, mark);
+    }
+
+    /// A JSON-lines input starts being read: `input`, at line `next` (the
+    /// lines before it a checkpoint holds).
+    pub fn start_reading(&mut self, input: InputKey, next: u64) {
+        self.reading = Some(Reading::new(input, next));
+    }
+
+    /// Line `number` of JSON-lines input `input`, whose bytes (or, over
+    /// the size cap, first bytes) are `line`, is done: kept as it stands,
+    /// recorded by the next [`Positions::settle`].
+    pub fn line_done(&mut self, input: &InputKey, number: u64, line: &[u8]) {
+        let at = match &mut self.reading {
+            Some(at) if at.input == *input => at,
+            other => other.insert(Reading::new(input.clone(), number)),
+        };
+        at.next = number + 1;
+        at.last_line.clear();
+        at.last_line.extend_from_slice(line);
+        at.handled = true;
+    }
+
+    /// Records the input being read where it stands, with the mark of its
+    /// last line handled: before a checkpoint.
+    pub fn settle(&mut self) {
+        if let Some(at) = &self.reading {
+            let mark = at.handled.then(|| LinePosition::mark_of(&at.last_line));
+            set_line(&mut self.lines, &at.input, at.next, mark);
         }
     }
 

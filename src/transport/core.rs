@@ -1,11 +1,12 @@
-//! The daemon core, written once for every transport: it owns the
-//! [`Pipeline`], the positions its checkpoints record, the checkpoint
-//! directory and [`Cadence`], and the copies of the model that HTTP
-//! requests are answered from; it takes each [`Record`] a transport read
-//! through the pipeline to the transport's [`Sink`], and runs the one
-//! checkpoint protocol: the sink flushes every output so far, then the
-//! model and the positions past those outputs are saved, then the
-//! transport commits them (a Kafka group's offsets).
+//! The daemon core, written once for every transport: it holds the
+//! [`Pipeline`] and its parts (the checkpoint protocol's [`Saving`]: the
+//! directory, positions and cadence; the serving part's [`Service`]: the
+//! copies requests are answered from and the lessons endpoints take);
+//! it takes each [`Record`] a transport read through the pipeline to the
+//! transport's [`Sink`], and runs the one checkpoint protocol: the sink
+//! flushes every output so far, then the model and the positions past
+//! those outputs are saved, then the transport commits them (a Kafka
+//! group's offsets).
 //!
 //! A learner's model goes beyond this process through the core's
 //! [`Publication`]; a sink only delivers its records' outcomes.
@@ -20,50 +21,14 @@
 
 use std::time::{Duration, Instant};
 
-use super::lessons::Lessons;
+use super::DaemonError;
 use super::publication::Publication;
-use super::{Cadence, DaemonError};
-use crate::checkpoint::{CheckpointDir, InputKey, LinePosition, Positions};
+pub(crate) use super::saving::Position;
+use super::saving::Saving;
+use super::service::{Asked, Fronts, Service};
+use crate::checkpoint::Positions;
 use crate::clock::now_ms;
-use crate::http::{HttpServer, HttpSettings};
-use crate::mail::{MailServers, MailSettings};
-use crate::pipeline::{Daemon, EmailRecord, Entry, Outcome, Pipeline, Prepared, Preparer, Raw, Role};
-use crate::serving::{Classify, Feed, Hooks, Told};
-
-/// Where a record stands in its input: what a checkpoint records once it
-/// is handled.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Position<'a> {
-    /// Offset `offset` of a Kafka topic's partition.
-    Offset {
-        topic: &'a str,
-        partition: i32,
-        offset: u64,
-    },
-    /// Line `number` (from 0) of JSON-lines input `input`, whose bytes
-    /// (or, over the size cap, first bytes) are `line`: a checkpoint
-    /// records the next line and the mark of this one.
-    Line {
-        input: &'a InputKey,
-        number: u64,
-        line: &'a [u8],
-    },
-}
-
-impl Position<'_> {
-    /// The id a message without one is given: `topic/partition/offset`, or
-    /// its line's number from 1.
-    pub(crate) fn default_id(&self) -> String {
-        match self {
-            Position::Offset {
-                topic,
-                partition,
-                offset,
-            } => format!("{topic}/{partition}/{offset}"),
-            Position::Line { number, .. } => (number + 1).to_string(),
-        }
-    }
-}
+use crate::pipeline::{Daemon, EmailRecord, Entry, Outcome, Pipeline, Prepared, Preparer, Raw};
 
 /// How a record's payload is read.
 #[derive(Clone, Copy, Debug)]
@@ -159,113 +124,40 @@ impl Checkpointed for () {
     fn commit(&mut self, _: &Positions, _: &str) {}
 }
 
-/// Where a JSON-lines input stands: its next line, and the last line
-/// handled, whose mark a checkpoint records (hashed then, once a
-/// checkpoint, not once a line).
-#[derive(Debug)]
-struct LineAt {
-    input: InputKey,
-    next: u64,
-    last_line: Vec<u8>,
-    /// Whether a line was handled (else the recorded mark still holds).
-    handled: bool,
-}
-
-impl LineAt {
-    fn new(input: InputKey, next: u64) -> Self {
-        LineAt {
-            input,
-            next,
-            last_line: Vec::new(),
-            handled: false,
-        }
-    }
-
-    /// Its position and mark into `positions`.
-    fn settle(&self, positions: &mut Positions) {
-        let mark = self.handled.then(|| LinePosition::mark_of(&self.last_line));
-        positions.set_line(&self.input, self.next, mark);
-    }
-}
-
-/// The endpoints a daemon serves besides its transport; dropped, they stop.
-#[derive(Default)]
-pub(crate) struct Fronts {
-    pub http: Option<HttpServer>,
-    pub mail: MailServers,
-}
-
-impl Fronts {
-    /// Whether any endpoint is served (a JSON-lines daemon then goes on
-    /// after its input ends).
-    pub(crate) fn any(&self) -> bool {
-        self.http.is_some() || self.mail.any()
-    }
-}
-
-/// The pipeline and everything a checkpoint covers, for one transport.
+/// The pipeline and its parts, for one transport.
 pub(crate) struct Core<K: Sink> {
     pipeline: Pipeline,
-    positions: Positions,
-    dir: Option<CheckpointDir>,
-    cadence: Cadence,
     sink: K,
-    /// The copies of the model that HTTP and mail requests are answered from.
-    feed: Option<Feed>,
-    /// The mail protocols' lessons, to learn between records, and their
-    /// log.
-    lessons: Lessons,
+    /// The checkpoint directory, the positions, the cadence.
+    saving: Saving,
+    /// The copies requests are answered from, the lessons endpoints take.
+    service: Service,
     /// A learner's publication of the model beyond this process.
     publication: Option<Publication>,
-    /// Where the JSON-lines input stands, once it is known.
-    lines: Option<LineAt>,
     last_metrics: Instant,
-    checkpoints: u64,
+    /// Records handled by this run.
     messages: u64,
-    /// Mail lessons learned by this run.
-    taught: u64,
 }
 
 impl<K: Sink> Core<K> {
-    /// A core over `pipeline`, resumed at `positions` (from `dir`'s
-    /// checkpoint, if any), delivering to `sink`.
-    pub(crate) fn new(
-        pipeline: Pipeline,
-        positions: Positions,
-        dir: Option<CheckpointDir>,
-        sink: K,
-        cadence: Cadence,
-    ) -> Self {
+    /// A core over `pipeline`, delivering to `sink`, checkpointing as
+    /// `saving` says.
+    pub(crate) fn new(pipeline: Pipeline, saving: Saving, sink: K) -> Self {
         Core {
             pipeline,
-            positions,
-            dir,
-            cadence,
             sink,
-            feed: None,
-            lessons: Lessons::default(),
+            saving,
+            service: Service::default(),
             publication: None,
-            lines: None,
             last_metrics: Instant::now(),
-            checkpoints: 0,
             messages: 0,
-            taught: 0,
         }
     }
 
-    /// Keeps in the pipeline's cache what the copies answered since the
-    /// last call (before each record and lesson, and at each tick: a late
-    /// label finds its request's message).
-    fn absorb_requests(&mut self) {
-        if let Some(feed) = &self.feed {
-            feed.absorb(&mut self.pipeline);
-        }
-    }
-
-    /// Forwards the mail protocols' lessons to `to` (a predictor's way to
-    /// the learner) rather than refusing them; before [`Core::serve`].
+    /// Forwards the endpoints' lessons to `to` (a predictor's way to the
+    /// learner) rather than refusing them; before [`Core::serve`].
     pub(crate) fn forward_lessons(&mut self, to: Box<dyn super::lessons::Forward>) {
-        self.lessons.forward_to(to);
+        self.service.forward_to(to);
     }
 
     /// Publishes the model beyond this process through `publication` (a
@@ -274,97 +166,33 @@ impl<K: Sink> Core<K> {
         self.publication = Some(publication);
     }
 
-    /// The model's version after a record or lesson was handled, to the
-    /// publication (whose staleness clock starts at the first change).
+    /// The model's version after a record was handled, to the publication
+    /// (whose staleness clock starts at the first change).
     fn observe(&mut self) {
         if let Some(p) = &mut self.publication {
             p.observe(self.pipeline.model().version());
         }
     }
 
-    /// Starts the endpoints asked for: HTTP (`--http-addr`) and the mail
-    /// protocols (`--spamd-addr`, `--rspamd-addr`), which answer from copies
-    /// of the model that [`Core::tick`] publishes to, and whose lessons it
-    /// learns (but on a predictor, which refuses them).
-    pub(crate) fn serve(
-        &mut self,
-        http: Option<&HttpSettings>,
-        mail: Option<&MailSettings>,
-    ) -> Result<Fronts, DaemonError> {
-        let learns = self.pipeline.config().role != Role::Predictor;
-        // The lessons a crash left in the log, learned before the copies
-        // that answer checks are made.
-        if let (true, Some(dir)) = (learns, &self.dir) {
-            self.taught += self.lessons.recover(dir, &self.positions, &mut self.pipeline)? as u64;
-        }
-        if http.is_some() || mail.is_some() {
-            let hooks = Hooks {
-                published: crate::metrics::http_model,
-                unkept: crate::metrics::http_unkept,
-            };
-            self.feed = Some(Feed::start(&self.pipeline, hooks));
-        }
-        let told = match mail {
-            Some(_) if learns || self.lessons.forwards() => {
-                let (to, from) = crate::serving::told_queue();
-                self.lessons.listen(from);
-                Some(to)
-            }
-            _ => None,
-        };
-        let copies = || self.feed.as_ref().map(|f| f.copies() as std::sync::Arc<dyn Classify>);
-        let http = crate::http::serve(http, copies())?;
-        let mail = crate::mail::serve(mail, copies(), told)?;
-        Ok(Fronts { http, mail })
+    /// Starts the endpoints asked for (see [`Service::start`]), which
+    /// answer from copies of the model that [`Core::tick`] publishes to.
+    pub(crate) fn serve(&mut self, asked: Asked<'_>) -> Result<Fronts, DaemonError> {
+        let at = (self.saving.dir(), self.saving.positions());
+        self.service.start(&mut self.pipeline, at, asked)
     }
 
-    /// Applies the mail protocols' lessons (`TELL`, `/learnspam`, ...)
-    /// that came since the last call, as the feedback path applies a
-    /// labeled message or a forget, once the lessons log holds them (with
-    /// a checkpoint directory); then publishes the model to the copies
-    /// that answer checks when their interval has passed, and answers
-    /// each: a crash after the answer loses nothing (`super::lessons`),
-    /// and a check sees it within a publication interval (docs/mail.md).
+    /// Applies the endpoints' lessons that came since the last call
+    /// ([`Service::learn`]).
     pub(crate) fn learn_told(&mut self) {
-        self.learn_told_after(None);
+        self.service.learn(&mut self.pipeline, None, self.publication.as_mut());
     }
 
-    /// Waits up to `within` for a lesson from the mail endpoints (sleeps
-    /// that long without them), then applies what came: an idle daemon
-    /// answers a lesson at once, not at its next tick.
+    /// Waits up to `within` for a lesson from the endpoints (sleeps that
+    /// long without them), then applies what came: an idle daemon answers
+    /// a lesson at once, not at its next tick.
     pub(crate) fn wait_for_lessons(&mut self, within: Duration) {
-        if let Some(first) = self.lessons.wait(within) {
-            self.learn_told_after(Some(first));
-        }
-    }
-
-    /// [`Core::learn_told`], `first` before the ones waiting.
-    fn learn_told_after(&mut self, first: Option<Told>) {
-        // A check answered before its lesson is kept first (its record is
-        // the one the lesson then teaches).
-        self.absorb_requests();
-        let batch = self.lessons.waiting(first);
-        if batch.is_empty() {
-            return;
-        }
-        let publication = &mut self.publication;
-        let mut started = Instant::now();
-        let answers = self.lessons.learn(batch, &mut self.pipeline, |p, outcome| {
-            crate::metrics::handled(outcome, started.elapsed());
-            if let Some(publication) = publication.as_mut() {
-                publication.observe(p.model().version());
-            }
-            started = Instant::now();
-        });
-        // The copies take them at their next publication (an interval at
-        // most: `Feed`), not one copy of the model per lesson.
-        if let Some(feed) = &mut self.feed {
-            feed.publish(&self.pipeline, false);
-        }
-        self.taught += answers.len() as u64;
-        for (reply, done) in answers {
-            // The asker may have gone (its timeout): nothing to answer.
-            let _ = reply.send(done);
+        if let Some(first) = self.service.wait(within) {
+            (self.service).learn(&mut self.pipeline, Some(first), self.publication.as_mut());
         }
     }
 
@@ -379,13 +207,13 @@ impl<K: Sink> Core<K> {
     }
 
     pub(crate) fn positions(&self) -> &Positions {
-        &self.positions
+        self.saving.positions()
     }
 
     /// The positions, for what a transport records besides its records'
     /// (an input's start, read from its first line).
     pub(crate) fn positions_mut(&mut self) -> &mut Positions {
-        &mut self.positions
+        self.saving.positions_mut()
     }
 
     pub(crate) fn sink_mut(&mut self) -> &mut K {
@@ -397,10 +225,9 @@ impl<K: Sink> Core<K> {
         self.messages
     }
 
-    /// Mail lessons this run learned (those the lessons log gave back at
-    /// the start included): what its last checkpoint must hold.
+    /// Lessons this run learned: what its last checkpoint must hold.
     pub(crate) fn lessons_learned(&self) -> u64 {
-        self.taught
+        self.service.taught()
     }
 
     /// One record through the pipeline, its outcome to the sink, its
@@ -426,7 +253,7 @@ impl<K: Sink> Core<K> {
         record: &Record<'_>,
         prepared: Option<(&mut Prepared, usize)>,
     ) -> Result<(), DaemonError> {
-        self.absorb_requests();
+        self.service.absorb(&mut self.pipeline);
         let default_id = || record.position.default_id();
         let now = record.stamp_ms.unwrap_or_else(now_ms);
         let started = Instant::now();
@@ -442,38 +269,16 @@ impl<K: Sink> Core<K> {
         Ok(())
     }
 
-    /// A JSON-lines input starts: `input`, at line `next` (the lines
-    /// before it a checkpoint holds).
-    pub(crate) fn start_lines(&mut self, input: InputKey, next: u64) {
-        self.lines = Some(LineAt::new(input, next));
-    }
-
-    /// Records that the record at `position` is done: a Kafka offset, or a
-    /// JSON-lines line (kept as it stands, recorded at the next checkpoint).
+    /// Records that the record at `position` is done (see
+    /// [`Saving::advance`]).
     pub(crate) fn advance(&mut self, position: Position<'_>) {
-        match position {
-            Position::Offset {
-                topic,
-                partition,
-                offset,
-            } => self.positions.set_offset(topic, partition, offset + 1),
-            Position::Line { input, number, line } => {
-                let at = match &mut self.lines {
-                    Some(at) if at.input == *input => at,
-                    other => other.insert(LineAt::new(input.clone(), number)),
-                };
-                at.next = number + 1;
-                at.last_line.clear();
-                at.last_line.extend_from_slice(line);
-                at.handled = true;
-            }
-        }
+        self.saving.advance(position);
         self.messages += 1;
     }
 
     /// Whether enough updates were learned for a checkpoint.
     pub(crate) fn due_by_updates(&self) -> bool {
-        self.cadence.due_by_updates(self.pipeline.model().version())
+        self.saving.due_by_updates(self.pipeline.model().version())
     }
 
     /// The time-based work: the requests' messages kept for their labels,
@@ -481,7 +286,7 @@ impl<K: Sink> Core<K> {
     /// (with `metrics`; true when they were exported), a checkpoint when
     /// one is due (with the transport's part, `part`).
     pub(crate) fn tick(&mut self, metrics: bool, part: &mut impl Checkpointed) -> Result<bool, DaemonError> {
-        self.absorb_requests();
+        self.service.absorb(&mut self.pipeline);
         self.learn_told();
         self.publish(false);
         let exported = metrics && self.last_metrics.elapsed() >= crate::metrics::PUBLISH_INTERVAL;
@@ -490,21 +295,16 @@ impl<K: Sink> Core<K> {
             self.sink.export_metrics();
             self.last_metrics = Instant::now();
         }
-        let why = match (self.due_by_updates(), self.cadence.due_by_time()) {
-            (true, _) => "updates",
-            (false, true) => "interval",
-            (false, false) => return Ok(exported),
-        };
-        self.checkpoint(why, part)?;
+        if let Some(why) = self.saving.due(self.pipeline.model().version()) {
+            self.checkpoint(why, part)?;
+        }
         Ok(exported)
     }
 
     /// Publishes the model to the copies that answer requests and beyond
     /// this process, when due (with `force`, whenever it changed).
     pub(crate) fn publish(&mut self, force: bool) {
-        if let Some(feed) = &mut self.feed {
-            feed.publish(&self.pipeline, force);
-        }
+        self.service.publish(&self.pipeline, force);
         if let Some(p) = &mut self.publication {
             p.publish(self.pipeline.model_mut(), force);
         }
@@ -516,37 +316,21 @@ impl<K: Sink> Core<K> {
     /// so.
     pub(crate) fn checkpoint(&mut self, why: &str, part: &mut impl Checkpointed) -> Result<bool, DaemonError> {
         if !self.sink.flush(why)? {
-            crate::metrics::checkpoint_failed();
-            self.cadence.put_off();
+            self.saving.put_off();
             return Ok(false);
         }
-        if let Some(at) = &self.lines {
-            at.settle(&mut self.positions);
+        let lessons = self.service.lessons_position();
+        if self.saving.save(&self.pipeline, lessons, why)? {
+            self.service.checkpointed()?;
         }
-        if let Some(g) = self.lessons.position() {
-            self.positions.set_lessons(g);
-        }
-        if let Some(dir) = self.dir.as_mut() {
-            let saved = dir
-                .save_pipeline(&self.pipeline, &self.positions)
-                .inspect_err(|_| crate::metrics::checkpoint_failed())?;
-            crate::metrics::checkpoint_saved(saved.bytes, saved.duration);
-            self.lessons.checkpointed()?;
-            tracing::debug!(path = %saved.path.display(), bytes = saved.bytes, ms = saved.duration.as_millis() as u64, why, "checkpoint written");
-        }
-        self.cadence.done(self.pipeline.model().version());
-        self.checkpoints += 1;
-        part.commit(&self.positions, why);
+        part.commit(self.saving.positions(), why);
         Ok(true)
     }
 
-    /// Stops answering requests (the endpoint is stopped first) and keeps
+    /// Stops answering requests (the endpoints are stopped first) and keeps
     /// the messages they answered, for their late labels.
     pub(crate) fn stop_requests(&mut self) {
-        self.absorb_requests();
-        drop(self.feed.take());
-        self.learn_told();
-        self.lessons.close();
+        self.service.stop(&mut self.pipeline, self.publication.as_mut());
     }
 
     /// The last checkpoint, after the model's last publication, retried
@@ -578,7 +362,7 @@ impl<K: Sink> Core<K> {
         };
         tracing::info!(
             messages = self.messages,
-            checkpoints = self.checkpoints,
+            checkpoints = self.saving.written(),
             learned = c.learned,
             predicted = c.predicted,
             bad = c.bad_total(),

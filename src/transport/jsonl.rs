@@ -20,9 +20,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::core::Fronts;
 use super::core::{Core, Payload, Position, Record};
 use super::lines::{LineEvent, LineSource, Resume};
+use super::saving::Saving;
+use super::service::{Asked, Fronts};
 use super::sinks::{DeadLetterSink, LinesSink, PredictionSink, open_output};
 use super::{Cadence, DaemonError};
 use crate::checkpoint::{CheckpointDir, InputKey, Resumed, load_or_new};
@@ -134,12 +135,15 @@ impl<'a> JsonlDaemon<'a> {
             pipeline.model().version(),
         );
         let sink = LinesSink::new(predictions, dead, &source.name);
-        let mut core = Core::new(pipeline, positions, dir, sink, cadence);
+        let mut core = Core::new(pipeline, Saving::new(dir, positions, cadence), sink);
         if let Some(t) = telemetry {
             crate::metrics::publish(core.pipeline());
             t.set_ready(true);
         }
-        let fronts = core.serve(s.http.as_ref(), s.mail.as_ref())?;
+        let fronts = core.serve(Asked {
+            http: s.http.as_ref(),
+            mail: s.mail.as_ref(),
+        })?;
         Ok(JsonlDaemon {
             s,
             telemetry,
@@ -175,7 +179,7 @@ impl<'a> JsonlDaemon<'a> {
         } else if self.resumed_from.is_some() {
             tracing::info!(input = %name, key = %resume.key, "the checkpoint has not read this input: reading it from its first line");
         }
-        self.core.start_lines(resume.key.clone(), resume.skip);
+        self.core.positions_mut().start_reading(resume.key.clone(), resume.skip);
         self.input = Some(resume.key);
     }
 

@@ -1,7 +1,8 @@
 //! Transports: they move bytes and positions between the outside and the
 //! one [`crate::pipeline::Pipeline`], and nothing else. The daemon [`core`] takes each
 //! record through the pipeline to a transport's sink and runs the
-//! checkpoint protocol, once for all; [`jsonl`] reads JSON lines from a
+//! checkpoint protocol, once for all, holding its parts ([`saving`]: the
+//! checkpoint's; [`service`]: the endpoints'); [`jsonl`] reads JSON lines from a
 //! file or stdin ([`lines`]) and writes them ([`sinks`]); [`kafka`] reads
 //! and writes Kafka topics. What both need to start lives here: the
 //! checkpoint cadence ([`Cadence`]) and the error a run stops with
@@ -20,6 +21,8 @@ pub(crate) mod kafka;
 pub(crate) mod lessons;
 pub(crate) mod lines;
 pub(crate) mod publication;
+pub(crate) mod saving;
+pub(crate) mod service;
 pub(crate) mod sinks;
 
 use std::path::PathBuf;

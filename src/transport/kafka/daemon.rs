@@ -38,9 +38,10 @@ use crate::pipeline::{Pipeline, Prepared, Preparer, Role};
 use crate::replica::{Publisher, TopicIndex};
 use crate::shutdown::Shutdown;
 use crate::transport::batch_ahead::{handle_ahead, worth_a_helper};
-use crate::transport::core::Fronts;
 use crate::transport::core::{Core, Payload, Position, Record, prepare_record};
 use crate::transport::publication::Publication;
+use crate::transport::saving::Saving;
+use crate::transport::service::{Asked, Fronts};
 use crate::transport::{Cadence, DaemonError};
 
 /// How often the loop does its time-based work, and the longest a poll
@@ -118,7 +119,8 @@ impl<'a> Daemon<'a> {
             opened.pipeline.model().version(),
         );
         let sink = KafkaSink::new(s, Arc::clone(&producer));
-        let mut core = Core::new(opened.pipeline, opened.positions, opened.dir, sink, cadence);
+        let saving = Saving::new(opened.dir, opened.positions, cadence);
+        let mut core = Core::new(opened.pipeline, saving, sink);
         if let Some(publisher) = opened.publisher {
             let outlet = TopicOutlet {
                 producer,
@@ -158,7 +160,11 @@ impl<'a> Daemon<'a> {
             let to = super::forward::TopicForward::new(s).map_err(DaemonError::Usage)?;
             lock(&core).forward_lessons(Box::new(to));
         }
-        let fronts = lock(&core).serve(s.http.as_ref(), s.mail.as_ref())?;
+        let asked = Asked {
+            http: s.http.as_ref(),
+            mail: s.mail.as_ref(),
+        };
+        let fronts = lock(&core).serve(asked)?;
         Ok(Some(Daemon {
             s,
             shutdown,

@@ -1,0 +1,179 @@
+//! The serving part as the daemon's loop holds it: the copies of the model
+//! that requests are answered from (their feed), the lessons endpoints
+//! take (their queue and log, or where a predictor forwards them), and the
+//! endpoints themselves, wired to both. The core holds one [`Service`] and
+//! drives it between records; an endpoint is one line of [`Service::start`].
+
+use std::time::{Duration, Instant};
+
+use super::DaemonError;
+use super::lessons::{Forward, Lessons};
+use super::publication::Publication;
+use crate::checkpoint::{CheckpointDir, Positions};
+use crate::http::{HttpServer, HttpSettings};
+use crate::mail::{MailServers, MailSettings};
+use crate::pipeline::Pipeline;
+use crate::serving::{Classify, Feed, Hooks, Told};
+
+/// The endpoints a daemon serves besides its transport; dropped, they stop.
+#[derive(Default)]
+pub(crate) struct Fronts {
+    pub http: Option<HttpServer>,
+    pub mail: MailServers,
+}
+
+impl Fronts {
+    /// Whether any endpoint is served (a JSON-lines daemon then goes on
+    /// after its input ends).
+    pub(crate) fn any(&self) -> bool {
+        self.http.is_some() || self.mail.any()
+    }
+}
+
+/// The endpoints' settings, as `run` parsed them.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Asked<'a> {
+    pub http: Option<&'a HttpSettings>,
+    pub mail: Option<&'a MailSettings>,
+}
+
+/// The copies, the lessons, and how many lessons this run learned.
+#[derive(Default)]
+pub(crate) struct Service {
+    /// The copies of the model that requests are answered from.
+    feed: Option<Feed>,
+    /// The endpoints' lessons, to learn between records, and their log.
+    lessons: Lessons,
+    /// Lessons learned by this run (those the log gave back included).
+    taught: u64,
+}
+
+impl Service {
+    /// Forwards the lessons to `to` (a predictor's way to the learner)
+    /// rather than refusing them; before [`Service::start`].
+    pub(crate) fn forward_to(&mut self, to: Box<dyn Forward>) {
+        self.lessons.forward_to(to);
+    }
+
+    /// Starts the endpoints asked for, which answer from copies of
+    /// `pipeline`'s model and whose lessons [`Service::learn`] learns (but
+    /// on a predictor, which forwards or refuses them); first, the lessons
+    /// a crash left in `dir`'s log are learned.
+    pub(crate) fn start(
+        &mut self,
+        pipeline: &mut Pipeline,
+        (dir, positions): (Option<&CheckpointDir>, &Positions),
+        asked: Asked<'_>,
+    ) -> Result<Fronts, DaemonError> {
+        let learns = pipeline.config().role.duties().learns;
+        if let (true, Some(dir)) = (learns, dir) {
+            self.taught += self.lessons.recover(dir, positions, pipeline)? as u64;
+        }
+        if asked.http.is_some() || asked.mail.is_some() {
+            let hooks = Hooks {
+                published: crate::metrics::http_model,
+                unkept: crate::metrics::http_unkept,
+            };
+            self.feed = Some(Feed::start(pipeline, hooks));
+        }
+        let told = match asked.mail {
+            Some(_) if learns || self.lessons.forwards() => {
+                let (to, from) = crate::serving::told_queue();
+                self.lessons.listen(from);
+                Some(to)
+            }
+            _ => None,
+        };
+        let copies = || self.feed.as_ref().map(|f| f.copies() as std::sync::Arc<dyn Classify>);
+        let http = crate::http::serve(asked.http, copies())?;
+        let mail = crate::mail::serve(asked.mail, copies(), told)?;
+        Ok(Fronts { http, mail })
+    }
+
+    /// Keeps in `pipeline`'s cache what the copies answered since the last
+    /// call (before each record and lesson, and at each tick: a late label
+    /// finds its request's message).
+    pub(crate) fn absorb(&self, pipeline: &mut Pipeline) {
+        if let Some(feed) = &self.feed {
+            feed.absorb(pipeline);
+        }
+    }
+
+    /// Waits up to `within` for a lesson (sleeps that long without one).
+    pub(crate) fn wait(&self, within: Duration) -> Option<Told> {
+        self.lessons.wait(within)
+    }
+
+    /// Applies the lessons (`first`, then those waiting) as the feedback
+    /// path applies a labeled message or a forget, once the lessons log
+    /// holds them; then publishes the model to the copies when their
+    /// interval has passed, and answers each: a crash after the answer
+    /// loses nothing (`super::lessons`), and a check sees it within a
+    /// publication interval (docs/mail.md). `publication` learns of each
+    /// version.
+    pub(crate) fn learn(
+        &mut self,
+        pipeline: &mut Pipeline,
+        first: Option<Told>,
+        publication: Option<&mut Publication>,
+    ) {
+        // A check answered before its lesson is kept first (its record is
+        // the one the lesson then teaches).
+        self.absorb(pipeline);
+        let batch = self.lessons.waiting(first);
+        if batch.is_empty() {
+            return;
+        }
+        let mut publication = publication;
+        let mut started = Instant::now();
+        let answers = self.lessons.learn(batch, pipeline, |p, outcome| {
+            crate::metrics::handled(outcome, started.elapsed());
+            if let Some(publication) = publication.as_mut() {
+                publication.observe(p.model().version());
+            }
+            started = Instant::now();
+        });
+        // The copies take them at their next publication (an interval at
+        // most: `Feed`), not one copy of the model per lesson.
+        self.publish(pipeline, false);
+        self.taught += answers.len() as u64;
+        for (reply, done) in answers {
+            // The asker may have gone (its timeout): nothing to answer.
+            let _ = reply.send(done);
+        }
+    }
+
+    /// Publishes `pipeline`'s model to the copies, when due (with `force`,
+    /// whenever it changed).
+    pub(crate) fn publish(&mut self, pipeline: &Pipeline, force: bool) {
+        if let Some(feed) = &mut self.feed {
+            feed.publish(pipeline, force);
+        }
+    }
+
+    /// Stops answering requests (the endpoints are stopped first): keeps
+    /// the messages they answered for their late labels, learns the last
+    /// lessons and takes no more.
+    pub(crate) fn stop(&mut self, pipeline: &mut Pipeline, publication: Option<&mut Publication>) {
+        self.absorb(pipeline);
+        drop(self.feed.take());
+        self.learn(pipeline, None, publication);
+        self.lessons.close();
+    }
+
+    /// The lessons log's generation a checkpoint now covers, if it has one.
+    pub(crate) fn lessons_position(&self) -> Option<u64> {
+        self.lessons.position()
+    }
+
+    /// A checkpoint holds the lessons so far: the log moves on.
+    pub(crate) fn checkpointed(&mut self) -> std::io::Result<()> {
+        self.lessons.checkpointed()
+    }
+
+    /// Lessons this run learned (those the log gave back at the start
+    /// included): what its last checkpoint must hold.
+    pub(crate) fn taught(&self) -> u64 {
+        self.taught
+    }
+}
