@@ -20,7 +20,7 @@
 # builds report).
 #
 # Environment: DATA (../shared/data), STREAMS (names to run, space
-# separated: sms sa sa_raw news), AB_BIN (a binary to use as this build's,
+# separated: sms sa sa_raw news; reuters too), AB_BIN (a binary to use as this build's,
 # skipping the build), COMMAND (eval, the default, or run: the daemon on
 # JSON lines, `run --input S --output F --checkpoint-dir D`, timed whole;
 # its "report" is the checkpoint's `inspect --json` and the predictions'
@@ -68,6 +68,7 @@ file_of() {
     sa) echo "$data/spamassassin/stream.jsonl" ;;
     sa_raw) echo "$raw" ;;
     news) echo "$data/20newsgroups/stream.jsonl" ;;
+    reuters) echo "$data/reuters21578/stream.jsonl" ;;
     *) echo "unknown stream $1" >&2; exit 2 ;;
   esac
 }
