@@ -28,6 +28,8 @@
 //! - [`http`]: predictions on request, `POST /v1/classify` (`--http-addr`).
 //! - [`mail`]: the mail servers' protocols, spamd (`--spamd-addr`) and
 //!   rspamd (`--rspamd-addr`, `--rspamd-controller-addr`).
+//! - [`console`]: the web console (`--console-addr`): status, history,
+//!   review, scan and teach, model.
 //! - [`shutdown`]: SIGTERM/SIGINT handling.
 //! - [`clock`]: the wall clock in the pipeline's unit.
 //! - [`demo`]: `classifyd demo-produce`, a labeled stream with late feedback.
@@ -42,6 +44,7 @@ pub mod checkpoint;
 pub(crate) mod clock;
 pub mod commands;
 pub mod config;
+pub mod console;
 #[cfg(feature = "kafka")]
 pub(crate) mod demo;
 pub mod email;

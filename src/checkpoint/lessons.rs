@@ -34,8 +34,11 @@ pub struct Recorded {
     pub learn: Option<String>,
     pub user: Option<String>,
     pub reporter: Option<String>,
-    /// The raw e-mail (empty for a forget).
+    /// The raw e-mail (empty for a forget, a text, or a label for the
+    /// message the record knows by its id).
     pub email: Vec<u8>,
+    /// The text it teaches, when it is no e-mail (the console's).
+    pub text: Option<String>,
 }
 
 /// A lesson's line.
@@ -52,6 +55,8 @@ struct Line {
     reporter: Option<String>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     email_base64: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
 }
 
 impl Recorded {
@@ -63,6 +68,7 @@ impl Recorded {
             user: self.user.clone(),
             reporter: self.reporter.clone(),
             email_base64: B64.encode(&self.email),
+            text: self.text.clone(),
         };
         // A struct of strings always serializes.
         let mut out = serde_json::to_vec(&line).unwrap_or_default();
@@ -82,6 +88,7 @@ impl Recorded {
             user: l.user,
             reporter: l.reporter,
             email: B64.decode(l.email_base64.as_bytes()).ok()?,
+            text: l.text,
         })
     }
 }
@@ -243,6 +250,7 @@ mod tests {
             } else {
                 Vec::new()
             },
+            text: None,
         }
     }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::CommandError;
 use crate::config::{ConfigFile, RunArgs};
+use crate::console::ConsoleSettings;
 use crate::features::FeatureConfig;
 use crate::http::HttpSettings;
 use crate::mail::MailSettings;
@@ -34,6 +35,7 @@ struct Common {
     pipeline: PipelineConfig,
     http: Option<HttpSettings>,
     mail: Option<MailSettings>,
+    console: Option<ConsoleSettings>,
 }
 
 impl Common {
@@ -55,6 +57,7 @@ impl Common {
             mail: a
                 .mail
                 .settings(a.pipeline.max_message_bytes, a.http.http_max_concurrent),
+            console: a.console.settings(&a.mail),
         })
     }
 }
@@ -83,6 +86,7 @@ impl RunSettings {
             pipeline: common.pipeline,
             http: common.http,
             mail: common.mail,
+            console: common.console,
         })))
     }
 }
@@ -119,6 +123,7 @@ fn kafka(a: RunArgs, file: &ConfigFile, common: Common) -> Result<RunSettings, C
         flush_timeout: Duration::from_secs(a.shutdown_timeout_secs),
         http: common.http,
         mail: common.mail,
+        console: common.console,
         features: common.features,
         hyper: common.hyper,
         pipeline: common.pipeline,

@@ -7,6 +7,7 @@
 //! or `learning_rate = 0.5`); an unknown key is an error.
 
 pub mod bytes;
+pub mod console;
 mod feedback;
 mod file;
 pub mod http;

@@ -22,7 +22,7 @@ pub struct ModelArgs {
     pub preset: Preset,
     /// log2 of the number of hash buckets per class [default: 21; 22 with
     /// --preset accurate].
-    #[arg(long, env = "CLASSIFYD_BITS")]
+    #[arg(long, env = "CLASSIFYD_BITS", hide = true)]
     pub bits: Option<u8>,
     /// Words in the lower half of the buckets, character n-grams in the upper.
     #[arg(long, env = "CLASSIFYD_SPLIT_VIEWS", default_value_t = true, action = clap::ArgAction::Set, hide = true)]

@@ -172,6 +172,8 @@ pub struct RunArgs {
     pub http: super::http::HttpArgs,
     #[command(flatten)]
     pub mail: super::mail::MailArgs,
+    #[command(flatten)]
+    pub console: super::console::ConsoleArgs,
     /// Which of these flags were given, filled by [`super::parse_args`]: a
     /// flag of the other transport is refused by its presence, whatever
     /// its value (see [`RunArgs::check`]).
@@ -190,6 +192,7 @@ impl RunArgs {
     /// ConfigMap, say).
     pub fn check(&self) -> Result<(), String> {
         self.mail.check()?;
+        self.console.check()?;
         if self.given.has("label_header") && self.input_format != InputFormat::Email {
             return Err(
                 "--label-header names the record header that holds a raw e-mail's label, with \

@@ -128,6 +128,7 @@ impl Front {
         let told = Told {
             id: super::message_key(&raw),
             email: raw,
+            text: None,
             lesson,
             user: user.clone().filter(|_| self.personal),
             reporter: user,

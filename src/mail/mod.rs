@@ -10,11 +10,11 @@
 //! - [`spamd`]: the protocol's heads and answers (pure).
 //! - `server`: the listener, its bounds, and one request per connection.
 
-use std::net::IpAddr;
 use std::sync::mpsc::SyncSender;
 use std::time::Duration;
 
 use crate::pipeline::{Contribution, Prediction};
+pub use crate::serving::Cidr;
 use crate::serving::{Classify, Told};
 
 mod front;
@@ -152,76 +152,6 @@ impl Checked {
     /// The rule name a verdict fires.
     pub fn symbol(&self) -> &'static str {
         if self.spam { "CLASSIFYD_SPAM" } else { "CLASSIFYD_HAM" }
-    }
-}
-
-/// An address block (`127.0.0.0/8`, `::1/128`, or one address).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cidr {
-    net: IpAddr,
-    bits: u8,
-}
-
-impl Cidr {
-    /// Loopback, v4 and v6: who may `TELL` by default.
-    pub fn loopback() -> Vec<Cidr> {
-        vec![
-            Cidr {
-                net: IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 0)),
-                bits: 8,
-            },
-            Cidr {
-                net: IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
-                bits: 128,
-            },
-        ]
-    }
-
-    pub fn parse(s: &str) -> Result<Cidr, String> {
-        let (addr, bits) = match s.split_once('/') {
-            Some((a, b)) => (a, Some(b)),
-            None => (s, None),
-        };
-        let net: IpAddr = addr
-            .trim()
-            .parse()
-            .map_err(|e| format!("{s:?} is not an address or address/bits: {e}"))?;
-        let max = if net.is_ipv4() { 32 } else { 128 };
-        let bits = match bits {
-            None => max,
-            Some(b) => b
-                .trim()
-                .parse::<u8>()
-                .ok()
-                .filter(|&b| b <= max)
-                .ok_or_else(|| format!("{s:?}: the prefix length must be 0 to {max}"))?,
-        };
-        Ok(Cidr { net, bits })
-    }
-
-    /// Whether `ip` is in the block (a v4 address mapped into v6 counts as v4).
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        match (self.net, ip) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => prefix_eq(&n.octets(), &a.octets(), self.bits),
-            (IpAddr::V6(n), IpAddr::V6(a)) => prefix_eq(&n.octets(), &a.octets(), self.bits),
-            _ => false,
-        }
-    }
-}
-
-fn prefix_eq(a: &[u8], b: &[u8], bits: u8) -> bool {
-    let whole = usize::from(bits / 8);
-    let rest = bits % 8;
-    if a[..whole] != b[..whole] {
-        return false;
-    }
-    rest == 0 || {
-        let mask = 0xffu8 << (8 - rest);
-        a[whole] & mask == b[whole] & mask
     }
 }
 

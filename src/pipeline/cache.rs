@@ -275,6 +275,11 @@ impl FeedbackCache {
         }
     }
 
+    /// The text kept of message `id`, if it is kept.
+    pub fn text_of(&self, id: &str) -> Option<String> {
+        self.map.get(id)?.text.text()
+    }
+
     pub fn len(&self) -> usize {
         self.map.len()
     }

@@ -539,14 +539,15 @@ impl Pipeline {
         score: Option<f32>,
         now_ms: u64,
     ) {
-        if let Some(answered) = self.predictor.answered(prediction, text, user, score, now_ms) {
+        let answered = self.predictor.answered(prediction, text, user, score, now_ms);
+        if answered.kept {
             self.keep_answered(answered);
         }
     }
 
     /// Keeps what a request answered (here, or by a copy's [`Predictor`]) for its
     /// late label.
-    pub fn keep_answered(&mut self, Answered { id, entry }: Answered) {
+    pub fn keep_answered(&mut self, Answered { id, entry, .. }: Answered) {
         self.ledger.keep(id, entry, &self.cfg);
     }
 

@@ -5,7 +5,7 @@
 use crate::message::Bad;
 
 /// One feature of an explanation.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Contribution {
     /// The n-gram: words as they are tokenized ("free entry"), character
     /// n-grams quoted (`c:"ree "`).

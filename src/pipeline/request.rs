@@ -31,6 +31,19 @@ pub const ANSWERED_QUEUE: usize = 8192;
 pub struct Answered {
     pub(crate) id: String,
     pub(crate) entry: CacheEntry,
+    /// Whether the learning pipeline keeps it (not on a predictor: its
+    /// late labels go to the learner).
+    pub(crate) kept: bool,
+}
+
+impl Answered {
+    /// The message's text.
+    pub fn text(&self) -> Option<&str> {
+        match &self.entry.text {
+            Packed::Plain(t) | Packed::Stored(t) => Some(t),
+            _ => None,
+        }
+    }
 }
 
 /// What a request's prediction is judged by besides the model: the
@@ -44,8 +57,9 @@ impl Predictor {
     /// Predicts `asked`, which `preparer` prepared alone into `p`, as the
     /// learner it follows would (a copy's path): the prediction, and what
     /// the learning pipeline keeps of it for its late label (none on a
-    /// predictor). Should the model's features have changed since (a
-    /// replica's new full version), `asked` is prepared again here.
+    /// predictor), with the message's text. Should the model's features
+    /// have changed since (a replica's new full version), `asked` is
+    /// prepared again here.
     pub fn answer(
         &mut self,
         asked: Raw<'_>,
@@ -53,7 +67,7 @@ impl Predictor {
         default_id: &dyn Fn() -> String,
         now_ms: u64,
         explain: Option<usize>,
-    ) -> Result<(Prediction, Option<Answered>), Bad> {
+    ) -> Result<(Prediction, Answered), Bad> {
         if preparer.features() != self.model.features() {
             p.clear();
             asked.prepare(&mut self.prep, false, p);
@@ -75,7 +89,7 @@ impl Predictor {
         now_ms: u64,
         explain: Option<usize>,
         judge: &Judge<'_>,
-    ) -> Result<(Prediction, Option<Answered>), Bad> {
+    ) -> Result<(Prediction, Answered), Bad> {
         let first = p
             .messages
             .first_mut()
@@ -110,7 +124,7 @@ impl Predictor {
     }
 
     /// What the pipeline that learns keeps of a prediction for its late
-    /// label; none on a predictor.
+    /// label (but on a predictor: [`Answered::kept`]).
     pub(super) fn answered(
         &self,
         prediction: &Prediction,
@@ -118,10 +132,7 @@ impl Predictor {
         user: Option<String>,
         score: Option<f32>,
         now_ms: u64,
-    ) -> Option<Answered> {
-        if !self.settings.keeps {
-            return None;
-        }
+    ) -> Answered {
         let entry = CacheEntry {
             text: Packed::Plain(text),
             predicted: Some(prediction.labels.clone()),
@@ -132,7 +143,8 @@ impl Predictor {
             user,
         };
         let id = prediction.id.clone();
-        Some(Answered { id, entry })
+        let kept = self.settings.keeps;
+        Answered { id, entry, kept }
     }
 
     /// Predicts any message with text (labeled or not) without learning:
@@ -190,7 +202,7 @@ impl Pipeline {
         let answer = self.predictor.answer_first(&mut p, default_id, now_ms, explain, &judge);
         self.predictor.spare = p;
         let (prediction, answered) = answer?;
-        if let Some(answered) = answered {
+        if answered.kept {
             self.keep_answered(answered);
         }
         Ok(prediction)

@@ -432,7 +432,7 @@ fn requests_prepared_apart_answer_like_whole_ones() {
         assert_eq!(apart, whole);
         // What its late label will be scored by: the learner's own score
         // of the positive class, not a copy's guess.
-        assert_eq!(answered.map(|a| a.entry.score), kept);
+        assert_eq!(answered.kept.then_some(answered.entry.score), kept);
     }
     for bad in [b"   ".as_slice(), b"{\"text\": 3}", br#"{"id": "r", "label": "ham"}"#] {
         let mut batch = Prepared::default();

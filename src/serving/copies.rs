@@ -14,9 +14,10 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::Classify;
+use super::board::Board;
 use crate::message::{Bad, BadReason};
 use crate::pipeline::{ANSWERED_QUEUE, Answered, Pipeline, Prediction, Predictor, Prepared, Preparer, Raw, Role};
 
@@ -60,13 +61,15 @@ pub(crate) struct Copies {
     started_ms: u64,
     /// What to count when a copy is published or an answer not kept.
     hooks: Hooks,
+    /// Where a screen reads the predictions made (`--console-addr`).
+    board: Option<Arc<Board>>,
 }
 
 impl Copies {
     /// The copies of `from` (the daemon's pipeline), and where what they
     /// answer comes out to be kept for its late labels (none on a
     /// predictor, which keeps none).
-    pub(crate) fn new(from: &Pipeline, hooks: Hooks) -> (Self, Option<Receiver<Answered>>) {
+    pub(crate) fn new(from: &Pipeline, hooks: Hooks, board: Option<Arc<Board>>) -> (Self, Option<Receiver<Answered>>) {
         let (forward, answered) = match from.config().role {
             Role::Predictor => (None, None),
             _ => {
@@ -83,6 +86,7 @@ impl Copies {
             next: AtomicU64::new(1),
             started_ms: crate::clock::now_ms(),
             hooks,
+            board,
         };
         copies.publish(from);
         copies.publish(from);
@@ -120,10 +124,11 @@ impl Copies {
     }
 }
 
-impl Classify for Copies {
+impl Copies {
     /// Prepares `asked` outside the copies' locks, predicts it with the
-    /// active copy, and hands what it answered to the learning pipeline.
-    fn classify(&self, asked: Raw<'_>, explain: Option<usize>) -> Result<Prediction, Bad> {
+    /// active copy; with `record`, shows it on the board and hands what it
+    /// answered to the learning pipeline.
+    fn answer(&self, asked: Raw<'_>, explain: Option<usize>, record: bool) -> Result<Prediction, Bad> {
         let default_id = || {
             let n = self.next.fetch_add(1, Ordering::Relaxed);
             format!("http-{}-{n}", self.started_ms)
@@ -137,7 +142,7 @@ impl Classify for Copies {
             let now = crate::clock::now_ms();
             match copy.as_mut() {
                 Some(predictor) => match predictor.answer(asked, (&preparer, &mut p), &default_id, now, explain) {
-                    Ok((prediction, answered)) => (Ok(prediction), answered),
+                    Ok((prediction, answered)) => (Ok(prediction), Some(answered).filter(|_| record)),
                     Err(bad) => (Err(bad), None),
                 },
                 // Both copies are made before the endpoint starts.
@@ -145,7 +150,10 @@ impl Classify for Copies {
             }
         };
         lock(&self.preparers).push((preparer, p));
-        if let (Some(to), Some(answered)) = (&self.forward, answered) {
+        if let (Some(board), Ok(prediction), Some(answered)) = (&self.board, &answer, &answered) {
+            board.saw(prediction, answered.text(), "request");
+        }
+        if let (Some(to), Some(answered)) = (&self.forward, answered.filter(|a| a.kept)) {
             match to.try_send(answered) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => (self.hooks.unkept)(),
@@ -154,6 +162,30 @@ impl Classify for Copies {
             }
         }
         answer
+    }
+}
+
+impl Classify for Copies {
+    fn classify(&self, asked: Raw<'_>, explain: Option<usize>) -> Result<Prediction, Bad> {
+        self.answer(asked, explain, true)
+    }
+
+    fn look(&self, asked: Raw<'_>, explain: usize) -> Result<Prediction, Bad> {
+        self.answer(asked, Some(explain), false)
+    }
+
+    fn strongest(&self, n: usize) -> Vec<(String, Vec<(String, f32)>)> {
+        let copy = lock(&self.copies[self.active.load(Ordering::Acquire)]);
+        let Some(m) = copy.as_ref().map(Predictor::model) else {
+            return Vec::new();
+        };
+        (0..m.labels().len())
+            .map(|c| {
+                let named = (m.top_features(c, n).into_iter())
+                    .map(|(b, w)| (m.sketch().name(b).map_or_else(|| format!("#{b}"), str::to_string), w));
+                (m.labels().name(c).to_string(), named.collect())
+            })
+            .collect()
     }
 }
 

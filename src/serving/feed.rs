@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::mpsc::Receiver;
 
+use super::board::Board;
 use super::copies::{Copies, Hooks};
 use crate::pipeline::{Answered, Pipeline};
 
@@ -42,9 +43,9 @@ pub(crate) struct Feed {
 impl Feed {
     /// Makes the copies of `pipeline`'s model (which, but on a predictor,
     /// keeps what they answer for its late labels: [`Feed::absorb`]),
-    /// counting what `hooks` count.
-    pub(crate) fn start(pipeline: &Pipeline, hooks: Hooks) -> Self {
-        let (copies, answered) = Copies::new(pipeline, hooks);
+    /// counting what `hooks` count, showing what they answer on `board`.
+    pub(crate) fn start(pipeline: &Pipeline, hooks: Hooks, board: Option<Arc<Board>>) -> Self {
+        let (copies, answered) = Copies::new(pipeline, hooks, board);
         Feed {
             copies: Arc::new(copies),
             answered,
@@ -120,7 +121,7 @@ mod tests {
     #[test]
     fn copies_answer_like_the_published_model_and_hand_back_what_they_answered() {
         let mut p = learner();
-        let mut feed = Feed::start(&p, Hooks::NONE);
+        let mut feed = Feed::start(&p, Hooks::NONE, None);
         let copies = feed.copies();
         let ask = br#"{"id": "asked", "text": "a cash prize for the team lunch"}"#;
         let lines = [

@@ -1,7 +1,6 @@
 //! The listening half of every endpoint: a listener served by a tokio
 //! runtime on a thread of its own ([`Listener`]), the accept loop with its
-//! bound on open connections ([`accept_loop`]), and the comparison of a
-//! secret a client gave ([`same_secret`]). An endpoint brings its protocol
+//! bound on open connections ([`accept_loop`]). An endpoint brings its protocol
 //! (a function from a connection to its answers) and nothing else.
 
 use std::net::SocketAddr;
@@ -132,26 +131,5 @@ pub(crate) async fn accept_loop<H, Fut>(
             served.await;
             drop(permit);
         });
-    }
-}
-
-/// Compares a secret with what a client gave (surrounding whitespace
-/// dropped), in time that depends on the lengths only.
-pub(crate) fn same_secret(want: &[u8], given: &[u8]) -> bool {
-    let given = given.trim_ascii();
-    want.len() == given.len() && want.iter().zip(given).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::same_secret;
-
-    #[test]
-    fn a_secret_matches_only_itself() {
-        assert!(same_secret(b"s3cret", b"s3cret"));
-        assert!(same_secret(b"s3cret", b" s3cret\r\n"), "header whitespace trimmed");
-        assert!(!same_secret(b"s3cret", b"s3cre"));
-        assert!(!same_secret(b"s3cret", b"s3creT"));
-        assert!(!same_secret(b"s3cret", b""));
     }
 }

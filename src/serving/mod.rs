@@ -8,8 +8,12 @@
 //!   the copies, and the requests' messages handed back for their late
 //!   labels;
 //! - [`told`]: the lessons endpoints take, on their way to the loop;
+//! - [`board`]: what a screen shows: the status the loop posts, its
+//!   series, the last predictions made;
 //! - [`listener`]: a listener on a thread of its own, the accept loop with
-//!   its bound on connections, and the comparison of secrets.
+//!   its bound on connections;
+//! - [`access`]: who may teach (address blocks, secrets compared in
+//!   constant time, repeated failures slowed).
 //!
 //! An endpoint parses its protocol and calls this part; no endpoint
 //! imports another (docs/layout.md).
@@ -17,14 +21,18 @@
 use crate::message::Bad;
 use crate::pipeline::{Prediction, Raw};
 
+pub(crate) mod access;
+pub(crate) mod board;
 mod copies;
 mod feed;
 mod listener;
 mod told;
 
+pub use access::Cidr;
+pub(crate) use access::same_secret;
 pub(crate) use copies::Hooks;
 pub(crate) use feed::Feed;
-pub(crate) use listener::{Endpoint, Listener, accept_loop, same_secret};
+pub(crate) use listener::{Endpoint, Listener, accept_loop};
 pub(crate) use told::{Lesson, TellDone, Told, told_queue};
 
 /// Why an endpoint could not start.
@@ -42,6 +50,19 @@ pub enum ServeError {
 /// published copy of the model, as the output topic would carry it.
 pub(crate) trait Classify: Send + Sync + 'static {
     /// `asked` (the input's JSON, or a mail protocol's raw e-mail named
-    /// for its user) predicted with `explain` features in the answer.
+    /// for its user) predicted with `explain` features in the answer; kept
+    /// for its late label, and shown in the history.
     fn classify(&self, asked: Raw<'_>, explain: Option<usize>) -> Result<Prediction, Bad>;
+
+    /// `asked` predicted as [`Classify::classify`] does, and nothing kept
+    /// of it (a screen explaining a message it shows).
+    fn look(&self, asked: Raw<'_>, explain: usize) -> Result<Prediction, Bad> {
+        self.classify(asked, Some(explain))
+    }
+
+    /// The `n` strongest features of each class, named as the model's
+    /// sketch names them: (class, [(feature, weight)]).
+    fn strongest(&self, _n: usize) -> Vec<(String, Vec<(String, f32)>)> {
+        Vec::new()
+    }
 }

@@ -21,12 +21,17 @@ pub(crate) enum Lesson {
     Forget,
 }
 
-/// A lesson, for the daemon's loop to apply.
+/// A lesson, for the daemon's loop to apply: about a raw e-mail (`email`),
+/// a text (`text`), or with neither, the message the record knows by `id`
+/// (a label for it is a late label; a forget needs nothing else).
 #[derive(Debug)]
 pub(crate) struct Told {
     /// The message's id: its Message-ID, else a hash of its bytes.
     pub(crate) id: String,
+    /// The raw e-mail it teaches (empty: none).
     pub(crate) email: Vec<u8>,
+    /// The text it teaches, when it is no e-mail.
+    pub(crate) text: Option<String>,
     pub(crate) lesson: Lesson,
     /// Who it is for (its personal features), unless `--mail-personal false`.
     pub(crate) user: Option<String>,

@@ -264,6 +264,7 @@ impl<K: Sink> Core<K> {
         let outcome = self.pipeline.handle_entry(entry, &default_id, now, &mut Daemon);
         crate::metrics::handled(&outcome, started.elapsed());
         self.observe();
+        self.service.saw(&outcome, &self.pipeline);
         self.sink.deliver(record, outcome)?;
         self.advance(record.position);
         Ok(())
@@ -289,6 +290,7 @@ impl<K: Sink> Core<K> {
         self.service.absorb(&mut self.pipeline);
         self.learn_told();
         self.publish(false);
+        self.service.post(&self.pipeline, self.messages);
         let exported = metrics && self.last_metrics.elapsed() >= crate::metrics::PUBLISH_INTERVAL;
         if exported {
             crate::metrics::publish(&self.pipeline);

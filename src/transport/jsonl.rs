@@ -57,6 +57,8 @@ pub struct JsonlSettings {
     pub http: Option<HttpSettings>,
     /// The mail protocols (`--spamd-addr`, `--rspamd-addr`).
     pub mail: Option<MailSettings>,
+    /// The web console (`--console-addr`).
+    pub console: Option<crate::console::ConsoleSettings>,
 }
 
 /// Runs until the input ends or `shutdown` is triggered; checkpoints at exit.
@@ -143,6 +145,7 @@ impl<'a> JsonlDaemon<'a> {
         let fronts = core.serve(Asked {
             http: s.http.as_ref(),
             mail: s.mail.as_ref(),
+            console: s.console.as_ref(),
         })?;
         Ok(JsonlDaemon {
             s,

@@ -171,36 +171,44 @@ fn split(t: Told) -> (Recorded, tokio::sync::oneshot::Sender<TellDone>) {
         user: t.user,
         reporter: t.reporter,
         email: t.email,
+        text: t.text,
     };
     (recorded, t.reply)
 }
 
-/// One lesson through the pipeline: its e-mail learned as its label, from
-/// its reporter, for its user; or its id forgotten.
+/// One lesson through the pipeline, from its reporter, for its user: its
+/// e-mail or text learned as its label, a label for the message the record
+/// knows by its id, or its id forgotten.
 fn learn(pipeline: &mut Pipeline, r: &Recorded) -> Outcome {
     let now = now_ms();
     let default_id = || r.id.clone();
     let user = r.user.as_deref().map(str::as_bytes);
     let reporter = r.reporter.as_deref().map(str::as_bytes);
-    let forget;
-    let raw = match &r.learn {
-        Some(label) => Raw::Email {
-            raw: &r.email,
-            record: EmailRecord {
-                id: Some(&r.id),
-                label: Some(label.as_bytes()),
-                reporter,
-                user,
-            },
-        },
-        None => {
-            forget = serde_json::json!({"id": r.id, "forget": true}).to_string();
-            Raw::Json {
-                raw: forget.as_bytes(),
-                reporter,
-                user,
-            }
-        }
+    if let (Some(label), false) = (&r.learn, r.email.is_empty()) {
+        let record = EmailRecord {
+            id: Some(&r.id),
+            label: Some(label.as_bytes()),
+            reporter,
+            user,
+        };
+        let raw = Raw::Email { raw: &r.email, record };
+        return pipeline.handle_entry(Entry::Raw(raw), &default_id, now, &mut Daemon);
+    }
+    let line = json_of(r).to_string();
+    let raw = Raw::Json {
+        raw: line.as_bytes(),
+        reporter,
+        user,
     };
     pipeline.handle_entry(Entry::Raw(raw), &default_id, now, &mut Daemon)
+}
+
+/// A lesson that is no e-mail as the input's JSON: a labeled text, a late
+/// label for the id, or a forget.
+pub(crate) fn json_of(r: &Recorded) -> serde_json::Value {
+    match (&r.learn, &r.text) {
+        (Some(label), Some(text)) => serde_json::json!({"id": r.id, "text": text, "label": label}),
+        (Some(label), None) => serde_json::json!({"id": r.id, "label": label}),
+        (None, _) => serde_json::json!({"id": r.id, "forget": true}),
+    }
 }

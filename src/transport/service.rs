@@ -4,15 +4,18 @@
 //! endpoints themselves, wired to both. The core holds one [`Service`] and
 //! drives it between records; an endpoint is one line of [`Service::start`].
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::DaemonError;
 use super::lessons::{Forward, Lessons};
 use super::publication::Publication;
 use crate::checkpoint::{CheckpointDir, Positions};
+use crate::console::{ConsoleServer, ConsoleSettings};
 use crate::http::{HttpServer, HttpSettings};
 use crate::mail::{MailServers, MailSettings};
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Outcome, Pipeline};
+use crate::serving::board::{Board, POST_EVERY, Status};
 use crate::serving::{Classify, Feed, Hooks, Told};
 
 /// The endpoints a daemon serves besides its transport; dropped, they stop.
@@ -20,13 +23,14 @@ use crate::serving::{Classify, Feed, Hooks, Told};
 pub(crate) struct Fronts {
     pub http: Option<HttpServer>,
     pub mail: MailServers,
+    pub console: Option<ConsoleServer>,
 }
 
 impl Fronts {
     /// Whether any endpoint is served (a JSON-lines daemon then goes on
     /// after its input ends).
     pub(crate) fn any(&self) -> bool {
-        self.http.is_some() || self.mail.any()
+        self.http.is_some() || self.mail.any() || self.console.is_some()
     }
 }
 
@@ -35,6 +39,13 @@ impl Fronts {
 pub(crate) struct Asked<'a> {
     pub http: Option<&'a HttpSettings>,
     pub mail: Option<&'a MailSettings>,
+    pub console: Option<&'a ConsoleSettings>,
+}
+
+impl Asked<'_> {
+    fn any(&self) -> bool {
+        self.http.is_some() || self.mail.is_some() || self.console.is_some()
+    }
 }
 
 /// The copies, the lessons, and how many lessons this run learned.
@@ -46,6 +57,9 @@ pub(crate) struct Service {
     lessons: Lessons,
     /// Lessons learned by this run (those the log gave back included).
     taught: u64,
+    /// What a screen shows (with `--console-addr`), and when the status
+    /// was last posted to it.
+    board: Option<(Arc<Board>, Instant)>,
 }
 
 impl Service {
@@ -69,25 +83,49 @@ impl Service {
         if let (true, Some(dir)) = (learns, dir) {
             self.taught += self.lessons.recover(dir, positions, pipeline)? as u64;
         }
-        if asked.http.is_some() || asked.mail.is_some() {
+        let board = asked.console.map(|c| Arc::new(c.board()));
+        if asked.any() {
             let hooks = Hooks {
                 published: crate::metrics::http_model,
                 unkept: crate::metrics::http_unkept,
             };
-            self.feed = Some(Feed::start(pipeline, hooks));
+            self.feed = Some(Feed::start(pipeline, hooks, board.clone()));
         }
-        let told = match asked.mail {
-            Some(_) if learns || self.lessons.forwards() => {
+        let teaches = asked.mail.is_some() || asked.console.is_some();
+        let told = match teaches && (learns || self.lessons.forwards()) {
+            true => {
                 let (to, from) = crate::serving::told_queue();
                 self.lessons.listen(from);
                 Some(to)
             }
-            _ => None,
+            false => None,
         };
-        let copies = || self.feed.as_ref().map(|f| f.copies() as std::sync::Arc<dyn Classify>);
-        let http = crate::http::serve(asked.http, copies())?;
-        let mail = crate::mail::serve(asked.mail, copies(), told)?;
-        Ok(Fronts { http, mail })
+        self.board = board.clone().map(|b| (b, Instant::now() - POST_EVERY));
+        let copies = || self.feed.as_ref().map(|f| f.copies() as Arc<dyn Classify>);
+        Ok(Fronts {
+            http: crate::http::serve(asked.http, copies())?,
+            mail: crate::mail::serve(asked.mail, copies(), told.clone())?,
+            console: crate::console::serve(asked.console, copies(), board, told)?,
+        })
+    }
+
+    /// Shows `outcome`, which `pipeline` just gave, on the board (a
+    /// prediction, with the text the record keeps of it).
+    pub(crate) fn saw(&self, outcome: &Outcome, pipeline: &Pipeline) {
+        if let (Some((board, _)), Outcome::Predicted(p)) = (&self.board, outcome) {
+            board.saw(p, pipeline.cache().text_of(&p.id).as_deref(), "stream");
+        }
+    }
+
+    /// Posts `pipeline`'s status to the board, when one is shown and the
+    /// last post is [`POST_EVERY`] old.
+    pub(crate) fn post(&mut self, pipeline: &Pipeline, messages: u64) {
+        if let Some((board, at)) = &mut self.board
+            && at.elapsed() >= POST_EVERY
+        {
+            board.post(Status::of(pipeline, messages));
+            *at = Instant::now();
+        }
     }
 
     /// Keeps in `pipeline`'s cache what the copies answered since the last

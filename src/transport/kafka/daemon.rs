@@ -163,6 +163,7 @@ impl<'a> Daemon<'a> {
         let asked = Asked {
             http: s.http.as_ref(),
             mail: s.mail.as_ref(),
+            console: s.console.as_ref(),
         };
         let fronts = lock(&core).serve(asked)?;
         Ok(Some(Daemon {

@@ -24,7 +24,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use super::KafkaSettings;
 use super::context::producer_config;
 use crate::checkpoint::lessons::Recorded;
-use crate::transport::lessons::Forward;
+use crate::transport::lessons::{Forward, json_of};
 
 /// How long the broker has to take a batch of lessons before they are
 /// refused (the client retries).
@@ -70,22 +70,23 @@ impl TopicForward {
         let mut pairs: Vec<(&str, &str)> = Vec::new();
         pairs.extend(r.reporter.as_deref().map(|v| (self.reporter_header.as_str(), v)));
         pairs.extend(r.user.as_deref().map(|v| (self.user_header.as_str(), v)));
+        let json = |topic| (topic, Cow::Owned(json_of(r).to_string().into_bytes()));
         let (topic, value) = match (&r.learn, &self.email_label) {
-            // A forget goes where the message's labels go, keyed alike: the
-            // learner reads one message's lessons in the order they were
-            // taught. A raw-e-mail input takes no JSON: the feedback topic.
-            (None, Some(_)) => {
-                let forget = serde_json::json!({"id": r.id, "forget": true});
-                (&self.feedback_topic, Cow::Owned(forget.to_string().into_bytes()))
-            }
-            (None, None) => {
-                let forget = serde_json::json!({"id": r.id, "forget": true});
-                (&self.input_topic, Cow::Owned(forget.to_string().into_bytes()))
-            }
+            // A forget, or a label for a message the record knows by its id,
+            // goes where the message's labels go, keyed alike: the learner
+            // reads one message's lessons in the order they were taught. A
+            // raw-e-mail input takes no JSON: the feedback topic.
+            (None, Some(_)) => json(&self.feedback_topic),
+            (None, None) => json(&self.input_topic),
+            (Some(_), _) if r.email.is_empty() && r.text.is_none() => json(&self.feedback_topic),
+            // A text on a raw-e-mail input: its bytes, as a message of no
+            // headers, with the label in its header.
             (Some(label), Some(label_header)) => {
                 pairs.push((label_header, label));
-                (&self.input_topic, Cow::Borrowed(&r.email[..]))
+                let body = r.text.as_deref().map_or(&r.email[..], str::as_bytes);
+                (&self.input_topic, Cow::Borrowed(body))
             }
+            (Some(_), None) if r.email.is_empty() => json(&self.input_topic),
             (Some(label), None) => {
                 use base64::Engine as _;
                 let b64 = base64::engine::general_purpose::STANDARD.encode(&r.email);

@@ -86,6 +86,8 @@ pub struct KafkaSettings {
     pub http: Option<crate::http::HttpSettings>,
     /// The mail protocols (`--spamd-addr`, `--rspamd-addr`).
     pub mail: Option<crate::mail::MailSettings>,
+    /// The web console (`--console-addr`).
+    pub console: Option<crate::console::ConsoleSettings>,
     /// Create the topics this process needs when they are missing.
     pub create_topics: bool,
     /// Partitions of the topics it creates (the model topic has one).

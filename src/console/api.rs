@@ -1,0 +1,426 @@
+//! The console's requests: its assets, and a JSON API under `api/` that
+//! reads the board and the copies and hands lessons to the loop. Every
+//! answer carries the console's security headers; an API answer is never
+//! cached. Queries with parameters are POSTed as JSON (no URL decoding to
+//! get wrong).
+//!
+//! | request | access | answer |
+//! |---|---|---|
+//! | `GET api/access` | read | what this login may do, the role, the classes |
+//! | `GET api/status`, `GET api/series` | read | the status the loop posted; its series |
+//! | `POST api/history` `{label, user, min, max, q, uncertain, limit}` | read | predictions, newest first |
+//! | `POST api/review` `{limit}` | read | the uncertain predictions no one taught, oldest first, and how many |
+//! | `POST api/scan` `{text` or `email, user}` | read | the prediction, explained (kept in the history) |
+//! | `POST api/look` `{id}` | read | a history entry predicted again, explained (nothing kept) |
+//! | `GET api/model` | read | each class's strongest features |
+//! | `POST api/teach` `{id, label` or `forget, text` or `email, user}` | write | what the loop did |
+
+use std::convert::Infallible;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, HeaderName, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Ctx, TIMEOUT, assets};
+use crate::pipeline::Raw;
+use crate::serving::board::Seen;
+use crate::serving::{Lesson, TellDone, Told, same_secret};
+
+type Answer = Response<Full<Bytes>>;
+
+/// Features a scan or a look explains.
+const EXPLAIN: usize = 10;
+/// Most history entries one answer carries.
+const MAX_LIMIT: usize = 1000;
+/// Features a class shows on the model page.
+const MODEL_FEATURES: usize = 25;
+
+/// The page may load its own script and style, talk to its own origin,
+/// and nothing else: no inline script, no frames, no plugins.
+const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+                   connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; \
+                   form-action 'self'";
+
+/// What a request may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Access {
+    read: bool,
+    write: bool,
+}
+
+/// Answers one request (every outcome is a response).
+pub(super) async fn answer(req: Request<Incoming>, peer: IpAddr, ctx: Arc<Ctx>) -> Result<Answer, Infallible> {
+    let mut answer = match tokio::time::timeout(TIMEOUT, route(req, peer, &ctx)).await {
+        Ok(a) => a,
+        Err(_) => error(StatusCode::SERVICE_UNAVAILABLE, "no answer in time"),
+    };
+    let headers = answer.headers_mut();
+    for (name, value) in [
+        ("content-security-policy", CSP),
+        ("x-content-type-options", "nosniff"),
+        ("referrer-policy", "no-referrer"),
+        ("x-frame-options", "DENY"),
+    ] {
+        headers.insert(HeaderName::from_static(name), HeaderValue::from_static(value));
+    }
+    Ok(answer)
+}
+
+async fn route(req: Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Answer {
+    let path = req.uri().path().to_string();
+    if let Some(asset) = assets::get(&path) {
+        return match *req.method() {
+            Method::GET | Method::HEAD => asset,
+            _ => error(StatusCode::METHOD_NOT_ALLOWED, "assets are read with GET"),
+        };
+    }
+    let Some(call) = path.strip_prefix("/api/") else {
+        return error(StatusCode::NOT_FOUND, "no such page");
+    };
+    let access = match access(&req, peer, ctx).await {
+        Ok(a) => a,
+        Err(refused) => return refused,
+    };
+    let method = req.method().clone();
+    let body = match (method == Method::POST).then(|| read_body(req, ctx)) {
+        Some(read) => match read.await {
+            Ok(b) => b,
+            Err(refused) => return refused,
+        },
+        None => Bytes::new(),
+    };
+    match (method, call) {
+        (Method::GET, "access") => json_ok(json!({
+            "read": access.read,
+            "write": access.write,
+            "teaches": ctx.told.is_some(),
+            "keep_text": ctx.settings.keep_text,
+        })),
+        (Method::GET, "status") => status(ctx),
+        (Method::GET, "series") => json_ok(json!({ "points": ctx.board.series() })),
+        (Method::POST, "history") => parsed(&body, |q: HistoryQuery| history(ctx, &q)),
+        (Method::POST, "review") => parsed(&body, |q: ReviewQuery| review(ctx, &q)),
+        (Method::POST, "scan") => match serde_json::from_slice::<Message>(&body) {
+            Ok(m) => blocking(ctx, move |handle| scan(&*handle, &m)).await,
+            Err(e) => error(StatusCode::BAD_REQUEST, &format!("not a message: {e}")),
+        },
+        (Method::POST, "look") => match serde_json::from_slice::<Message>(&body) {
+            Ok(m) => look(ctx, m).await,
+            Err(e) => error(StatusCode::BAD_REQUEST, &format!("not a message: {e}")),
+        },
+        (Method::GET, "model") => {
+            blocking(ctx, |handle| {
+                json_ok(json!({ "classes": handle.strongest(MODEL_FEATURES) }))
+            })
+            .await
+        }
+        (Method::POST, "teach") if !access.write => error(
+            StatusCode::FORBIDDEN,
+            "this login may read, not teach: teaching asks for the learning secret (--learn-password)",
+        ),
+        (Method::POST, "teach") => match serde_json::from_slice::<Teach>(&body) {
+            Ok(t) => teach(ctx, t).await,
+            Err(e) => error(StatusCode::BAD_REQUEST, &format!("not a lesson: {e}")),
+        },
+        _ => error(StatusCode::NOT_FOUND, "no such call"),
+    }
+}
+
+/// What `req` from `peer` may do, or the refusal (a wrong secret is
+/// counted against the address, whose next answers wait longer).
+async fn access(req: &Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Result<Access, Answer> {
+    let wait = ctx.failures.wait(peer);
+    if !wait.is_zero() {
+        tokio::time::sleep(wait).await;
+    }
+    let given = (req.headers().get(AUTHORIZATION)).and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+    let matches =
+        |secret: &Option<String>| matches!((secret, given), (Some(s), Some(g)) if same_secret(s.as_bytes(), g));
+    let s = &ctx.settings;
+    let write = match &s.write_password {
+        Some(_) => matches(&s.write_password),
+        None => s.learn_from.iter().any(|c| c.contains(peer)),
+    };
+    let read = write
+        || match &s.read_password {
+            Some(_) => matches(&s.read_password),
+            None => peer.is_loopback(),
+        };
+    let wrong = given.is_some() && !matches(&s.write_password) && !matches(&s.read_password);
+    if wrong {
+        ctx.failures.failed(peer);
+    } else if given.is_some() {
+        ctx.failures.succeeded(peer);
+    }
+    if !read || wrong {
+        let mut a = error(
+            StatusCode::UNAUTHORIZED,
+            "the console asks for Authorization: Bearer <--console-password or --learn-password>",
+        );
+        a.headers_mut()
+            .insert(hyper::header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return Err(a);
+    }
+    Ok(Access { read, write })
+}
+
+/// The body of a POST, bounded.
+async fn read_body(req: Request<Incoming>, ctx: &Ctx) -> Result<Bytes, Answer> {
+    let max = ctx
+        .settings
+        .max_message_bytes
+        .saturating_mul(2)
+        .max(super::MAX_BODY_BYTES);
+    match Limited::new(req.into_body(), max).collect().await {
+        Ok(b) => Ok(b.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the body is over {max} bytes"),
+        )),
+        Err(e) => Err(error(StatusCode::BAD_REQUEST, &format!("cannot read the body: {e}"))),
+    }
+}
+
+fn status(ctx: &Ctx) -> Answer {
+    let status = ctx.board.status();
+    let left = ctx.board.history(usize::MAX, in_queue).len();
+    let mut v = serde_json::to_value(&*status).unwrap_or(Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        o.insert("history".into(), json!(ctx.board.len()));
+        o.insert("review_left".into(), json!(left));
+    }
+    json_ok(v)
+}
+
+/// Filters of the history.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct HistoryQuery {
+    label: Option<String>,
+    user: Option<String>,
+    min: Option<f32>,
+    max: Option<f32>,
+    /// Words the text or the id must hold (all of them, any case).
+    q: Option<String>,
+    uncertain: Option<bool>,
+    limit: Option<usize>,
+}
+
+fn history(ctx: &Ctx, q: &HistoryQuery) -> Answer {
+    let words: Vec<String> = (q.q.iter())
+        .flat_map(|q| q.split_whitespace())
+        .map(str::to_lowercase)
+        .collect();
+    let keep = |e: &Seen| {
+        q.label.as_ref().is_none_or(|l| l.is_empty() || *l == e.label)
+            && q.user
+                .as_ref()
+                .is_none_or(|u| u.is_empty() || Some(u) == e.user.as_ref())
+            && q.min.is_none_or(|m| e.margin >= m)
+            && q.max.is_none_or(|m| e.margin <= m)
+            && q.uncertain.is_none_or(|u| u == e.uncertain)
+            && words
+                .iter()
+                .all(|w| e.text.to_lowercase().contains(w.as_str()) || e.id.to_lowercase().contains(w.as_str()))
+    };
+    let limit = q.limit.unwrap_or(200).min(MAX_LIMIT);
+    json_ok(json!({ "entries": ctx.board.history(limit, keep) }))
+}
+
+/// An entry waits for review: uncertain, and nobody taught it yet.
+fn in_queue(e: &Seen) -> bool {
+    e.uncertain && e.taught.is_none()
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ReviewQuery {
+    limit: Option<usize>,
+}
+
+fn review(ctx: &Ctx, q: &ReviewQuery) -> Answer {
+    let mut waiting = ctx.board.history(usize::MAX, in_queue);
+    let left = waiting.len();
+    waiting.reverse();
+    waiting.truncate(q.limit.unwrap_or(20).min(MAX_LIMIT));
+    json_ok(json!({ "left": left, "items": waiting }))
+}
+
+/// A message to scan (or a history entry to look at again: its `id`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Message {
+    id: Option<String>,
+    text: Option<String>,
+    /// A raw e-mail (an .eml file's bytes, as text).
+    email: Option<String>,
+    user: Option<String>,
+}
+
+impl Message {
+    /// Its id: the one given, else `console-` and a hash of its content
+    /// (so that scanning it again, and teaching it, name the same message).
+    fn id(&self) -> String {
+        self.id.clone().unwrap_or_else(|| {
+            let content = self.email.as_deref().or(self.text.as_deref()).unwrap_or("");
+            format!("console-{:016x}", xxhash_rust::xxh3::xxh3_64(content.as_bytes()))
+        })
+    }
+
+    /// It predicted (and kept, with `keep`) by `handle`.
+    fn predict(&self, handle: &dyn crate::serving::Classify, keep: bool) -> Answer {
+        let id = self.id();
+        let user = self.user.as_deref().filter(|u| !u.is_empty());
+        let line;
+        let raw = match (&self.email, &self.text) {
+            (Some(email), _) => Raw::email(email.as_bytes(), &id, user),
+            (None, Some(text)) => {
+                let mut m = json!({"id": id, "text": text});
+                if let Some(u) = user {
+                    m["user"] = json!(u);
+                }
+                line = m.to_string();
+                Raw::json(line.as_bytes())
+            }
+            (None, None) => return error(StatusCode::BAD_REQUEST, "a message has \"text\" or \"email\""),
+        };
+        let predicted = if keep {
+            handle.classify(raw, Some(EXPLAIN))
+        } else {
+            handle.look(raw, EXPLAIN)
+        };
+        match predicted {
+            Ok(p) => {
+                let mut out = Vec::new();
+                p.write_json(&mut out);
+                let v: Value = serde_json::from_slice(&out).unwrap_or(Value::Null);
+                json_ok(v)
+            }
+            Err(bad) => error(
+                StatusCode::BAD_REQUEST,
+                &format!("{}: {}", bad.reason.as_str(), bad.detail),
+            ),
+        }
+    }
+}
+
+fn scan(handle: &dyn crate::serving::Classify, m: &Message) -> Answer {
+    m.predict(handle, true)
+}
+
+/// A history entry predicted again with the model as it stands, explained.
+async fn look(ctx: &Ctx, m: Message) -> Answer {
+    let Some(id) = m.id.clone() else {
+        return error(StatusCode::BAD_REQUEST, "look at a history entry by its \"id\"");
+    };
+    let Some(entry) = ctx.board.entry(&id) else {
+        return error(StatusCode::NOT_FOUND, "no such message in the history");
+    };
+    let again = Message {
+        id: Some(id),
+        text: Some(entry.text),
+        email: None,
+        user: entry.user,
+    };
+    blocking(ctx, move |handle| again.predict(&*handle, false)).await
+}
+
+/// A lesson: a label for the message (with its text or e-mail, else the
+/// message the record knows by its id), or a forget.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Teach {
+    id: String,
+    label: Option<String>,
+    forget: bool,
+    text: Option<String>,
+    email: Option<String>,
+    user: Option<String>,
+    /// Who teaches (the reporter); "console" when unsaid.
+    reporter: Option<String>,
+}
+
+async fn teach(ctx: &Ctx, t: Teach) -> Answer {
+    let Some(to) = &ctx.told else {
+        return error(StatusCode::CONFLICT, "this process neither learns nor forwards lessons");
+    };
+    let lesson = match (&t.label, t.forget) {
+        (Some(l), false) if !l.is_empty() => Lesson::Learn(l.clone()),
+        (None, true) => Lesson::Forget,
+        _ => return error(StatusCode::BAD_REQUEST, "a lesson has a \"label\" or \"forget\": true"),
+    };
+    if t.id.is_empty() {
+        return error(StatusCode::BAD_REQUEST, "a lesson names its message's \"id\"");
+    }
+    let (reply, answered) = tokio::sync::oneshot::channel();
+    let taught = t.label.clone().unwrap_or_else(|| "forgotten".into());
+    let told = Told {
+        id: t.id.clone(),
+        email: t.email.map(String::into_bytes).unwrap_or_default(),
+        text: t.text.filter(|_| !t.forget),
+        lesson,
+        user: t.user.filter(|u| !u.is_empty()),
+        reporter: Some(t.reporter.unwrap_or_else(|| "console".into())),
+        reply,
+    };
+    if to.try_send(told).is_err() {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "too many lessons waiting; try again");
+    }
+    match answered.await {
+        Ok(TellDone::Changed) => {
+            ctx.board.taught(&t.id, Some(taught));
+            json_ok(json!({"changed": true}))
+        }
+        Ok(TellDone::Unchanged) => {
+            ctx.board.taught(&t.id, Some(taught));
+            json_ok(json!({"changed": false}))
+        }
+        Ok(TellDone::Bad(detail)) => error(StatusCode::BAD_REQUEST, &detail),
+        Ok(TellDone::NotDurable(detail)) => error(StatusCode::SERVICE_UNAVAILABLE, &detail),
+        Ok(TellDone::NotLearner) | Err(_) => {
+            error(StatusCode::CONFLICT, "this process neither learns nor forwards lessons")
+        }
+    }
+}
+
+/// `f` on the blocking pool, with the copies.
+async fn blocking(ctx: &Ctx, f: impl FnOnce(Arc<dyn crate::serving::Classify>) -> Answer + Send + 'static) -> Answer {
+    let handle = Arc::clone(&ctx.handle);
+    match tokio::task::spawn_blocking(move || f(handle)).await {
+        Ok(a) => a,
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "the request failed"),
+    }
+}
+
+/// `f` of the body parsed as `Q` (an empty body: the defaults).
+fn parsed<Q: for<'de> Deserialize<'de> + Default>(body: &[u8], f: impl FnOnce(Q) -> Answer) -> Answer {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return f(Q::default());
+    }
+    match serde_json::from_slice(body) {
+        Ok(q) => f(q),
+        Err(e) => error(StatusCode::BAD_REQUEST, &format!("not a query: {e}")),
+    }
+}
+
+fn json_ok(v: Value) -> Answer {
+    json_answer(StatusCode::OK, &v)
+}
+
+fn error(code: StatusCode, detail: &str) -> Answer {
+    json_answer(code, &json!({ "error": detail }))
+}
+
+fn json_answer(code: StatusCode, v: &Value) -> Answer {
+    let mut r = Response::new(Full::new(Bytes::from(v.to_string())));
+    *r.status_mut() = code;
+    let h = r.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}

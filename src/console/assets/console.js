@@ -1,0 +1,464 @@
+// The classifyd console: one page, five views, over the daemon's api/.
+// Message content is hostile (spam is written by attackers): every field
+// is put in the page as text (textContent, createTextNode), never parsed
+// as HTML, and the Content-Security-Policy allows no inline script.
+"use strict";
+
+const state = {
+  secret: sessionStorage.getItem("classifyd-secret") || "",
+  access: { read: false, write: false, teaches: false },
+  classes: [],
+  page: "status",
+  review: { items: [], at: 0, undo: [] },
+  scanned: null,
+  timer: null,
+};
+
+// ---- helpers --------------------------------------------------------------
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k === "on") for (const [ev, f] of Object.entries(v)) e.addEventListener(ev, f);
+    else if (k === "data") for (const [dk, dv] of Object.entries(v)) e.dataset[dk] = dv;
+    else e.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined) continue;
+    e.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+function clear(node) {
+  while (node.firstChild) node.removeChild(node.firstChild);
+  return node;
+}
+
+function $(id) {
+  return document.getElementById(id);
+}
+
+function notice(text) {
+  $("notice").textContent = text || "";
+}
+
+async function api(path, body) {
+  const headers = {};
+  if (state.secret) headers.Authorization = "Bearer " + state.secret;
+  const init = { headers, cache: "no-store" };
+  if (body !== undefined) {
+    init.method = "POST";
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const r = await fetch("api/" + path, init);
+  const data = await r.json().catch(() => ({}));
+  if (!r.ok) {
+    const e = new Error(data.error || r.statusText);
+    e.status = r.status;
+    throw e;
+  }
+  return data;
+}
+
+function pct(v) {
+  return v === null || v === undefined ? "-" : (100 * v).toFixed(2) + " %";
+}
+
+// A JSON object of name: value, or a list of [name, value], as a list.
+function pairs(x) {
+  return Array.isArray(x) ? x : Object.entries(x || {});
+}
+
+function num(v, digits) {
+  return typeof v === "number" ? v.toFixed(digits) : "-";
+}
+
+function ago(ms) {
+  if (!ms) return "-";
+  const s = Math.max(0, (Date.now() - ms) / 1000);
+  if (s < 90) return s.toFixed(0) + " s ago";
+  if (s < 5400) return (s / 60).toFixed(0) + " min ago";
+  return (s / 3600).toFixed(1) + " h ago";
+}
+
+function labelSpan(label) {
+  return el("span", { class: "label " + String(label).replace(/[^a-z0-9_-]/gi, "") }, label || "(none)");
+}
+
+function row(cells, head) {
+  return el("tr", {}, cells.map((c) => el(head ? "th" : "td", typeof c === "number" ? { class: "num" } : {}, c)));
+}
+
+// ---- access ---------------------------------------------------------------
+
+async function login() {
+  try {
+    state.access = await api("access");
+    document.body.classList.toggle("readonly", !(state.access.write && state.access.teaches));
+    $("who").textContent = state.access.write ? "may read and teach" : "may read";
+    notice("");
+    return true;
+  } catch (e) {
+    state.access = { read: false, write: false };
+    document.body.classList.add("readonly");
+    $("who").textContent = "";
+    notice(e.status === 401 ? "Log in: this console asks for a secret." : "Cannot reach the daemon: " + e.message);
+    return false;
+  }
+}
+
+// ---- status ---------------------------------------------------------------
+
+async function showStatus() {
+  const [s, series] = await Promise.all([api("status"), api("series")]);
+  state.classes = s.classes || [];
+  fillLabels();
+  $("review-count").textContent = s.review_left ? String(s.review_left) : "";
+  const pts = series.points || [];
+  let rate = "-";
+  if (pts.length >= 2) {
+    const a = pts[Math.max(0, pts.length - 6)], b = pts[pts.length - 1];
+    const dt = (b.at_ms - a.at_ms) / 1000;
+    if (dt > 0) rate = ((b.messages - a.messages) / dt).toFixed(1) + " /s";
+  }
+  const cards = [
+    ["model version", s.model_version, "changed " + ago(s.model_changed_ms)],
+    ["role", s.role, (s.classes || []).join(", ")],
+    ["progressive accuracy", pct(s.progressive_accuracy), s.progressive_examples + " labeled"],
+    ["window accuracy", pct(s.window_accuracy), "ROC AUC " + num(s.roc_auc, 4)],
+    ["published accuracy", pct(s.published_accuracy), s.published_examples + " judged by late labels"],
+    ["throughput", rate, s.messages + " messages this run"],
+    ["learned / predicted", s.learned + " / " + s.predicted, s.bad + " bad input"],
+    ["review band", num(s.review_band, 3), s.review_left + " waiting for review"],
+  ];
+  clear($("cards")).append(...cards.map(([k, v, sub]) => el("div", { class: "card" }, el("span", {}, k), el("b", {}, v), el("span", {}, sub))));
+  clear($("members")).append(row(["member", "weight"], true), ...(s.members || []).map(([m, w]) => row([m, num(w, 4)])));
+  clear($("bands")).append(
+    row(["band", "labeled", "right", "accuracy"], true),
+    ...(s.user_bands || []).map(([b, n, c]) => row([b, n, c, n ? pct(c / n) : "-"])),
+  );
+  clear($("drift")).append(row(["stream", "statistic", "detections"], true), ...(s.drift || []).map(([w, st, d]) => row([w, num(st, 3), d])));
+  chart(pts);
+  if (!document.body.dataset.rendered) document.body.dataset.rendered = String(performance.now());
+}
+
+function chart(points) {
+  const box = clear($("chart"));
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  const W = 1000, H = 220, P = 30;
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  svg.setAttribute("role", "img");
+  const line = (x1, y1, x2, y2, cls) => {
+    const l = document.createElementNS(ns, "line");
+    for (const [k, v] of Object.entries({ x1, y1, x2, y2, stroke: "#d8dce4" })) l.setAttribute(k, v);
+    if (cls) l.setAttribute("class", cls);
+    svg.appendChild(l);
+  };
+  for (const f of [0, 0.5, 1]) line(P, H - P - f * (H - 2 * P), W - 5, H - P - f * (H - 2 * P));
+  const t0 = points.length ? points[0].at_ms : 0;
+  const t1 = points.length ? points[points.length - 1].at_ms : 1;
+  const x = (t) => P + ((t - t0) / Math.max(1, t1 - t0)) * (W - P - 5);
+  const y = (v) => H - P - v * (H - 2 * P);
+  const series = [
+    ["progressive_accuracy", "#2b5797"],
+    ["window_accuracy", "#e39b00"],
+    ["published_accuracy", "#1b7f3b"],
+  ];
+  for (const [key, color] of series) {
+    const pts = points.filter((p) => typeof p[key] === "number").map((p) => `${x(p.at_ms).toFixed(1)},${y(p[key]).toFixed(1)}`);
+    if (!pts.length) continue;
+    if (pts.length === 1) pts.push(pts[0].replace(/^[^,]+/, String(W - 5)));
+    const pl = document.createElementNS(ns, "polyline");
+    pl.setAttribute("points", pts.join(" "));
+    pl.setAttribute("fill", "none");
+    pl.setAttribute("stroke", color);
+    pl.setAttribute("stroke-width", "2");
+    pl.setAttribute("vector-effect", "non-scaling-stroke");
+    pl.setAttribute("data-series", key);
+    svg.appendChild(pl);
+  }
+  box.dataset.points = String(points.length);
+  box.appendChild(svg);
+}
+
+// ---- history --------------------------------------------------------------
+
+function fillLabels() {
+  const sel = $("f-label");
+  const have = new Set([...sel.options].map((o) => o.value));
+  for (const c of state.classes) if (!have.has(c)) sel.appendChild(el("option", { value: c }, c));
+}
+
+function teachButtons(entry, onDone) {
+  const box = el("span", { class: "teach" });
+  for (const c of state.classes) {
+    box.appendChild(el("button", { type: "button", class: "teach", data: { label: c }, on: { click: () => teach(entry, c).then(onDone) } }, c));
+  }
+  box.appendChild(el("button", { type: "button", class: "teach", data: { forget: "1" }, on: { click: () => forget(entry).then(onDone) } }, "forget"));
+  return box;
+}
+
+async function showHistory() {
+  const num = (v) => (v.trim() === "" ? null : Number(v));
+  const q = {
+    label: $("f-label").value || null,
+    user: $("f-user").value || null,
+    min: num($("f-min").value),
+    max: num($("f-max").value),
+    q: $("f-q").value || null,
+    uncertain: $("f-uncertain").checked ? true : null,
+    limit: 200,
+  };
+  const { entries } = await api("history", q);
+  const table = clear($("history"));
+  table.appendChild(row(["when", "id", "user", "label", "margin", "message", "why", ""], true));
+  for (const e of entries) {
+    const why = (e.explanation || []).slice(0, 3).map((c) => c.feature).join(", ");
+    const taught = e.taught ? el("span", { class: "taught" }, "taught: " + e.taught) : null;
+    const tr = el("tr", { data: { id: e.id } },
+      el("td", {}, new Date(e.at_ms).toLocaleTimeString()),
+      el("td", {}, e.id),
+      el("td", {}, e.user || ""),
+      el("td", {}, labelSpan(e.label), e.uncertain ? " ?" : ""),
+      el("td", { class: "num" }, num2(e.margin)),
+      el("td", { class: "text" }, e.text),
+      el("td", {}, why),
+      el("td", {}, taught, teachButtons(e, showHistory)),
+    );
+    table.appendChild(tr);
+  }
+}
+
+function num2(v) {
+  return typeof v === "number" ? v.toFixed(3) : "-";
+}
+
+// ---- lessons --------------------------------------------------------------
+
+async function teach(entry, label) {
+  const lesson = { id: entry.id, label };
+  // The message goes with its label when the page has it whole (a scan,
+  // or a kept text under the history's cut): a lesson then survives a
+  // crash whatever the record held. Else the label names the message the
+  // record knows by its id.
+  if (entry.email) lesson.email = entry.email;
+  else if (entry.text && state.access.keep_text !== false && entry.text.length < 4000) lesson.text = entry.text;
+  if (entry.user) lesson.user = entry.user;
+  try {
+    const r = await api("teach", lesson);
+    notice(r.changed ? `Taught ${entry.id} as ${label}.` : `${entry.id} was ${label} already.`);
+    return r;
+  } catch (e) {
+    notice("Not taught: " + e.message);
+    throw e;
+  }
+}
+
+async function forget(entry) {
+  try {
+    const r = await api("teach", { id: entry.id, forget: true });
+    notice(r.changed ? `Forgot the label of ${entry.id}.` : `${entry.id} had no label to forget.`);
+    return r;
+  } catch (e) {
+    notice("Not forgotten: " + e.message);
+    throw e;
+  }
+}
+
+// ---- review ---------------------------------------------------------------
+
+async function loadReview() {
+  const r = await api("review", { limit: 100 });
+  state.review.items = r.items;
+  state.review.at = 0;
+  $("review-count").textContent = r.left ? String(r.left) : "";
+  await showReviewItem(r.left);
+}
+
+async function showReviewItem(left) {
+  const { items, at } = state.review;
+  const item = items[at];
+  const box = clear($("review-item"));
+  const remaining = left !== undefined ? left : Math.max(0, items.length - at);
+  $("review-left").textContent = remaining + " left to review";
+  $("review-left").dataset.left = String(remaining);
+  clear($("review-keys"));
+  if (!item) {
+    $("review-done").textContent = "Nothing waits for review.";
+    return;
+  }
+  $("review-done").textContent = "";
+  box.dataset.id = item.id;
+  box.append(
+    el("p", {}, "Predicted ", labelSpan(item.label), ` (margin ${num2(item.margin)}) for `, el("code", {}, item.id), item.user ? " of " + item.user : ""),
+    el("pre", {}, item.text || "(no text kept)"),
+  );
+  state.classes.forEach((c, i) => {
+    if (i < 9) $("review-keys").appendChild(el("button", { type: "button", class: "teach", on: { click: () => decide(c) } }, `${i + 1} ${c}`));
+  });
+  try {
+    const look = await api("look", { id: item.id });
+    const why = el("table", {}, row(["feature", "adds"], true), ...(look.explanation || []).map((c) => row([c.feature, num2(c.contribution)])));
+    box.append(el("h2", {}, "Why"), why);
+  } catch (_) {
+    // The entry may have left the history; its text is shown all the same.
+  }
+}
+
+async function decide(label) {
+  const item = state.review.items[state.review.at];
+  if (!item || !state.access.write) return;
+  const before = item.taught || null;
+  await teach(item, label);
+  state.review.undo.push({ item, before });
+  item.taught = label;
+  state.review.at += 1;
+  await showReviewItem();
+}
+
+async function undo() {
+  const last = state.review.undo.pop();
+  if (!last) return;
+  if (last.before) await teach(last.item, last.before);
+  else await forget(last.item);
+  last.item.taught = last.before;
+  state.review.at = Math.max(0, state.review.items.indexOf(last.item));
+  await showReviewItem();
+}
+
+function onKey(ev) {
+  const t = ev.target;
+  if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT" || t.isContentEditable)) return;
+  if (ev.key === "?") {
+    $("help").hidden = !$("help").hidden;
+    ev.preventDefault();
+    return;
+  }
+  if (ev.key === "Escape") {
+    $("help").hidden = true;
+    return;
+  }
+  if (state.page !== "review") return;
+  const item = state.review.items[state.review.at];
+  if (/^[1-9]$/.test(ev.key)) {
+    const c = state.classes[Number(ev.key) - 1];
+    if (c) decide(c);
+  } else if (ev.key === "Enter" && item) {
+    decide(item.label);
+  } else if (ev.key === " ") {
+    state.review.at += 1;
+    showReviewItem();
+  } else if (ev.key === "Backspace" || (ev.key.toLowerCase() === "z" && (ev.ctrlKey || ev.metaKey))) {
+    undo();
+  } else {
+    return;
+  }
+  ev.preventDefault();
+}
+
+// ---- scan -----------------------------------------------------------------
+
+async function scan(ev) {
+  ev.preventDefault();
+  const text = $("scan-text").value;
+  if (!text.trim()) return;
+  const msg = $("scan-email").checked ? { email: text } : { text };
+  if ($("scan-user").value) msg.user = $("scan-user").value;
+  try {
+    const p = await api("scan", msg);
+    state.scanned = Object.assign({}, msg, { id: p.id });
+    showScanned(p);
+  } catch (e) {
+    notice("Not scanned: " + e.message);
+  }
+}
+
+function showScanned(p) {
+  const box = clear($("scan-result"));
+  box.dataset.id = p.id;
+  const margins = pairs(p.margins).map(([c, m]) => `${c} ${num2(m)}`).join(", ");
+  const label = p.label !== undefined ? p.label : (p.labels || [])[0];
+  box.dataset.label = label || "";
+  box.append(
+    el("p", {}, "Predicted ", labelSpan(label), " for ", el("code", {}, p.id), margins ? ` (margins: ${margins})` : ""),
+    el("table", {}, row(["feature", "adds"], true), ...(p.explanation || []).map((c) => row([c.feature, num2(c.contribution)]))),
+  );
+  if (p.members) box.append(el("p", { class: "hint" }, "Members: " + pairs(p.members).map(([m, s]) => `${m} ${num2(s)}`).join(", ")));
+  box.append(teachButtons(state.scanned, () => {}));
+}
+
+function readFile(file) {
+  const r = new FileReader();
+  r.onload = () => {
+    $("scan-text").value = String(r.result);
+    $("scan-email").checked = /\.eml$/i.test(file.name) || /^[A-Za-z-]+: /.test(String(r.result));
+  };
+  r.readAsText(file);
+}
+
+// ---- model ----------------------------------------------------------------
+
+async function showModel() {
+  const { classes } = await api("model");
+  const box = clear($("model"));
+  for (const [c, feats] of classes) {
+    box.appendChild(el("div", {}, el("h2", {}, labelSpan(c)), el("table", {}, row(["feature", "weight"], true), ...feats.map(([f, w]) => row([f, num2(w)])))));
+  }
+}
+
+// ---- pages ----------------------------------------------------------------
+
+const pages = { status: showStatus, history: showHistory, review: loadReview, scan: async () => {}, model: showModel };
+
+async function show(page) {
+  state.page = pages[page] ? page : "status";
+  for (const s of document.querySelectorAll(".page")) s.classList.toggle("on", s.id === "page-" + state.page);
+  for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("on", a.dataset.page === state.page);
+  if (!state.access.read && !(await login())) return;
+  try {
+    await pages[state.page]();
+  } catch (e) {
+    notice(e.status === 401 ? "Log in: this console asks for a secret." : "Error: " + e.message);
+  }
+}
+
+function refresh() {
+  if (document.hidden || state.page !== "status") return;
+  showStatus().catch(() => {});
+}
+
+function start() {
+  $("login").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    state.secret = $("secret").value;
+    sessionStorage.setItem("classifyd-secret", state.secret);
+    $("secret").value = "";
+    if (await login()) show(state.page);
+  });
+  $("history-filter").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    showHistory().catch((e) => notice("Error: " + e.message));
+  });
+  $("scan-form").addEventListener("submit", scan);
+  $("scan-file").addEventListener("change", (ev) => ev.target.files[0] && readFile(ev.target.files[0]));
+  const drop = $("scan-text");
+  drop.addEventListener("dragover", (ev) => ev.preventDefault());
+  drop.addEventListener("drop", (ev) => {
+    ev.preventDefault();
+    if (ev.dataTransfer.files[0]) readFile(ev.dataTransfer.files[0]);
+  });
+  document.addEventListener("keydown", onKey);
+  document.addEventListener("visibilitychange", refresh);
+  window.addEventListener("hashchange", () => show(location.hash.slice(1)));
+  const keys = [["1..9", "teach the class of that number"], ["Enter", "accept the prediction"], ["Space", "skip"], ["Backspace, Ctrl+Z", "undo the last decision"], ["?", "this help"]];
+  $("help-keys").append(...keys.map(([k, d]) => row([el("kbd", {}, k), d])));
+  state.timer = setInterval(refresh, 3000);
+  show(location.hash.slice(1) || "status");
+}
+
+document.addEventListener("DOMContentLoaded", start);

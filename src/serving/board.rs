@@ -1,0 +1,337 @@
+//! What a screen shows of the daemon (the console, `--console-addr`): the
+//! daemon's status as the loop last posted it, a bounded series of its
+//! figures over time, and the last predictions made (by the stream and by
+//! requests: the history), each with what a person needs to judge it.
+//! Written by the loop and by the copies, read by the console's requests;
+//! every part is bounded (`--console-history`), and nothing of it is
+//! checkpointed: a restart starts a fresh screen.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::Serialize;
+
+use crate::eval::drift::Watched;
+use crate::model::stack::Member;
+use crate::pipeline::{Contribution, Pipeline, Prediction};
+
+/// How often the loop posts its status (and a point of the series).
+pub(crate) const POST_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Points kept in the series: an hour of posts (the oldest dropped first).
+pub(crate) const SERIES_POINTS: usize = 1800;
+
+/// The longest text a history entry keeps (a message's start).
+pub(crate) const ENTRY_TEXT_BYTES: usize = 4096;
+
+/// The daemon's status, as the loop last posted it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub(crate) struct Status {
+    pub role: String,
+    pub model_version: u64,
+    /// When the model's version last changed (ms since the epoch; 0:
+    /// not since the start).
+    pub model_changed_ms: u64,
+    pub classes: Vec<String>,
+    /// The stack's members and their weights (the bias as "bias").
+    pub members: Vec<(String, f32)>,
+    pub messages: u64,
+    pub learned: u64,
+    pub predicted: u64,
+    pub bad: u64,
+    pub labels_forgotten: u64,
+    pub progressive_examples: u64,
+    pub progressive_accuracy: Option<f64>,
+    pub window_accuracy: Option<f64>,
+    pub roc_auc: Option<f64>,
+    pub published_examples: u64,
+    pub published_accuracy: Option<f64>,
+    pub review_band: f64,
+    pub uncertain: u64,
+    /// Users' labeled messages by band of their labels: (band, examples,
+    /// correct).
+    pub user_bands: Vec<(String, u64, u64)>,
+    /// Each drift test: (stream, statistic, detections).
+    pub drift: Vec<(String, f64, u64)>,
+    pub at_ms: u64,
+}
+
+impl Status {
+    /// `p`'s status, `messages` handled by this run.
+    pub(crate) fn of(p: &Pipeline, messages: u64) -> Status {
+        let c = p.counters();
+        let m = p.model();
+        let ratio = |examples: u64, v: f64| (examples > 0).then_some(v);
+        let progressive = p.progressive();
+        let (n, published) = (progressive.total().examples, p.published());
+        let members = m.stack().map_or_else(Vec::new, |s| {
+            let weights = Member::ALL.iter().map(|&m| (m.name().to_string(), s.weight(m)));
+            weights.chain([("bias".to_string(), s.bias())]).collect()
+        });
+        let drift = Watched::ALL.iter().map(|&w| {
+            let i = w as usize;
+            (w.as_str().to_string(), p.drift().statistic(w), p.drift().detections[i])
+        });
+        Status {
+            role: p.config().role.to_string(),
+            model_version: m.version(),
+            model_changed_ms: 0,
+            classes: m.labels().names().to_vec(),
+            members,
+            messages,
+            learned: c.learned,
+            predicted: c.predicted,
+            bad: c.bad_total(),
+            labels_forgotten: c.labels_forgotten,
+            progressive_examples: n,
+            progressive_accuracy: ratio(n, progressive.total().accuracy()),
+            window_accuracy: ratio(n, progressive.window().accuracy()),
+            roc_auc: progressive.roc_auc(),
+            published_examples: published.total().examples,
+            published_accuracy: ratio(published.total().examples, published.total().accuracy()),
+            review_band: p.review().band(),
+            uncertain: c.uncertain,
+            user_bands: p.user_bands().tallies().collect(),
+            drift: drift.collect(),
+            at_ms: crate::clock::now_ms(),
+        }
+    }
+}
+
+/// One point of the series: when, and the figures a chart draws.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub(crate) struct Point {
+    pub at_ms: u64,
+    pub messages: u64,
+    pub learned: u64,
+    pub progressive_accuracy: Option<f64>,
+    pub window_accuracy: Option<f64>,
+    pub published_accuracy: Option<f64>,
+}
+
+/// A prediction the history keeps.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Seen {
+    /// Its place in the history (grows by one a prediction).
+    pub seq: u64,
+    pub at_ms: u64,
+    pub id: String,
+    pub user: Option<String>,
+    pub label: String,
+    /// The predicted label's margin.
+    pub margin: f32,
+    pub uncertain: bool,
+    /// Who asked: "stream", "request".
+    pub source: &'static str,
+    pub explanation: Vec<Contribution>,
+    /// The message's start, or with `--console-keep-text false` its
+    /// subject or first line only.
+    pub text: String,
+    /// What a person taught of it since: a label, or "forgotten".
+    pub taught: Option<String>,
+}
+
+/// The history: the last predictions, at most `cap`.
+#[derive(Debug, Default)]
+struct History {
+    entries: VecDeque<Seen>,
+    next: u64,
+}
+
+/// The screen's data (see the module's doc).
+#[derive(Debug)]
+pub(crate) struct Board {
+    status: Mutex<Arc<Status>>,
+    series: Mutex<VecDeque<Point>>,
+    history: Mutex<History>,
+    /// Most predictions the history keeps.
+    cap: usize,
+    /// Whether a history entry keeps the message's start (else its first
+    /// line).
+    keep_text: bool,
+}
+
+impl Board {
+    /// A board keeping `cap` predictions, their text when `keep_text`.
+    pub(crate) fn new(cap: usize, keep_text: bool) -> Self {
+        Board {
+            status: Mutex::new(Arc::new(Status::default())),
+            series: Mutex::new(VecDeque::new()),
+            history: Mutex::new(History::default()),
+            cap,
+            keep_text,
+        }
+    }
+
+    /// The loop posts `status`; a point of the series goes with it.
+    pub(crate) fn post(&self, mut status: Status) {
+        let before = lock(&self.status).clone();
+        status.model_changed_ms = if status.model_version == before.model_version {
+            before.model_changed_ms
+        } else {
+            status.at_ms
+        };
+        let point = Point {
+            at_ms: status.at_ms,
+            messages: status.messages,
+            learned: status.learned,
+            progressive_accuracy: status.progressive_accuracy,
+            window_accuracy: status.window_accuracy,
+            published_accuracy: status.published_accuracy,
+        };
+        *lock(&self.status) = Arc::new(status);
+        let mut series = lock(&self.series);
+        if series.len() >= SERIES_POINTS {
+            series.pop_front();
+        }
+        series.push_back(point);
+    }
+
+    /// The status as last posted.
+    pub(crate) fn status(&self) -> Arc<Status> {
+        Arc::clone(&lock(&self.status))
+    }
+
+    /// The series, oldest first.
+    pub(crate) fn series(&self) -> Vec<Point> {
+        lock(&self.series).iter().copied().collect()
+    }
+
+    /// Keeps `p`, made for `source` from `text` (when known), in the
+    /// history (the oldest entry goes past the bound).
+    pub(crate) fn saw(&self, p: &Prediction, text: Option<&str>, source: &'static str) {
+        if self.cap == 0 {
+            return;
+        }
+        let label = p.labels.first().cloned().unwrap_or_default();
+        let margin = (p.margins.iter()).find(|(c, _)| *c == label).map_or(0.0, |&(_, m)| m);
+        let text = text.map(|t| self.kept(t)).unwrap_or_default();
+        let mut h = lock(&self.history);
+        let seq = h.next;
+        h.next += 1;
+        if h.entries.len() >= self.cap {
+            h.entries.pop_front();
+        }
+        h.entries.push_back(Seen {
+            seq,
+            at_ms: crate::clock::now_ms(),
+            id: p.id.clone(),
+            user: p.user.clone(),
+            label,
+            margin: if margin.is_finite() { margin } else { 0.0 },
+            uncertain: p.uncertain,
+            source,
+            explanation: p.explanation.clone().unwrap_or_default(),
+            text,
+            taught: None,
+        });
+    }
+
+    /// What of `text` an entry keeps.
+    fn kept(&self, text: &str) -> String {
+        let t = if self.keep_text {
+            text
+        } else {
+            text.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
+        };
+        let mut end = t.len().min(ENTRY_TEXT_BYTES);
+        while !t.is_char_boundary(end) {
+            end -= 1;
+        }
+        t[..end].to_string()
+    }
+
+    /// The entries that `keep` keeps, newest first, at most `limit`.
+    pub(crate) fn history(&self, limit: usize, keep: impl Fn(&Seen) -> bool) -> Vec<Seen> {
+        let h = lock(&self.history);
+        h.entries
+            .iter()
+            .rev()
+            .filter(|e| keep(e))
+            .take(limit)
+            .cloned()
+            .collect()
+    }
+
+    /// The newest entry for message `id`.
+    pub(crate) fn entry(&self, id: &str) -> Option<Seen> {
+        lock(&self.history).entries.iter().rev().find(|e| e.id == id).cloned()
+    }
+
+    /// Marks what a person taught of message `id` (a label, "forgotten",
+    /// or `None`: taken back).
+    pub(crate) fn taught(&self, id: &str, what: Option<String>) {
+        let mut h = lock(&self.history);
+        for e in h.entries.iter_mut().filter(|e| e.id == id) {
+            e.taught.clone_from(&what);
+        }
+    }
+
+    /// Entries in the history.
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.history).entries.len()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Poisoned only by a panic, which would already have ended the daemon.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prediction(id: &str, label: &str, margin: f32) -> Prediction {
+        Prediction {
+            id: id.into(),
+            labels: vec![label.into()],
+            scores: Vec::new(),
+            margins: vec![(label.into(), margin)],
+            multilabel: false,
+            model_version: 1,
+            explanation: None,
+            members: None,
+            uncertain: margin < 1.0,
+            review: None,
+            user: None,
+        }
+    }
+
+    /// The history keeps the newest `cap` predictions, newest first, with
+    /// the text's start or (privacy) its first line only, cut on a
+    /// character.
+    #[test]
+    fn the_history_is_bounded_and_keeps_what_it_is_told() {
+        let board = Board::new(3, true);
+        for i in 0..5 {
+            board.saw(
+                &prediction(&format!("m{i}"), "spam", i as f32),
+                Some("Subject\nbody"),
+                "stream",
+            );
+        }
+        let all = board.history(10, |_| true);
+        assert_eq!(
+            all.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+            ["m4", "m3", "m2"]
+        );
+        assert_eq!(
+            (all[0].seq, all[0].margin, all[0].text.as_str()),
+            (4, 4.0, "Subject\nbody")
+        );
+        let uncertain = board.history(10, |e| e.uncertain);
+        assert!(uncertain.is_empty(), "margins 2 to 4 are certain");
+        board.taught("m3", Some("ham".into()));
+        assert_eq!(board.entry("m3").unwrap().taught.as_deref(), Some("ham"));
+
+        let private = Board::new(3, false);
+        let long = format!("\n  \nfirst line é\n{}", "x".repeat(10_000));
+        private.saw(&prediction("p", "ham", 0.0), Some(&long), "request");
+        assert_eq!(private.entry("p").unwrap().text, "first line é");
+        let kept = Board::new(1, true);
+        kept.saw(&prediction("k", "ham", 0.0), Some(&"é".repeat(5000)), "request");
+        let text = kept.entry("k").unwrap().text;
+        assert!(text.len() <= ENTRY_TEXT_BYTES && text.chars().all(|c| c == 'é'));
+    }
+}
