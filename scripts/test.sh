@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (the README's): every unit, integration and doc
 # test, in release mode (the learners are slow unoptimised), against a real
-# Kafka-protocol broker on 127.0.0.1 and a real Prometheus server.
+# Kafka-protocol broker on 127.0.0.1 and a real Prometheus server; then the
+# web console in a real browser (headless Debian chromium).
 #
 # Without KAFKA_BOOTSTRAP it installs (once) and starts the test broker
 # (scripts/broker.sh) and stops it at the end. To run the same tests against
@@ -26,9 +27,17 @@ packages=()
 command -v prometheus >/dev/null 2>&1 || packages+=(prometheus)
 command -v spamc >/dev/null 2>&1 || packages+=(spamc)
 command -v rspamc >/dev/null 2>&1 || packages+=(rspamd)
+# The console's browser test (tests/browser/console_test.py): Debian's
+# chromium, driven by Playwright from PyPI through its executable path.
+command -v chromium >/dev/null 2>&1 || packages+=(chromium)
 if [[ ${#packages[@]} -gt 0 ]]; then
   sudo=""; [[ $(id -u) -eq 0 ]] || sudo=sudo
   $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 fi
 export PROMETHEUS_BIN=${PROMETHEUS_BIN:-$(command -v prometheus)}
+python3 -c 'import playwright' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check 'playwright>=1.40,<2'
 cargo test --release "$@"
+# The whole suite (no test named) ends with the console in a real browser.
+if [[ $# -eq 0 ]]; then
+  python3 tests/browser/console_test.py
+fi
