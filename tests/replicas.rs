@@ -429,3 +429,62 @@ fn a_lesson_taught_to_a_predictor_is_learned_by_the_learner() {
     terminate(predictor);
     terminate(learner);
 }
+
+/// The console on a Kafka predictor (issue 64): it reads the predictor's
+/// copies (a scan is predicted with the version the learner published),
+/// and a lesson taught there is forwarded like a mail lesson: learned by
+/// the learner, carried by the predictor's next version; a forget the
+/// same way.
+#[test]
+fn a_lesson_taught_on_a_predictors_console_is_learned_by_the_learner() {
+    use common::http::client;
+    let d = Deployment::new();
+    let (topics, dir) = (&d.topics, d.dir.clone());
+    let (console, metrics) = (
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    );
+    let learner = d.learner(&[]);
+    let predictor = d.predictor(&["--console-addr", &console, "--metrics-addr", &metrics]);
+    produce(&topics.input, None, &lines_as_messages(&sms_lines()[..300]));
+    let counters = || newest_checkpoint(&dir).map(|c| c.pipeline.unwrap().counters.unwrap());
+    wait_for("the labels learned", Duration::from_secs(120), || {
+        counters().is_some_and(|c| c.learned == 300)
+    });
+    let on_version = |v: f64| {
+        wait_for(
+            &format!("the predictor on version {v}"),
+            Duration::from_secs(60),
+            || metric(&metrics, "classifyd_model_version") == Some(v),
+        )
+    };
+    on_version(300.0);
+    let agent = client();
+    let call = |path: &str, body: serde_json::Value| -> (u16, serde_json::Value) {
+        let mut r = (agent.post(format!("http://{console}/api/{path}")))
+            .header("content-type", "application/json")
+            .send(body.to_string())
+            .expect("an answer");
+        let text = r.body_mut().read_to_string().expect("a body");
+        (r.status().as_u16(), serde_json::from_str(&text).unwrap_or_default())
+    };
+    let text = "the club newsletter: see you at the club tonight";
+    let spam_margin = |v: &serde_json::Value| v["margins"]["spam"].as_f64().expect("a spam margin");
+    let (code, scanned) = call("scan", serde_json::json!({"text": text}));
+    assert_eq!((code, scanned["model_version"].as_u64()), (200, Some(300)), "{scanned}");
+    let id = scanned["id"].as_str().expect("an id").to_string();
+    let lesson = serde_json::json!({"id": id, "text": text, "label": "spam"});
+    assert_eq!(call("teach", lesson).0, 200, "taught from a loopback client");
+    wait_for("the lesson learned by the learner", Duration::from_secs(60), || {
+        counters().is_some_and(|c| c.learned == 301)
+    });
+    on_version(301.0);
+    let (_, again) = call("scan", serde_json::json!({"text": text}));
+    assert!(spam_margin(&again) > spam_margin(&scanned), "{scanned} -> {again}");
+    assert_eq!(call("teach", serde_json::json!({"id": id, "forget": true})).0, 200);
+    wait_for("the forget learned", Duration::from_secs(60), || {
+        counters().is_some_and(|c| c.labels_forgotten == 1)
+    });
+    terminate(predictor);
+    terminate(learner);
+}

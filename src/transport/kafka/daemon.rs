@@ -150,13 +150,13 @@ impl<'a> Daemon<'a> {
         tracing::info!(brokers = %s.brokers, ?topics, role = %s.pipeline.role, "consuming");
         // Exported from the start, at 0, so a rate over it is defined before the first error.
         metrics::counter!("classifyd_consumer_errors_total").increment(0);
-        // A predictor sends the mail lessons it is taught to the learner
+        // A predictor sends the lessons it is taught (mail, console) to the learner
         // through the input topic; the learner keeps its own in its
         // lessons log. (Through the topic, a produce still in flight when
         // a learner is killed can land after its successor's lessons:
         // the lessons soak saw one such forget in 20 kills. Fencing it
         // needs a transactional producer; docs/mail.md.)
-        if s.pipeline.role == Role::Predictor && s.mail.is_some() {
+        if s.pipeline.role == Role::Predictor && (s.mail.is_some() || s.console.is_some()) {
             let to = super::forward::TopicForward::new(s).map_err(DaemonError::Usage)?;
             lock(&core).forward_lessons(Box::new(to));
         }
