@@ -40,8 +40,10 @@ function $(id) {
   return document.getElementById(id);
 }
 
-function notice(text) {
+// A line under the header: what just happened (`ok`), or what went wrong.
+function notice(text, ok) {
   $("notice").textContent = text || "";
+  $("notice").classList.toggle("ok", !!ok);
 }
 
 async function api(path, body) {
@@ -251,7 +253,7 @@ async function teach(entry, label) {
   if (entry.user) lesson.user = entry.user;
   try {
     const r = await api("teach", lesson);
-    notice(r.changed ? `Taught ${entry.id} as ${label}.` : `${entry.id} was ${label} already.`);
+    notice(r.changed ? `Taught ${entry.id} as ${label}.` : `${entry.id} was ${label} already.`, true);
     return r;
   } catch (e) {
     notice("Not taught: " + e.message);
@@ -262,7 +264,7 @@ async function teach(entry, label) {
 async function forget(entry) {
   try {
     const r = await api("teach", { id: entry.id, forget: true });
-    notice(r.changed ? `Forgot the label of ${entry.id}.` : `${entry.id} had no label to forget.`);
+    notice(r.changed ? `Forgot the label of ${entry.id}.` : `${entry.id} had no label to forget.`, true);
     return r;
   } catch (e) {
     notice("Not forgotten: " + e.message);
