@@ -190,6 +190,9 @@ def history_and_hostile(page, api, dialogs):
           "the hostile message is shown as its text")
     made = page.evaluate("() => document.querySelectorAll('#history script, #history img, #history a, #history b').length")
     check(made == 0, "no element of the hostile message was made")
+    page.click(f"{row} button.why")
+    page.wait_for_function("() => !document.querySelector(\"#history tr[data-id='xss-1'] button.why\")")
+    check(page.text_content(f"{row} td:nth-child(7)").strip() not in ("", "why?"), "a History row is explained on demand")
     page.click(f"{row} button.teach[data-label=ham]")
     page.wait_for_function("() => document.querySelector('#notice').textContent.startsWith('Taught xss-1')")
     page.click(f"{row} button.teach[data-forget]")
@@ -232,6 +235,9 @@ def screenshots(page, base, out):
     page.set_viewport_size({"width": 1280, "height": 860})
     for name in ["status", "history", "review", "scan", "model"]:
         page.goto(base + "#" + name)
+        if name == "history":
+            page.fill("#f-q", "")
+            page.click("#history-filter button[type=submit]")
         page.wait_for_timeout(1200)
         if name == "scan":
             page.fill("#scan-text", "Congratulations! You won a free cruise. Call now to claim your prize")

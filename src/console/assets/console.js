@@ -220,7 +220,11 @@ async function showHistory() {
   const table = clear($("history"));
   table.appendChild(row(["when", "id", "user", "label", "margin", "message", "why", ""], true));
   for (const e of entries) {
-    const why = (e.explanation || []).slice(0, 3).map((c) => c.feature).join(", ");
+    const why = el("span", {}, (e.explanation || []).slice(0, 3).map((c) => c.feature).join(", "));
+    if (!e.explanation || !e.explanation.length) {
+      // Explained on demand: the model as it stands now, nothing kept.
+      why.appendChild(el("button", { type: "button", class: "why", on: { click: () => explainRow(e, why) } }, "why?"));
+    }
     const taught = e.taught ? el("span", { class: "taught" }, "taught: " + e.taught) : null;
     const tr = el("tr", { data: { id: e.id } },
       el("td", {}, new Date(e.at_ms).toLocaleTimeString()),
@@ -233,6 +237,15 @@ async function showHistory() {
       el("td", {}, taught, teachButtons(e, showHistory)),
     );
     table.appendChild(tr);
+  }
+}
+
+async function explainRow(entry, into) {
+  try {
+    const look = await api("look", { id: entry.id });
+    clear(into).append((look.explanation || []).slice(0, 5).map((c) => `${c.feature} ${num2(c.contribution)}`).join(", ") || "-");
+  } catch (e) {
+    notice("Not explained: " + e.message);
   }
 }
 
