@@ -430,9 +430,10 @@ fn a_lesson_taught_to_a_predictor_is_learned_by_the_learner() {
     terminate(learner);
 }
 
-/// The console on a Kafka predictor (issue 64): it reads the predictor's
-/// copies (a scan is predicted with the version the learner published),
-/// and a lesson taught there is forwarded like a mail lesson: learned by
+/// The console on a Kafka predictor (issue 64): its history shows the
+/// stream's predictions with their text, it reads the predictor's copies
+/// (a scan is predicted with the version the learner published), and a
+/// lesson taught there is forwarded like a mail lesson: learned by
 /// the learner, carried by the predictor's next version; a forget the
 /// same way.
 #[test]
@@ -468,6 +469,14 @@ fn a_lesson_taught_on_a_predictors_console_is_learned_by_the_learner() {
         let text = r.body_mut().read_to_string().expect("a body");
         (r.status().as_u16(), serde_json::from_str(&text).unwrap_or_default())
     };
+    // The stream's predictions are in the predictor's history, with their
+    // text (a predictor keeps no record of them: the message's own).
+    let asked = r#"{"id": "ask-1", "text": "are we still on for the club tonight"}"#;
+    produce(&topics.input, None, &lines_as_messages(&[asked.to_string()]));
+    wait_for("the stream's prediction in the history", Duration::from_secs(60), || {
+        let (_, h) = call("history", serde_json::json!({"q": "ask-1"}));
+        h["entries"][0]["text"] == "are we still on for the club tonight"
+    });
     let text = "the club newsletter: see you at the club tonight";
     let spam_margin = |v: &serde_json::Value| v["margins"]["spam"].as_f64().expect("a spam margin");
     let (code, scanned) = call("scan", serde_json::json!({"text": text}));

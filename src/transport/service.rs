@@ -14,9 +14,27 @@ use crate::checkpoint::{CheckpointDir, Positions};
 use crate::console::{ConsoleServer, ConsoleSettings};
 use crate::http::{HttpServer, HttpSettings};
 use crate::mail::{MailServers, MailSettings};
-use crate::pipeline::{Outcome, Pipeline};
+use crate::pipeline::{Outcome, Pipeline, Raw};
 use crate::serving::board::{Board, POST_EVERY, Status};
 use crate::serving::{Classify, Feed, Hooks, Told};
+
+/// The text a message shows on a screen: a JSON message's "text", or a
+/// raw e-mail's start (its headers, the subject among them), at most the
+/// history's cut.
+fn text_of(raw: Raw<'_>) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Text<'a> {
+        #[serde(borrow)]
+        text: Option<std::borrow::Cow<'a, str>>,
+    }
+    match raw {
+        Raw::Json { raw, .. } => Some(serde_json::from_slice::<Text<'_>>(raw).ok()?.text?.into_owned()),
+        Raw::Email { raw, .. } => {
+            let head = &raw[..raw.len().min(crate::serving::board::ENTRY_TEXT_BYTES)];
+            Some(String::from_utf8_lossy(head).into_owned())
+        }
+    }
+}
 
 /// The endpoints a daemon serves besides its transport; dropped, they stop.
 #[derive(Default)]
@@ -109,12 +127,16 @@ impl Service {
         })
     }
 
-    /// Shows `outcome`, which `pipeline` just gave, on the board (a
-    /// prediction, with the text the record keeps of it).
-    pub(crate) fn saw(&self, outcome: &Outcome, pipeline: &Pipeline) {
-        if let (Some((board, _)), Outcome::Predicted(p)) = (&self.board, outcome) {
-            board.saw(p, pipeline.cache().text_of(&p.id).as_deref(), "stream");
-        }
+    /// Shows `outcome`, which `pipeline` just gave for `raw`, on the board:
+    /// a prediction, with the text the record keeps of it, else (a
+    /// predictor keeps none) the message's own "text", or a raw e-mail's
+    /// start.
+    pub(crate) fn saw(&self, outcome: &Outcome, pipeline: &Pipeline, raw: Raw<'_>) {
+        let (Some((board, _)), Outcome::Predicted(p)) = (&self.board, outcome) else {
+            return;
+        };
+        let text = pipeline.cache().text_of(&p.id).or_else(|| text_of(raw));
+        board.saw(p, text.as_deref(), "stream");
     }
 
     /// Posts `pipeline`'s status to the board, when one is shown and the
