@@ -473,10 +473,14 @@ fn a_lesson_taught_on_a_predictors_console_is_learned_by_the_learner() {
     // text (a predictor keeps no record of them: the message's own).
     let asked = r#"{"id": "ask-1", "text": "are we still on for the club tonight"}"#;
     produce(&topics.input, None, &lines_as_messages(&[asked.to_string()]));
-    wait_for("the stream's prediction in the history", Duration::from_secs(60), || {
-        let (_, h) = call("history", serde_json::json!({"q": "ask-1"}));
-        h["entries"][0]["text"] == "are we still on for the club tonight"
-    });
+    wait_for(
+        "the stream's prediction in the history",
+        Duration::from_secs(60),
+        || {
+            let (_, h) = call("history", serde_json::json!({"q": "ask-1"}));
+            h["entries"][0]["text"] == "are we still on for the club tonight"
+        },
+    );
     let text = "the club newsletter: see you at the club tonight";
     let spam_margin = |v: &serde_json::Value| v["margins"]["spam"].as_f64().expect("a spam margin");
     let (code, scanned) = call("scan", serde_json::json!({"text": text}));
