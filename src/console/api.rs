@@ -53,12 +53,28 @@ struct Access {
     write: bool,
 }
 
+/// The API's calls, as the metrics name them.
+const CALLS: [&str; 9] = [
+    "access", "status", "series", "history", "review", "scan", "look", "model", "teach",
+];
+
+/// What a request to `path` calls: an API call, "asset", or "other".
+fn call_of(path: &str) -> &'static str {
+    if assets::get(path).is_some() {
+        return "asset";
+    }
+    let call = path.strip_prefix("/api/").unwrap_or("");
+    CALLS.iter().find(|&&c| c == call).copied().unwrap_or("other")
+}
+
 /// Answers one request (every outcome is a response).
 pub(super) async fn answer(req: Request<Incoming>, peer: IpAddr, ctx: Arc<Ctx>) -> Result<Answer, Infallible> {
+    let call = call_of(req.uri().path());
     let mut answer = match tokio::time::timeout(TIMEOUT, route(req, peer, &ctx)).await {
         Ok(a) => a,
         Err(_) => error(StatusCode::SERVICE_UNAVAILABLE, "no answer in time"),
     };
+    crate::metrics::console_answered(call, answer.status().as_u16());
     let headers = answer.headers_mut();
     for (name, value) in [
         ("content-security-policy", CSP),

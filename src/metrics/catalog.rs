@@ -297,11 +297,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "counter",
         "Mail protocol requests and connections refused, by protocol and reason (bad_head, too_large, unauthenticated, timeout, ...)",
     ),
+    (
+        "classifyd_console_requests_total",
+        "counter",
+        "Requests to the web console answered (--console-addr), by call (asset, status, history, review, scan, look, model, teach, ...) and status code",
+    ),
     ("classifyd_checkpoints_total", "counter", "Checkpoints written"),
     (
         "classifyd_lessons_not_durable_total",
         "counter",
-        "Mail lessons refused because the lessons log could not take them (not learned; the asker retries)",
+        "Lessons (mail, console) refused because the lessons log could not take them (not learned; the asker retries)",
     ),
     (
         "classifyd_checkpoint_failures_total",

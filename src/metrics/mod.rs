@@ -207,6 +207,7 @@ fn export_from_start() {
         counter!("classifyd_mail_refused_total", "protocol" => protocol, "reason" => "unauthenticated").absolute(0);
     }
     counter!("classifyd_mail_requests_total", "protocol" => "spamd", "command" => "check").absolute(0);
+    counter!("classifyd_console_requests_total", "call" => "status", "code" => "200").absolute(0);
     counter!("classifyd_mail_requests_total", "protocol" => "rspamd", "command" => "checkv2").absolute(0);
     for kind in ["full", "delta"] {
         counter!("classifyd_model_published_bytes_total", "kind" => kind).absolute(0);
@@ -468,6 +469,12 @@ pub fn http_unkept() {
 pub fn mail_answered(protocol: &'static str, command: &'static str, took: Duration) {
     counter!("classifyd_mail_requests_total", "protocol" => protocol, "command" => command).increment(1);
     metrics::histogram!("classifyd_mail_request_duration_seconds", "protocol" => protocol).record(took.as_secs_f64());
+}
+
+/// A request to the console answered with `code`, by what it called (a
+/// bounded set: the API's calls, "asset", "other").
+pub fn console_answered(call: &'static str, code: u16) {
+    counter!("classifyd_console_requests_total", "call" => call, "code" => code.to_string()).increment(1);
 }
 
 /// A mail protocol's request or connection refused, by reason.
