@@ -539,8 +539,9 @@ impl Pipeline {
         score: Option<f32>,
         now_ms: u64,
     ) {
-        let answered = self.predictor.answered(prediction, text, user, score, now_ms);
-        if answered.kept {
+        // A predictor keeps nothing: nothing built for it either.
+        if self.duties.learns {
+            let answered = self.predictor.answered(prediction, text, user, score, now_ms);
             self.keep_answered(answered);
         }
     }

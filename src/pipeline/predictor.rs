@@ -118,7 +118,7 @@ impl Predictor {
                 reading: cfg.reading(),
                 limits: cfg.limits,
                 recalls: cfg.trust.reported > 0,
-                keeps: cfg.role != super::Role::Predictor,
+                keeps: cfg.role.duties().learns,
             },
             followed: Followed::default(),
         }

@@ -17,7 +17,7 @@
 //! or lesson.
 
 use super::predictor::{Positive, Predictor};
-use super::{CacheEntry, Packed, Pipeline, Prediction, Prepared, Preparer, Raw, review};
+use super::{CacheEntry, Packed, Prediction, Prepared, Preparer, Raw, review};
 use crate::message::{self, Bad, BadReason, Message};
 use crate::model::Task;
 
@@ -174,7 +174,10 @@ impl Predictor {
     }
 }
 
-impl Pipeline {
+// The learner answering a request itself: the reference the copies are
+// held to in tests (the daemon's requests go to the copies).
+#[cfg(test)]
+impl super::Pipeline {
     /// Predicts the message `raw` (JSON of the input contract: "text",
     /// "email" or "email_base64") and keeps it for its late label (but on
     /// a predictor). `default_id` names it when it has no "id"; `explain`
@@ -183,7 +186,7 @@ impl Pipeline {
     /// (learning stays on the input and feedback topics); feedback lines
     /// and bad input are refused with their reason, and are not counted as
     /// the daemon's bad input (the caller answers them).
-    pub fn classify_request(
+    pub(crate) fn classify_request(
         &mut self,
         raw: &[u8],
         default_id: &dyn Fn() -> String,

@@ -264,7 +264,7 @@ impl<K: Sink> Core<K> {
         let outcome = self.pipeline.handle_entry(entry, &default_id, now, &mut Daemon);
         crate::metrics::handled(&outcome, started.elapsed());
         self.observe();
-        self.service.saw(&outcome, &self.pipeline, record.raw());
+        self.service.saw(&outcome, &self.pipeline, || record.raw());
         self.sink.deliver(record, outcome)?;
         self.advance(record.position);
         Ok(())

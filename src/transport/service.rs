@@ -64,6 +64,12 @@ impl Asked<'_> {
     fn any(&self) -> bool {
         self.http.is_some() || self.mail.is_some() || self.console.is_some()
     }
+
+    /// Whether an endpoint asked for takes lessons (the mail protocols,
+    /// the console).
+    pub(crate) fn teaches(&self) -> bool {
+        self.mail.is_some() || self.console.is_some()
+    }
 }
 
 /// The copies, the lessons, and how many lessons this run learned.
@@ -109,8 +115,7 @@ impl Service {
             };
             self.feed = Some(Feed::start(pipeline, hooks, board.clone()));
         }
-        let teaches = asked.mail.is_some() || asked.console.is_some();
-        let told = match teaches && (learns || self.lessons.forwards()) {
+        let told = match asked.teaches() && (learns || self.lessons.forwards()) {
             true => {
                 let (to, from) = crate::serving::told_queue();
                 self.lessons.listen(from);
@@ -127,15 +132,16 @@ impl Service {
         })
     }
 
-    /// Shows `outcome`, which `pipeline` just gave for `raw`, on the board:
+    /// Shows `outcome`, which `pipeline` just gave for the message `raw`
+    /// reads (only read when the board shows it), on the board:
     /// a prediction, with the text the record keeps of it, else (a
     /// predictor keeps none) the message's own "text", or a raw e-mail's
     /// start.
-    pub(crate) fn saw(&self, outcome: &Outcome, pipeline: &Pipeline, raw: Raw<'_>) {
+    pub(crate) fn saw<'a>(&self, outcome: &Outcome, pipeline: &Pipeline, raw: impl FnOnce() -> Raw<'a>) {
         let (Some((board, _)), Outcome::Predicted(p)) = (&self.board, outcome) else {
             return;
         };
-        let text = pipeline.cache().text_of(&p.id).or_else(|| text_of(raw));
+        let text = pipeline.cache().text_of(&p.id).or_else(|| text_of(raw()));
         board.saw(p, text.as_deref(), "stream");
     }
 

@@ -156,15 +156,15 @@ impl<'a> Daemon<'a> {
         // a learner is killed can land after its successor's lessons:
         // the lessons soak saw one such forget in 20 kills. Fencing it
         // needs a transactional producer; docs/mail.md.)
-        if s.pipeline.role == Role::Predictor && (s.mail.is_some() || s.console.is_some()) {
-            let to = super::forward::TopicForward::new(s).map_err(DaemonError::Usage)?;
-            lock(&core).forward_lessons(Box::new(to));
-        }
         let asked = Asked {
             http: s.http.as_ref(),
             mail: s.mail.as_ref(),
             console: s.console.as_ref(),
         };
+        if s.pipeline.role == Role::Predictor && asked.teaches() {
+            let to = super::forward::TopicForward::new(s).map_err(DaemonError::Usage)?;
+            lock(&core).forward_lessons(Box::new(to));
+        }
         let fronts = lock(&core).serve(asked)?;
         Ok(Some(Daemon {
             s,
