@@ -204,7 +204,7 @@ async fn read_body(req: Request<Incoming>, ctx: &Ctx) -> Result<Bytes, Answer> {
 
 fn status(ctx: &Ctx) -> Answer {
     let status = ctx.board.status();
-    let left = ctx.board.history(usize::MAX, in_queue).len();
+    let left = ctx.board.oldest(0, in_queue).1;
     let mut v = serde_json::to_value(&*status).unwrap_or(Value::Null);
     if let Some(o) = v.as_object_mut() {
         o.insert("history".into(), json!(ctx.board.len()));
@@ -260,10 +260,7 @@ struct ReviewQuery {
 }
 
 fn review(ctx: &Ctx, q: &ReviewQuery) -> Answer {
-    let mut waiting = ctx.board.history(usize::MAX, in_queue);
-    let left = waiting.len();
-    waiting.reverse();
-    waiting.truncate(q.limit.unwrap_or(20).min(MAX_LIMIT));
+    let (waiting, left) = ctx.board.oldest(q.limit.unwrap_or(20).min(MAX_LIMIT), in_queue);
     json_ok(json!({ "left": left, "items": waiting }))
 }
 

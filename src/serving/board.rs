@@ -253,6 +253,16 @@ impl Board {
             .collect()
     }
 
+    /// The entries that `keep` keeps, oldest first, at most `limit`, and
+    /// how many it keeps in all (a queue and its length).
+    pub(crate) fn oldest(&self, limit: usize, keep: impl Fn(&Seen) -> bool) -> (Vec<Seen>, usize) {
+        let h = lock(&self.history);
+        let mut kept = h.entries.iter().filter(|e| keep(e));
+        let first: Vec<Seen> = kept.by_ref().take(limit).cloned().collect();
+        let n = first.len() + kept.count();
+        (first, n)
+    }
+
     /// The newest entry for message `id`.
     pub(crate) fn entry(&self, id: &str) -> Option<Seen> {
         lock(&self.history).entries.iter().rev().find(|e| e.id == id).cloned()
@@ -322,6 +332,12 @@ mod tests {
         );
         let uncertain = board.history(10, |e| e.uncertain);
         assert!(uncertain.is_empty(), "margins 2 to 4 are certain");
+        let (first, n) = board.oldest(1, |e| e.margin > 2.5);
+        assert_eq!(
+            (first[0].id.as_str(), n),
+            ("m3", 2),
+            "the oldest first, and how many in all"
+        );
         board.taught("m3", Some("ham".into()));
         assert_eq!(board.entry("m3").unwrap().taught.as_deref(), Some("ham"));
 
