@@ -10,7 +10,6 @@ use std::time::Instant;
 use indicatif::ProgressBar;
 use serde::Serialize;
 
-use super::ahead::{self, Batch};
 use super::{CommandError, io_at};
 use crate::config::EvalArgs;
 use crate::eval::Report;
@@ -18,6 +17,7 @@ use crate::eval::noise::LabelNoise;
 use crate::features::FeatureConfig;
 use crate::model::{Hyper, Model};
 use crate::pipeline::{Driver, Entry, HeldExample, Outcome, Pipeline};
+use crate::transport::ahead::{self, Batch, Line, Stopped};
 use crate::transport::sinks::DeadLetterSink;
 
 /// The result of `eval`, printed by `--json`.
@@ -204,10 +204,15 @@ impl FirstPass {
     ) -> Result<(), CommandError> {
         let threads = args.threads.unwrap_or_else(ahead::default_threads);
         let preparer = pipeline.preparer();
-        ahead::each_batch(reader, (args.limit, threads), preparer, path, |batch| {
+        let batches = ahead::each_batch(reader, (args.limit, threads), preparer, |batch| {
             self.batch(batch, path, (&mut *pipeline, &mut *driver), dead)?;
             progress.set_position(self.bytes);
             Ok(())
+        });
+        batches.map_err(|stopped| match stopped {
+            Stopped::Each(e) => e,
+            Stopped::Read(e) => io_at(path)(e),
+            Stopped::Spawn(e) => io_at("a thread to read ahead")(e),
         })
     }
 
@@ -219,18 +224,16 @@ impl FirstPass {
         (pipeline, driver): (&mut Pipeline, &mut EvalDriver),
         dead: &mut DeadLetterSink,
     ) -> Result<(), CommandError> {
-        let mut start = 0;
-        for (i, &(end, n)) in batch.lines.iter().enumerate() {
-            let line = &batch.text[start..end];
-            start = end;
-            self.bytes += n;
+        batch.each(|(_, taken), line, prepared| {
+            let (Line::Whole(line) | Line::Oversized { prefix: line, .. }) = line;
+            self.bytes += taken;
             self.number += 1;
             let number = self.number;
             let id = || number.to_string();
             // The stream's clock: line n is n seconds in (messages carry
             // no time), so `--feedback-ttl-secs 60` is 60 lines.
             if let Outcome::Bad(bad) = pipeline.handle_entry(
-                Entry::Prepared(&mut batch.prepared, i),
+                Entry::Prepared(prepared.0, prepared.1),
                 &id,
                 number.saturating_mul(1000),
                 driver,
@@ -244,8 +247,8 @@ impl FirstPass {
                 c.sample(pipeline.progressive());
                 self.next_plot = self.bytes + self.plot_every;
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 

@@ -3,7 +3,6 @@
 //! `demo-produce` and `tail`. The binary only parses flags, sets up
 //! logging and maps errors to an exit status.
 
-mod ahead;
 mod eval;
 #[cfg(feature = "kafka")]
 mod kafka;

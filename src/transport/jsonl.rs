@@ -20,6 +20,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::ahead::{Batch, Line};
 use super::core::{Core, Payload, Position, Record};
 use super::lines::{LineEvent, LineSource, Resume};
 use super::saving::Saving;
@@ -32,7 +33,7 @@ use crate::http::HttpSettings;
 use crate::mail::MailSettings;
 use crate::metrics::Telemetry;
 use crate::model::HyperChoice;
-use crate::pipeline::PipelineConfig;
+use crate::pipeline::{PipelineConfig, Prepared};
 use crate::shutdown::Shutdown;
 
 /// Settings of a JSON-lines run.
@@ -82,12 +83,11 @@ pub(crate) fn run_jsonl(
                 break;
             }
             Some(LineEvent::Error(e)) => return Err(DaemonError::Io(e)),
-            Some(LineEvent::Oversized { number, prefix, length }) => daemon.on_oversized(number, prefix, length)?,
-            Some(LineEvent::Line {
-                number,
-                bytes,
-                prepared,
-            }) => daemon.on_line(number, bytes, prepared)?,
+            Some(LineEvent::Lines(mut batch)) => {
+                let handled = daemon.on_lines(&mut batch);
+                daemon.source.done(batch);
+                handled?;
+            }
         }
     }
     daemon.shutdown()
@@ -186,25 +186,47 @@ impl<'a> JsonlDaemon<'a> {
         self.input = Some(resume.key);
     }
 
+    /// A batch of lines through the core, in order, with a checkpoint
+    /// whenever enough updates are due (`--checkpoint-every-updates`
+    /// counts lines, not batches).
+    fn on_lines(&mut self, batch: &mut Batch) -> Result<(), DaemonError> {
+        let prepared = batch.prepared.len() == batch.len();
+        batch.each(|(number, _), line, p| {
+            match line {
+                Line::Oversized { prefix, length } => self.on_oversized(number, prefix, length)?,
+                Line::Whole(bytes) => self.on_line(number, bytes, prepared.then_some(p))?,
+            }
+            if self.core.due_by_updates() {
+                self.core.checkpoint("updates", &mut ())?;
+            }
+            Ok(())
+        })
+    }
+
     /// A line over the size cap: read past, never held, refused with its
     /// first bytes and its length.
-    fn on_oversized(&mut self, number: u64, prefix: Vec<u8>, length: u64) -> Result<(), DaemonError> {
+    fn on_oversized(&mut self, number: u64, prefix: &[u8], length: u64) -> Result<(), DaemonError> {
         let max = self.s.pipeline.max_message_bytes;
         let bad = self.core.pipeline_mut().refuse(crate::message::too_large(length, max));
         let position = Position::Line {
             input: started(&self.input)?,
             number,
-            line: &prefix,
+            line: prefix,
         };
-        self.core.sink_mut().refuse_prefix(&position, &bad, &prefix, length)?;
+        self.core.sink_mut().refuse_prefix(&position, &bad, prefix, length)?;
         self.core.advance(position);
         Ok(())
     }
 
     /// One line through the core (as the reader prepared it, when it did).
-    fn on_line(&mut self, number: u64, bytes: Vec<u8>, prepared: Option<usize>) -> Result<(), DaemonError> {
+    fn on_line(
+        &mut self,
+        number: u64,
+        bytes: &[u8],
+        prepared: Option<(&mut Prepared, usize)>,
+    ) -> Result<(), DaemonError> {
         let record = Record {
-            payload: Payload::Json(&bytes),
+            payload: Payload::Json(bytes),
             key: None,
             reporter: None,
             user: None,
@@ -212,11 +234,11 @@ impl<'a> JsonlDaemon<'a> {
             position: Position::Line {
                 input: started(&self.input)?,
                 number,
-                line: &bytes,
+                line: bytes,
             },
         };
         match prepared {
-            Some(i) => self.core.handle_prepared(&record, (self.source.prepared(), i)),
+            Some(p) => self.core.handle_prepared(&record, p),
             None => self.core.handle(&record),
         }
     }

@@ -4,20 +4,22 @@
 //! each input it has read, keyed by the input's first line (an
 //! [`InputKey`]), and the mark of the line before it; the source skips the
 //! lines a checkpoint holds and refuses an input that only begins like the
-//! one checkpointed. It does not parse lines (the pipeline does) nor write
-//! outputs ([`super::sinks`]).
+//! one checkpointed. Its thread reads the lines in batches
+//! ([`super::ahead::Batch`]) and prepares them for the model; it does not
+//! learn from them (the pipeline does) nor write outputs ([`super::sinks`]).
 
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
+use super::ahead::{Batch, QUEUE};
 use super::bounded::{Got, read_bounded};
 use crate::checkpoint::{InputKey, LinePosition, Positions};
-use crate::pipeline::{Prepared, Preparer};
+use crate::pipeline::Preparer;
 
 /// Where an input starts, found from its first line (or the name it was
 /// given) among a checkpoint's positions.
@@ -59,20 +61,13 @@ impl Resume {
 /// What the reader thread sends.
 #[derive(Debug)]
 pub(crate) enum LineEvent {
-    /// Sent once, when the first line has been read, before any `Line`:
+    /// Sent once, when the first line has been read, before any lines:
     /// the input's key and the lines it skips.
     Start(Resume),
-    /// Line `number` (0-based) of the input, without its newline; and,
-    /// when the source prepares ([`LineSource::open`]), the index of its
-    /// message in the chunk's [`LineSource::prepared`].
-    Line {
-        number: u64,
-        bytes: Vec<u8>,
-        prepared: Option<usize>,
-    },
-    /// Line `number`, longer than the cap: only its first bytes were kept
-    /// (the rest was read past in chunks, never held), and its length.
-    Oversized { number: u64, prefix: Vec<u8>, length: u64 },
+    /// Lines of the input, in order, from line `first` (0-based), and,
+    /// when the source prepares ([`LineSource::open`]), the messages
+    /// prepared of them. Given back with [`LineSource::done`].
+    Lines(Batch),
     /// The input ended.
     End,
     /// Reading failed.
@@ -81,25 +76,20 @@ pub(crate) enum LineEvent {
 
 /// Lines of a JSON-lines input, read ahead on a thread.
 ///
-/// The thread hands lines over in chunks: up to [`CHUNK_LINES`], or fewer
-/// when it has read all the input it has been given so far, so a line that
-/// arrives alone (stdin from a slow producer) is passed on at once, never
-/// held back to fill a chunk. One line per hand-over cost a thread wake-up
-/// per line: a quarter of the CPU of `classifyd run` over SMS went to the
-/// scheduler.
+/// The thread hands lines over in batches: up to
+/// [`super::ahead::BATCH_LINES`], or fewer when it has read all the input
+/// it has been given so far, so a line that arrives alone (stdin from a
+/// slow producer) is passed on at once, never held back to fill a batch.
+/// One line per hand-over cost a thread wake-up per line: a quarter of the
+/// CPU of `classifyd run` over SMS went to the scheduler. At most
+/// [`QUEUE`] batches and [`READ_AHEAD_BYTES`] wait.
 #[derive(Debug)]
 pub(crate) struct LineSource {
-    rx: Receiver<Chunk>,
-    /// Events received and not yet taken, in order.
-    pending: std::vec::IntoIter<LineEvent>,
-    /// The messages the reader prepared of those events' lines.
-    prepared: Prepared,
-    /// Where a chunk's prepared messages go back to the reader once the
-    /// next chunk comes: reused, and freed by the thread that allocated
-    /// them (fresh ones cost `run` over SMS a third more CPU in page
-    /// faults and cross-thread frees).
-    spent: mpsc::Sender<Prepared>,
-    /// The read-ahead's bytes, and those of the chunk in hand.
+    rx: Receiver<LineEvent>,
+    /// Where batches go back to the reader once done with: reused, and
+    /// freed by the thread that allocated them.
+    spent: mpsc::Sender<Batch>,
+    /// The read-ahead's bytes, and those of the batch in hand.
     budget: Arc<Budget>,
     in_hand: usize,
     /// A short label for positions and default ids ("stdin" or the file name).
@@ -113,24 +103,15 @@ impl Drop for LineSource {
     }
 }
 
-/// Events handed over at once, with the messages prepared of their lines.
-#[derive(Debug, Default)]
-struct Chunk {
-    events: Vec<LineEvent>,
-    prepared: Prepared,
-    /// What it holds, as the read-ahead budget counts it.
-    bytes: usize,
-}
-
-/// Most bytes of lines and their prepared messages read ahead (chunks
+/// Most bytes of lines and their prepared messages read ahead (batches
 /// sent and not yet taken, and the one in hand): 16 MiB. Counted in
-/// chunks alone (64 of them), 20 Newsgroups' prepared messages (their
+/// batches alone (64 of them), 20 Newsgroups' prepared messages (their
 /// character n-grams) held some 140 MB ahead, past the memory bound of
 /// the configuration (docs/reliability.md).
 pub(crate) const READ_AHEAD_BYTES: usize = 16 << 20;
 
 /// The bytes read ahead, shared by the reader thread (which waits for
-/// room before it sends a chunk) and the source (which frees a chunk's
+/// room before it sends a batch) and the source (which frees a batch's
 /// bytes when it is done with it).
 #[derive(Debug, Default)]
 struct Budget {
@@ -142,7 +123,7 @@ struct Budget {
 
 impl Budget {
     /// Waits until `n` more bytes fit (always, when nothing is held:
-    /// one chunk over the budget still goes), then holds them; false when
+    /// one batch over the budget still goes), then holds them; false when
     /// the source has gone.
     fn take(&self, n: usize) -> bool {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
@@ -166,16 +147,13 @@ impl Budget {
     }
 }
 
-/// Most lines handed over at once.
-pub(crate) const CHUNK_LINES: usize = 64;
-
 impl LineSource {
     /// Opens `input` (a path, or "-" for stdin) and skips the lines that
     /// `positions` (a checkpoint's) hold of it, once its first line shows
     /// which input it is.
     /// `input_name`, if given, keys the input's position instead of its
     /// first line (`--input-name`).
-    /// A line over `max_line` bytes is never held whole: see [`LineEvent::Oversized`].
+    /// A line over `max_line` bytes is never held whole: see [`super::ahead::Line::Oversized`].
     /// With `preparer`, the reader thread also prepares each line (parses,
     /// renders, tokenizes, hashes and counts: no model needed), so the
     /// daemon's loop only learns and predicts.
@@ -195,21 +173,13 @@ impl LineSource {
                 .map_or(input.to_string(), |n| n.to_string_lossy().into_owned());
             (Box::new(f), name)
         };
-        let label = if input == "-" {
-            "stdin".to_string()
-        } else {
-            input.to_string()
-        };
-        let reading = Reading {
-            positions,
-            label,
-            input_name,
-            max_line,
-            preparer,
-            spent: None,
-            budget: Arc::default(),
-        };
-        Ok(Self::spawn(reader, reading, name))
+        let label = if input == "-" { "stdin" } else { input };
+        Ok(Self::spawn(
+            reader,
+            (positions, input_name),
+            (label, name),
+            (max_line, preparer),
+        ))
     }
 
     /// Reads lines from any reader (tests use in-memory ones); `input_name`
@@ -222,25 +192,27 @@ impl LineSource {
         input_name: Option<String>,
         max_line: usize,
     ) -> Self {
-        let reading = Reading {
-            positions,
-            label: name.clone(),
-            input_name,
-            max_line,
-            preparer: None,
-            spent: None,
-            budget: Arc::default(),
-        };
-        Self::spawn(reader, reading, name)
+        Self::spawn(reader, (positions, input_name), (&name.clone(), name), (max_line, None))
     }
 
-    fn spawn(reader: Box<dyn Read + Send>, mut reading: Reading, name: String) -> Self {
-        // Up to 64 chunks read ahead, and at most READ_AHEAD_BYTES.
-        let (tx, rx) = mpsc::sync_channel(64);
+    fn spawn(
+        reader: Box<dyn Read + Send>,
+        (positions, input_name): (Positions, Option<String>),
+        (label, name): (&str, String),
+        (max_line, preparer): (usize, Option<Preparer>),
+    ) -> Self {
+        let (tx, rx) = mpsc::sync_channel(QUEUE);
         let (spent, spent_rx) = mpsc::channel();
-        reading.spent = Some(spent_rx);
         let budget = Arc::new(Budget::default());
-        reading.budget = Arc::clone(&budget);
+        let mut reading = Reading {
+            positions,
+            label: label.to_string(),
+            input_name,
+            max_line,
+            preparer,
+            spent: spent_rx,
+            budget: Arc::clone(&budget),
+        };
         std::thread::Builder::new()
             .name("jsonl-reader".into())
             .spawn(move || read_lines(BufReader::with_capacity(1 << 16, reader), &mut reading, &tx))
@@ -248,8 +220,6 @@ impl LineSource {
             .expect("cannot spawn the input reader thread");
         LineSource {
             rx,
-            pending: Vec::new().into_iter(),
-            prepared: Prepared::default(),
             spent,
             budget,
             in_hand: 0,
@@ -257,31 +227,24 @@ impl LineSource {
         }
     }
 
-    /// The messages prepared of the lines of the events taken since the
-    /// last chunk came ([`LineEvent::Line`]'s `prepared`).
-    pub(crate) fn prepared(&mut self) -> &mut Prepared {
-        &mut self.prepared
-    }
-
     /// The next event, or `None` if nothing came within `timeout`.
     pub(crate) fn next(&mut self, timeout: Duration) -> Option<LineEvent> {
-        if let Some(ev) = self.pending.next() {
-            return Some(ev);
-        }
         match self.rx.recv_timeout(timeout) {
-            Ok(chunk) => {
-                self.pending = chunk.events.into_iter();
-                // The chunk in hand is done with: its bytes are free.
-                self.budget.free(std::mem::replace(&mut self.in_hand, chunk.bytes));
-                let done = std::mem::replace(&mut self.prepared, chunk.prepared);
-                // The reader may have finished: then it is just dropped.
-                let _ = self.spent.send(done);
-                // The reader never sends an empty chunk; were one to come, it is a quiet spell.
-                self.pending.next()
+            Ok(LineEvent::Lines(batch)) => {
+                self.in_hand = batch.bytes();
+                Some(LineEvent::Lines(batch))
             }
+            Ok(event) => Some(event),
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => Some(LineEvent::End),
         }
+    }
+
+    /// Gives a batch of lines back to the reader, to be filled again.
+    pub(crate) fn done(&mut self, batch: Batch) {
+        self.budget.free(std::mem::take(&mut self.in_hand));
+        // The reader may have finished: then it is just dropped.
+        let _ = self.spent.send(batch);
     }
 }
 
@@ -297,100 +260,68 @@ struct Reading {
     max_line: usize,
     /// Prepares each line when given.
     preparer: Option<Preparer>,
-    /// Prepared messages the daemon is done with, to reuse.
-    spent: Option<mpsc::Receiver<Prepared>>,
+    /// Batches the daemon is done with, to reuse.
+    spent: Receiver<Batch>,
     /// The bytes read ahead.
     budget: Arc<Budget>,
 }
 
 impl Reading {
-    /// A chunk to fill: with a spent chunk's buffers when there is one.
-    fn chunk(&self) -> Chunk {
-        let mut prepared = self.spent.as_ref().and_then(|r| r.try_recv().ok()).unwrap_or_default();
-        prepared.clear();
-        Chunk {
-            events: Vec::with_capacity(CHUNK_LINES),
-            prepared,
-            bytes: 0,
-        }
+    /// The error for a failed read of the input.
+    fn failed(&self, e: &io::Error) -> LineEvent {
+        LineEvent::Error(io::Error::new(
+            e.kind(),
+            format!("cannot read input {}: {e}", self.label),
+        ))
     }
-}
 
-/// The error for an input that has the position key of one the checkpoint
-/// has read `skip` lines of, but is not it (`why`).
-fn another_input(reading: &Reading, skip: u64, why: &str) -> LineEvent {
-    let (under, remedy) = match &reading.input_name {
-        Some(name) => (format!("the name {name:?}"), "give it another --input-name"),
-        None => (
-            "the same first line".to_string(),
-            "give it a name of its own with --input-name (or give its lines ids)",
-        ),
-    };
-    LineEvent::Error(io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!(
-            "input {} is not the input the checkpoint has read {skip} lines of under {under}: {why}. Nothing of \
-             it was skipped or learned. To learn it beside that input, {remedy}",
-            reading.label
-        ),
-    ))
-}
-
-/// Line `number`'s event: an oversized line's first bytes and length, or
-/// the line, prepared into `prepared` when there is a preparer (repeats
-/// counted here: the reader's work, not the loop's).
-fn line_event(
-    got: Got,
-    number: u64,
-    buf: Vec<u8>,
-    (preparer, prepared): (&mut Option<Preparer>, &mut Prepared),
-) -> LineEvent {
-    if let Got::Oversized { length, .. } = got {
-        return LineEvent::Oversized {
-            number,
-            prefix: buf,
-            length,
+    /// The error for an input that has the position key of one the
+    /// checkpoint has read `skip` lines of, but is not it (`why`).
+    fn another_input(&self, skip: u64, why: &str) -> LineEvent {
+        let (under, remedy) = match &self.input_name {
+            Some(name) => (format!("the name {name:?}"), "give it another --input-name"),
+            None => (
+                "the same first line".to_string(),
+                "give it a name of its own with --input-name (or give its lines ids)",
+            ),
         };
+        LineEvent::Error(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "input {} is not the input the checkpoint has read {skip} lines of under {under}: {why}. Nothing \
+                 of it was skipped or learned. To learn it beside that input, {remedy}",
+                self.label
+            ),
+        ))
     }
-    let prepared = preparer.as_mut().map(|p| {
-        p.prepare(&buf, true, prepared);
-        prepared.len() - 1
-    });
-    LineEvent::Line {
-        number,
-        bytes: buf,
-        prepared,
-    }
-}
 
-/// The reader thread: on the first line, sends where the input resumes
-/// (found in the positions), then `r`'s lines from there on, in chunks,
-/// then `End` or the error that stopped it (naming the input); returns
-/// early when the receiver has gone. An input whose last skipped line is
-/// not the one its mark says the checkpoint learned is refused with an
-/// error: it is another input with the same first line (or name).
-/// A chunk is also sent once its lines hold this many bytes (a chunk's
-/// share of [`READ_AHEAD_BYTES`]: 64 of them at once).
-const CHUNK_BYTES: usize = 256 << 10;
-
-fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &mut Reading, tx: &mpsc::SyncSender<Chunk>) {
-    let label = &reading.label;
-    let mut number = 0u64;
-    let mut skip = 0u64;
-    let mut mark = None;
-    let mut chunk = reading.chunk();
-    // Bytes of the lines in `chunk`.
-    let mut bytes = 0;
-    loop {
-        let mut buf = Vec::new();
-        let last = match read_bounded(&mut r, reading.max_line, &mut buf) {
-            Ok(Got::End) if number < skip && mark.is_some() => Some(another_input(
-                reading,
-                skip,
-                &format!("it has only {number} lines (unless that input was cut short)"),
-            )),
-            Ok(Got::End) => {
-                if number < skip {
+    /// Reads past the lines the checkpoint holds (`resume`), `line` holding
+    /// the first (as `got` says); the first line not held goes into
+    /// `batch`. An input whose last skipped line is not the one its mark
+    /// says the checkpoint learned is refused: it is another input with
+    /// the same first line (or name). Returns the event that ends the
+    /// input first, if one does.
+    fn skip(
+        &self,
+        r: &mut impl io::BufRead,
+        (resume, mut got): (&Resume, Got),
+        line: &mut Vec<u8>,
+        batch: &mut Batch,
+    ) -> Option<LineEvent> {
+        let (skip, mark) = (resume.skip, resume.mark);
+        for number in 0.. {
+            if number > 0 {
+                got = match read_bounded(r, self.max_line, line) {
+                    Ok(got) => got,
+                    Err(e) => return Some(self.failed(&e)),
+                };
+            }
+            match got {
+                Got::End if number < skip && mark.is_some() => {
+                    let why = format!("it has only {number} lines (unless that input was cut short)");
+                    return Some(self.another_input(skip, &why));
+                }
+                Got::End if number < skip => {
                     // A checkpoint from before marks: the line to check against is not known.
                     tracing::warn!(
                         lines = number,
@@ -398,56 +329,85 @@ fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &mut Reading, tx:
                         "the input ended before the line its checkpoint had reached: nothing new was read \
                          (was it cut short, or rewritten with the same first line?)"
                     );
+                    return Some(LineEvent::End);
                 }
-                Some(LineEvent::End)
+                Got::End => return Some(LineEvent::End),
+                _ if number >= skip => {
+                    batch.clear(number);
+                    batch.push(line, &got);
+                    return None;
+                }
+                _ if number + 1 == skip && mark.is_some_and(|m| m != LinePosition::mark_of(line)) => {
+                    let why = format!("its line {skip} differs from the one learned there");
+                    return Some(self.another_input(skip, &why));
+                }
+                _ => {}
             }
-            Ok(got) => {
-                // An oversized line is known by its prefix (its key, its mark).
-                if number == 0 {
-                    let resume = Resume::find(&reading.positions, &buf, reading.input_name.as_deref());
-                    (skip, mark) = (resume.skip, resume.mark);
-                    chunk.events.push(LineEvent::Start(resume));
-                }
-                if number + 1 == skip && mark.is_some_and(|m| m != LinePosition::mark_of(&buf)) {
-                    Some(another_input(
-                        reading,
-                        skip,
-                        &format!("its line {skip} differs from the one learned there"),
-                    ))
-                } else {
-                    if number >= skip {
-                        bytes += buf.len();
-                        let event = line_event(got, number, buf, (&mut reading.preparer, &mut chunk.prepared));
-                        chunk.events.push(event);
-                    }
-                    number += 1;
-                    None
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => Some(LineEvent::Error(io::Error::new(
-                e.kind(),
-                format!("cannot read input {label}: {e}"),
-            ))),
+        }
+        None
+    }
+}
+
+/// The reader thread: on the first line, sends where the input resumes
+/// (found in the positions), then `r`'s lines from there on, in batches
+/// (prepared when there is a preparer, repeats counted: the reader's
+/// work, not the loop's), then `End` or the error that stopped it (naming
+/// the input); returns early when the receiver has gone.
+fn read_lines(mut r: BufReader<Box<dyn Read + Send>>, reading: &mut Reading, tx: &SyncSender<LineEvent>) {
+    let mut line = Vec::new();
+    // An oversized first line is known by its prefix (its key, its mark).
+    let resume = match read_bounded(&mut r, reading.max_line, &mut line) {
+        Err(e) => Err(reading.failed(&e)),
+        Ok(Got::End) => Err(LineEvent::End),
+        Ok(got) => Ok((
+            Resume::find(&reading.positions, &line, reading.input_name.as_deref()),
+            got,
+        )),
+    };
+    let (resume, first) = match resume {
+        Ok(found) => found,
+        Err(last) => return drop(tx.send(last)),
+    };
+    let mut batch = Batch::default();
+    let skipped = reading.skip(&mut r, (&resume, first), &mut line, &mut batch);
+    if tx.send(LineEvent::Start(resume)).is_err() {
+        return;
+    }
+    if let Some(last) = skipped {
+        return drop(tx.send(last));
+    }
+    let last = loop {
+        // The line after the skipped ones goes on alone if nothing more has come.
+        let read = if batch.len() == 1 && r.buffer().is_empty() {
+            Ok(false)
+        } else {
+            batch.read(
+                &mut r,
+                (reading.max_line, usize::MAX),
+                |r| r.buffer().is_empty(),
+                &mut line,
+            )
         };
-        let done = last.is_some();
-        chunk.events.extend(last);
-        // Send when full, at the end, or before a read that may block: the
-        // buffer holds nothing more of what the input has given so far.
-        let n = chunk.events.len();
-        if n > 0 && (done || n >= CHUNK_LINES || bytes >= CHUNK_BYTES || r.buffer().is_empty()) {
-            let mut full = std::mem::replace(&mut chunk, reading.chunk());
-            // The lines, the texts prepared of them, their features.
-            full.bytes = 2 * bytes + full.prepared.feature_bytes();
-            bytes = 0;
-            if !reading.budget.take(full.bytes) || tx.send(full).is_err() {
+        let ended = match read {
+            Ok(ended) => ended,
+            Err(e) => break reading.failed(&e),
+        };
+        let next = batch.first + batch.len() as u64;
+        if batch.len() > 0 {
+            if let Some(p) = &mut reading.preparer {
+                batch.prepare(p, true);
+            }
+            let full = std::mem::replace(&mut batch, reading.spent.try_recv().unwrap_or_default());
+            if !reading.budget.take(full.bytes()) || tx.send(LineEvent::Lines(full)).is_err() {
                 return; // the daemon has gone
             }
         }
-        if done {
-            return;
+        if ended {
+            break LineEvent::End;
         }
-    }
+        batch.clear(next);
+    };
+    let _ = tx.send(last);
 }
 
 #[cfg(test)]
@@ -455,8 +415,9 @@ mod tests {
     use std::io::Write;
 
     use super::*;
+    use crate::transport::ahead::Line;
 
-    /// The read-ahead budget lets one chunk through whatever its size,
+    /// The read-ahead budget lets one batch through whatever its size,
     /// holds the next until bytes are freed, and lets go of a reader
     /// whose source has gone.
     #[test]
@@ -464,7 +425,7 @@ mod tests {
         let budget = Arc::new(Budget::default());
         assert!(
             budget.take(READ_AHEAD_BYTES * 2),
-            "one chunk over the budget still goes"
+            "one batch over the budget still goes"
         );
         let waiting = {
             let budget = Arc::clone(&budget);
@@ -476,7 +437,7 @@ mod tests {
         let (took, at) = waiting.join().unwrap();
         assert!(
             took && at >= freed_at,
-            "the second chunk waited for the first to be freed"
+            "the second batch waited for the first to be freed"
         );
         assert_eq!(*budget.held.lock().unwrap(), 1);
         assert!(budget.take(READ_AHEAD_BYTES - 1), "what fits goes at once");
@@ -497,13 +458,27 @@ mod tests {
                     assert!(start.is_none() && out.is_empty(), "Start comes once, before any line");
                     start = Some(r);
                 }
-                Some(LineEvent::Line { number, bytes, .. }) => out.push((number, bytes)),
-                Some(LineEvent::Oversized { number, .. }) => out.push((number, b"(oversized)".to_vec())),
+                Some(LineEvent::Lines(mut batch)) => {
+                    lines_of_batch(&mut batch, &mut out);
+                    source.done(batch);
+                }
                 Some(LineEvent::End) => return (start, out, None),
                 Some(LineEvent::Error(e)) => return (start, out, Some(e.to_string())),
                 None => panic!("the source went quiet"),
             }
         }
+    }
+
+    /// Appends the lines of `batch` to `out` (an oversized one as such).
+    fn lines_of_batch(batch: &mut Batch, out: &mut Lines) {
+        let each = batch.each(|(number, _), line, _| {
+            out.push(match line {
+                Line::Whole(bytes) => (number, bytes.to_vec()),
+                Line::Oversized { prefix, length } => (number, format!("over {length} {}", prefix.len()).into()),
+            });
+            Ok::<_, ()>(())
+        });
+        assert_eq!(each, Ok(()));
     }
 
     /// The lines `source` sends until its end, which must come without an
@@ -675,13 +650,27 @@ mod tests {
             other => panic!("expected the input's start, got {other:?}"),
         }
         match source.next(Duration::from_secs(10)) {
-            Some(LineEvent::Line { number: 0, bytes, .. }) => assert_eq!(bytes, b"{\"text\": \"first\"}"),
+            Some(LineEvent::Lines(mut batch)) => {
+                let mut lines = Vec::new();
+                lines_of_batch(&mut batch, &mut lines);
+                assert_eq!(lines, vec![(0, b"{\"text\": \"first\"}".to_vec())]);
+            }
             other => panic!("expected the first line, got {other:?}"),
         }
         assert!(source.next(Duration::from_millis(50)).is_none());
+        // So is a lone line later on.
         writer.write_all(b"second\n").unwrap();
+        match source.next(Duration::from_secs(10)) {
+            Some(LineEvent::Lines(mut batch)) => {
+                let mut lines = Vec::new();
+                lines_of_batch(&mut batch, &mut lines);
+                assert_eq!(lines, vec![(1, b"second".to_vec())]);
+            }
+            other => panic!("expected the second line, got {other:?}"),
+        }
+        writer.write_all(b"third\n").unwrap();
         drop(writer);
-        assert_eq!(lines_of(&mut source), (None, vec![(1, b"second".to_vec())]));
+        assert_eq!(lines_of(&mut source), (None, vec![(2, b"third".to_vec())]));
     }
 
     /// The source hands an oversized line on as such, and the lines after it.
@@ -690,19 +679,11 @@ mod tests {
         let input = format!("{{\"text\": \"{}\"}}\n{{\"text\": \"ok\"}}\n", "y".repeat(5000));
         let reader = Box::new(std::io::Cursor::new(input.into_bytes()));
         let mut source = LineSource::from_reader(reader, Positions::default(), "t".into(), None, 1000);
-        let mut events = Vec::new();
-        loop {
-            match source.next(Duration::from_secs(10)) {
-                Some(LineEvent::End) | None => break,
-                Some(LineEvent::Oversized { number, prefix, length }) => {
-                    events.push(format!("{number} over {length} {}", prefix.len()))
-                }
-                Some(LineEvent::Line { number, bytes, .. }) => {
-                    events.push(format!("{number} {}", String::from_utf8(bytes).unwrap()))
-                }
-                Some(_) => {}
-            }
-        }
-        assert_eq!(events, ["0 over 5012 1000", r#"1 {"text": "ok"}"#]);
+        let lines: Vec<_> = lines_of(&mut source)
+            .1
+            .into_iter()
+            .map(|(n, l)| format!("{n} {}", String::from_utf8_lossy(&l)))
+            .collect();
+        assert_eq!(lines, ["0 over 5012 1000", r#"1 {"text": "ok"}"#]);
     }
 }

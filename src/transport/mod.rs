@@ -12,7 +12,7 @@
 //! A transport may use the pipeline, the checkpoint directory and the
 //! metrics; none of those knows a transport.
 
-pub(crate) mod batch_ahead;
+pub(crate) mod ahead;
 pub(crate) mod bounded;
 pub(crate) mod core;
 pub(crate) mod jsonl;

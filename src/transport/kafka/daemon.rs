@@ -2,7 +2,7 @@
 //! model, [`Daemon::run`] polls until shutdown, handing the input and
 //! feedback records waiting, a batch at a time, to [`Daemon::on_batch`]
 //! (a helper thread prepares a batch's messages while the loop handles
-//! them: `crate::transport::batch_ahead`), a predictor's model records
+//! them: `crate::transport::ahead`), a predictor's model records
 //! to [`Daemon::on_model_records`] and the time-based work to
 //! [`Daemon::on_tick`]; [`Daemon::shutdown`] finishes.
 //!
@@ -37,7 +37,7 @@ use crate::metrics::Telemetry;
 use crate::pipeline::{Pipeline, Prepared, Preparer, Role};
 use crate::replica::{Publisher, TopicIndex};
 use crate::shutdown::Shutdown;
-use crate::transport::batch_ahead::{handle_ahead, worth_a_helper};
+use crate::transport::ahead::{handle_ahead, worth_a_helper};
 use crate::transport::core::{Core, Payload, Position, Record, prepare_record};
 use crate::transport::publication::Publication;
 use crate::transport::saving::Saving;
