@@ -499,4 +499,54 @@ mod tests {
             assert_eq!(seen, (0..=stop).collect::<Vec<_>>());
         }
     }
+
+    /// Items come back in the order fed, whatever the number of working
+    /// threads, each worked on once; the feed's error comes after every
+    /// item fed before it, and `each`'s error stops the rest.
+    #[test]
+    fn items_come_back_in_order_and_errors_stop_them_where_they_arose() {
+        type Work = Box<dyn FnMut(&mut Vec<u64>, bool) + Send>;
+        let square: fn() -> Work = || Box::new(|v: &mut Vec<u64>, _| v[0] *= v[0]);
+        let feed = |fail_at: Option<u64>| {
+            let mut n = 0;
+            move |v: &mut Vec<u64>, _| {
+                n += 1;
+                v.clear();
+                v.push(n);
+                match fail_at {
+                    Some(at) if n == at => Err(io::Error::other("read failed")),
+                    _ => Ok(n <= 50),
+                }
+            }
+        };
+        for workers in [0, 1, 3] {
+            let work: Vec<Work> = (0..workers).map(|_| square()).collect();
+            let mut got = Vec::new();
+            let done = in_order("t", feed(None), work, |v: &mut Vec<u64>| {
+                got.push(v[0]);
+                Ok::<_, ()>(())
+            });
+            assert!(done.is_ok(), "{workers} workers");
+            let want: Vec<u64> = (1..=50).map(|n| if workers == 0 { n } else { n * n }).collect();
+            assert_eq!(got, want, "{workers} workers");
+
+            let work: Vec<Work> = (0..workers).map(|_| square()).collect();
+            let mut got = Vec::new();
+            let done = in_order("t", feed(Some(7)), work, |v: &mut Vec<u64>| {
+                got.push(v[0]);
+                Ok::<_, ()>(())
+            });
+            assert!(matches!(done, Err(Stopped::Read(_))), "{workers} workers");
+            assert_eq!(got.len(), 6, "{workers} workers: the items before the error");
+
+            let work: Vec<Work> = (0..workers).map(|_| square()).collect();
+            let mut got = 0;
+            let done = in_order("t", feed(None), work, |_: &mut Vec<u64>| {
+                got += 1;
+                if got == 9 { Err(got) } else { Ok(()) }
+            });
+            assert!(matches!(done, Err(Stopped::Each(9))), "{workers} workers");
+            assert_eq!(got, 9, "{workers} workers");
+        }
+    }
 }
