@@ -521,7 +521,7 @@ mod tests {
     }
 
     #[test]
-    fn lines_in_order_across_chunks_after_skipping() {
+    fn lines_in_order_across_batches_after_skipping() {
         let text: String = (0..1000).map(|i| format!("line {i}\r\n")).collect();
         let key = InputKey::first_line(b"line 0");
         let mut source = source_of(&text, &[(&key.on_disk(), 10)]);
@@ -643,31 +643,26 @@ mod tests {
         let (reader, mut writer) = io::pipe().unwrap();
         let mut source = LineSource::from_reader(Box::new(reader), Positions::default(), "pipe".into(), None, 1 << 20);
         writer.write_all(b"{\"text\": \"first\"}\n").unwrap();
-        // The writer stays open: a reader holding lines back to fill a chunk
+        // The writer stays open: a reader holding lines back to fill a batch
         // would time out here.
         match source.next(Duration::from_secs(10)) {
             Some(LineEvent::Start(r)) => assert_eq!(r.skip, 0),
             other => panic!("expected the input's start, got {other:?}"),
         }
-        match source.next(Duration::from_secs(10)) {
+        // The next batch `source` sends, within the test's patience.
+        let next_lines = |source: &mut LineSource| match source.next(Duration::from_secs(10)) {
             Some(LineEvent::Lines(mut batch)) => {
                 let mut lines = Vec::new();
                 lines_of_batch(&mut batch, &mut lines);
-                assert_eq!(lines, vec![(0, b"{\"text\": \"first\"}".to_vec())]);
+                lines
             }
-            other => panic!("expected the first line, got {other:?}"),
-        }
+            other => panic!("expected a line, got {other:?}"),
+        };
+        assert_eq!(next_lines(&mut source), vec![(0, b"{\"text\": \"first\"}".to_vec())]);
         assert!(source.next(Duration::from_millis(50)).is_none());
         // So is a lone line later on.
         writer.write_all(b"second\n").unwrap();
-        match source.next(Duration::from_secs(10)) {
-            Some(LineEvent::Lines(mut batch)) => {
-                let mut lines = Vec::new();
-                lines_of_batch(&mut batch, &mut lines);
-                assert_eq!(lines, vec![(1, b"second".to_vec())]);
-            }
-            other => panic!("expected the second line, got {other:?}"),
-        }
+        assert_eq!(next_lines(&mut source), vec![(1, b"second".to_vec())]);
         writer.write_all(b"third\n").unwrap();
         drop(writer);
         assert_eq!(lines_of(&mut source), (None, vec![(2, b"third".to_vec())]));
