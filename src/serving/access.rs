@@ -8,6 +8,8 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::lock;
+
 /// An address block (`127.0.0.0/8`, `::1/128`, or one address).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cidr {
@@ -103,7 +105,7 @@ pub(crate) struct Failures {
 impl Failures {
     /// How long an answer to `peer` waits now.
     pub(crate) fn wait(&self, peer: IpAddr) -> Duration {
-        let map = self.by_peer.lock().unwrap_or_else(|p| p.into_inner());
+        let map = lock(&self.by_peer);
         match map.get(&peer) {
             Some(&(n, at)) if at.elapsed() < FORGET_AFTER && n > 0 => {
                 FIRST_WAIT.saturating_mul(1 << (n - 1).min(5)).min(MAX_WAIT)
@@ -114,7 +116,7 @@ impl Failures {
 
     /// Counts a failure of `peer`'s.
     pub(crate) fn failed(&self, peer: IpAddr) {
-        let mut map = self.by_peer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = lock(&self.by_peer);
         if map.len() >= FAILURES_KEPT && !map.contains_key(&peer) {
             let oldest = map.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| *k);
             if let Some(k) = oldest {
@@ -127,7 +129,7 @@ impl Failures {
 
     /// `peer` gave a right secret.
     pub(crate) fn succeeded(&self, peer: IpAddr) {
-        self.by_peer.lock().unwrap_or_else(|p| p.into_inner()).remove(&peer);
+        lock(&self.by_peer).remove(&peer);
     }
 }
 

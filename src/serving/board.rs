@@ -7,10 +7,11 @@
 //! checkpointed: a restart starts a fresh screen.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
+use super::lock;
 use crate::eval::drift::Watched;
 use crate::model::stack::Member;
 use crate::pipeline::{Contribution, Pipeline, Prediction};
@@ -281,11 +282,6 @@ impl Board {
     pub(crate) fn len(&self) -> usize {
         lock(&self.history).entries.len()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Poisoned only by a panic, which would already have ended the daemon.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

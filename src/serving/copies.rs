@@ -14,10 +14,10 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
-use super::Classify;
 use super::board::Board;
+use super::{Classify, lock};
 use crate::message::{Bad, BadReason};
 use crate::pipeline::{ANSWERED_QUEUE, Answered, Pipeline, Prediction, Predictor, Prepared, Preparer, Raw, Role};
 
@@ -187,9 +187,4 @@ impl Classify for Copies {
             })
             .collect()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Poisoned only by a panic, which would already have ended the daemon.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -18,6 +18,8 @@
 //! An endpoint parses its protocol and calls this part; no endpoint
 //! imports another (docs/layout.md).
 
+use std::sync::{Mutex, MutexGuard};
+
 use crate::message::Bad;
 use crate::pipeline::{Prediction, Raw};
 
@@ -65,4 +67,11 @@ pub(crate) trait Classify: Send + Sync + 'static {
     fn strongest(&self, _n: usize) -> Vec<(String, Vec<(String, f32)>)> {
         Vec::new()
     }
+}
+
+/// Locks `m`: the serving part's locks guard data a panic cannot leave
+/// half-written (a poisoned lock is taken as it is; a panic would already
+/// have ended the daemon).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
