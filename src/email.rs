@@ -309,7 +309,7 @@ fn body(msg: &mail_parser::Message<'_>, out: &mut String) -> bool {
         };
         let room = MAX_BODY_BYTES.saturating_sub(out.len() - start);
         if text.len() > room {
-            out.push_str(&text[..floor_char_boundary(&text, room)]);
+            out.push_str(&text[..text.floor_char_boundary(room)]);
             cut = true;
             break;
         }
@@ -330,15 +330,6 @@ fn body(msg: &mail_parser::Message<'_>, out: &mut String) -> bool {
         }
     }
     cut | tokens.cut | (msg.attachment_count() > MAX_PARTS)
-}
-
-/// The largest char boundary of `s` at or before `i`.
-fn floor_char_boundary(s: &str, i: usize) -> usize {
-    let mut i = i.min(s.len());
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
 }
 
 #[cfg(test)]

@@ -275,11 +275,7 @@ pub fn bias_bucket(cfg: &FeatureConfig) -> u32 {
 /// Where the character n-grams' window of `text` ends: at most
 /// `char_prefix_bytes`, on a char boundary.
 fn char_prefix_end(text: &str, cfg: &FeatureConfig) -> usize {
-    let mut end = text.len().min(cfg.char_prefix_bytes);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    end
+    text.floor_char_boundary(cfg.char_prefix_bytes)
 }
 
 #[inline]

@@ -235,11 +235,7 @@ impl Board {
         } else {
             text.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
         };
-        let mut end = t.len().min(ENTRY_TEXT_BYTES);
-        while !t.is_char_boundary(end) {
-            end -= 1;
-        }
-        t[..end].to_string()
+        t[..t.floor_char_boundary(ENTRY_TEXT_BYTES)].to_string()
     }
 
     /// The entries that `keep` keeps, newest first, at most `limit`.
