@@ -240,9 +240,12 @@ fn history(ctx: &Ctx, q: &HistoryQuery) -> Answer {
             && q.min.is_none_or(|m| e.margin >= m)
             && q.max.is_none_or(|m| e.margin <= m)
             && q.uncertain.is_none_or(|u| u == e.uncertain)
-            && words
-                .iter()
-                .all(|w| e.text.to_lowercase().contains(w.as_str()) || e.id.to_lowercase().contains(w.as_str()))
+            && (words.is_empty() || {
+                let (text, id) = (e.text.to_lowercase(), e.id.to_lowercase());
+                words
+                    .iter()
+                    .all(|w| text.contains(w.as_str()) || id.contains(w.as_str()))
+            })
     };
     let limit = q.limit.unwrap_or(200).min(MAX_LIMIT);
     json_ok(json!({ "entries": ctx.board.history(limit, keep) }))

@@ -132,10 +132,12 @@ pub(crate) struct Seen {
     pub taught: Option<String>,
 }
 
-/// The history: the last predictions, at most `cap`.
+/// The history: the last predictions, at most `cap`. Entries are shared,
+/// so that a console's search runs on a snapshot outside the lock, never
+/// holding up the loop that records predictions.
 #[derive(Debug, Default)]
 struct History {
-    entries: VecDeque<Seen>,
+    entries: VecDeque<Arc<Seen>>,
     next: u64,
 }
 
@@ -213,7 +215,7 @@ impl Board {
         if h.entries.len() >= self.cap {
             h.entries.pop_front();
         }
-        h.entries.push_back(Seen {
+        h.entries.push_back(Arc::new(Seen {
             seq,
             at_ms: crate::clock::now_ms(),
             id: p.id.clone(),
@@ -225,7 +227,7 @@ impl Board {
             explanation: p.explanation.clone().unwrap_or_default(),
             text,
             taught: None,
-        });
+        }));
     }
 
     /// What of `text` an entry keeps.
@@ -238,31 +240,33 @@ impl Board {
         t[..t.floor_char_boundary(ENTRY_TEXT_BYTES)].to_string()
     }
 
+    /// The entries, oldest first, as they stand: shared, taken in an
+    /// instant.
+    fn snapshot(&self) -> Vec<Arc<Seen>> {
+        lock(&self.history).entries.iter().cloned().collect()
+    }
+
     /// The entries that `keep` keeps, newest first, at most `limit`.
     pub(crate) fn history(&self, limit: usize, keep: impl Fn(&Seen) -> bool) -> Vec<Seen> {
-        let h = lock(&self.history);
-        h.entries
-            .iter()
-            .rev()
-            .filter(|e| keep(e))
-            .take(limit)
-            .cloned()
-            .collect()
+        let all = self.snapshot();
+        let kept = all.iter().rev().filter(|e| keep(e));
+        kept.take(limit).map(|e| Seen::clone(e)).collect()
     }
 
     /// The entries that `keep` keeps, oldest first, at most `limit`, and
     /// how many it keeps in all (a queue and its length).
     pub(crate) fn oldest(&self, limit: usize, keep: impl Fn(&Seen) -> bool) -> (Vec<Seen>, usize) {
-        let h = lock(&self.history);
-        let mut kept = h.entries.iter().filter(|e| keep(e));
-        let first: Vec<Seen> = kept.by_ref().take(limit).cloned().collect();
+        let all = self.snapshot();
+        let mut kept = all.iter().filter(|e| keep(e));
+        let first: Vec<Seen> = kept.by_ref().take(limit).map(|e| Seen::clone(e)).collect();
         let n = first.len() + kept.count();
         (first, n)
     }
 
     /// The newest entry for message `id`.
     pub(crate) fn entry(&self, id: &str) -> Option<Seen> {
-        lock(&self.history).entries.iter().rev().find(|e| e.id == id).cloned()
+        let h = lock(&self.history);
+        h.entries.iter().rev().find(|e| e.id == id).map(|e| Seen::clone(e))
     }
 
     /// Marks what a person taught of message `id` (a label, "forgotten",
@@ -270,7 +274,7 @@ impl Board {
     pub(crate) fn taught(&self, id: &str, what: Option<String>) {
         let mut h = lock(&self.history);
         for e in h.entries.iter_mut().filter(|e| e.id == id) {
-            e.taught.clone_from(&what);
+            Arc::make_mut(e).taught.clone_from(&what);
         }
     }
 
