@@ -1,6 +1,7 @@
 //! Capture: the pipeline's state and the sources' positions into the
 //! protobuf form of a checkpoint. Reads the pipeline; changes nothing.
 
+use std::borrow::Cow;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{Positions, format_for, pb};
@@ -82,7 +83,7 @@ pub fn capture_with(p: &Pipeline, positions: &Positions, weights: WeightsPlaceme
 fn cache_entry_to_pb((id, e): (&str, &CacheEntry)) -> pb::CacheEntry {
     pb::CacheEntry {
         id: id.to_string(),
-        text: e.text.text().unwrap_or_default(),
+        text: e.text.text().map(Cow::into_owned).unwrap_or_default(),
         predicted: e.predicted.clone().unwrap_or_default(),
         prediction_unknown: e.predicted.is_none(),
         score: e.score,

@@ -19,6 +19,8 @@
 //! byte cap counts the bytes held; a text is read back only when its late
 //! label comes.
 
+use std::borrow::Cow;
+
 use hashlink::LinkedHashMap;
 use hashlink::linked_hash_map::Entry;
 
@@ -85,12 +87,13 @@ impl Packed {
     /// bytes compressed by [`Packed::packed`] in this process never do
     /// (the cache never holds bytes from elsewhere: checkpoints carry
     /// texts).
-    pub fn text(&self) -> Option<String> {
+    /// Borrowed unless it must be decompressed.
+    pub fn text(&self) -> Option<Cow<'_, str>> {
         match self {
-            Packed::Plain(t) | Packed::Stored(t) => Some(t.clone()),
+            Packed::Plain(t) | Packed::Stored(t) => Some(Cow::Borrowed(t)),
             Packed::Lz4(b) => {
                 let bytes = lz4_flex::block::decompress_size_prepended(b).ok()?;
-                String::from_utf8(bytes).ok()
+                String::from_utf8(bytes).ok().map(Cow::Owned)
             }
         }
     }
@@ -276,7 +279,7 @@ impl FeedbackCache {
     }
 
     /// The text kept of message `id`, if it is kept.
-    pub fn text_of(&self, id: &str) -> Option<String> {
+    pub fn text_of(&self, id: &str) -> Option<Cow<'_, str>> {
         self.map.get(id)?.text.text()
     }
 
@@ -475,10 +478,10 @@ mod tests {
         assert_eq!((c.len(), c.evicted), (6, 0));
         assert!(c.bytes() <= cfg.cache_bytes - cfg.cache_bytes / 8, "{}", c.bytes());
         assert!(matches!(c.get("a").unwrap().text, Packed::Lz4(_)));
-        assert_eq!(c.get("a").and_then(|e| e.text.text()), Some(long.clone()));
+        assert_eq!(c.get("a").and_then(|e| e.text.text()).as_deref(), Some(long.as_str()));
         // A restored cache is held the same way under the same cap.
         let entries = c.entries().into_iter().map(|(id, e)| {
-            let text = Packed::Plain(e.text.text().unwrap());
+            let text = Packed::Plain(e.text.text().unwrap().into_owned());
             (id.to_string(), CacheEntry { text, ..e.clone() })
         });
         let back = FeedbackCache::from_entries(entries.collect(), 0, 0, cfg.cache_bytes);

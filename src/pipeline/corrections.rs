@@ -133,11 +133,13 @@ impl Pipeline {
     /// taught (when its reporter may) and drops its record; an id not in
     /// the record is counted.
     pub(super) fn forget(&mut self, id: &str, reporter: Option<String>, w: &mut Work) -> Outcome {
-        let Some((taught, text, user)) = self
-            .ledger
-            .get(id)
-            .map(|e| (e.taught.clone(), e.text.text(), e.user.clone()))
-        else {
+        let Some((taught, text, user)) = self.ledger.get(id).map(|e| {
+            (
+                e.taught.clone(),
+                e.text.text().map(std::borrow::Cow::into_owned),
+                e.user.clone(),
+            )
+        }) else {
             self.counters.forgets_unmatched += 1;
             return Outcome::Forgotten { found: false };
         };

@@ -174,7 +174,7 @@ impl Pipeline {
             return Outcome::FeedbackUnmatched;
         };
         w.features.user = self.predictor.user_key(entry.user.as_deref().or(user.as_deref()));
-        let Some(text) = entry.text.text() else {
+        let Some(text) = entry.text.text().map(std::borrow::Cow::into_owned) else {
             self.counters.feedback_unmatched += 1;
             return Outcome::FeedbackUnmatched;
         };

@@ -4,6 +4,7 @@
 //! endpoints themselves, wired to both. The core holds one [`Service`] and
 //! drives it between records; an endpoint is one line of [`Service::start`].
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -141,7 +142,10 @@ impl Service {
         let (Some((board, _)), Outcome::Predicted(p)) = (&self.board, outcome) else {
             return;
         };
-        let text = pipeline.cache().text_of(&p.id).or_else(|| text_of(raw()));
+        let text = pipeline
+            .cache()
+            .text_of(&p.id)
+            .or_else(|| text_of(raw()).map(Cow::Owned));
         board.saw(p, text.as_deref(), "stream");
     }
 
