@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use super::board::Board;
 use super::{Classify, lock};
 use crate::message::{Bad, BadReason};
-use crate::pipeline::{ANSWERED_QUEUE, Answered, Pipeline, Prediction, Predictor, Prepared, Preparer, Raw, Role};
+use crate::pipeline::{ANSWERED_QUEUE, Answered, Pipeline, Prediction, Predictor, Prepared, Preparer, Raw};
 
 /// What the copies count, told by whoever wires them (the metrics).
 #[derive(Clone, Copy, Debug)]
@@ -70,9 +70,9 @@ impl Copies {
     /// answer comes out to be kept for its late labels (none on a
     /// predictor, which keeps none).
     pub(crate) fn new(from: &Pipeline, hooks: Hooks, board: Option<Arc<Board>>) -> (Self, Option<Receiver<Answered>>) {
-        let (forward, answered) = match from.config().role {
-            Role::Predictor => (None, None),
-            _ => {
+        let (forward, answered) = match from.config().role.duties().learns {
+            false => (None, None),
+            true => {
                 let (to, from) = std::sync::mpsc::sync_channel(ANSWERED_QUEUE);
                 (Some(to), Some(from))
             }
