@@ -89,6 +89,22 @@ fn a_second_writer_is_refused_and_a_killed_ones_lock_is_gone() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(before, after, "the refused process wrote nothing");
+    // An operator who deletes LOCK (the pid file) releases nothing: the
+    // kernel holds the lock on the directory while the first one lives.
+    std::fs::remove_file(dir.join("LOCK")).unwrap();
+    let again = classifyd()
+        .args(["run", "--output", "/dev/null", "--bits", "16", "--input"])
+        .arg(data("sms_head1000.jsonl"))
+        .arg("--checkpoint-dir")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        !again.status.success(),
+        "a second writer ran once LOCK was deleted: {stderr}"
+    );
+    assert!(stderr.contains("is in use by process unknown"), "{stderr}");
 
     for l in &lines[400..] {
         writeln!(stdin, "{l}").unwrap();

@@ -117,10 +117,10 @@ pub struct Saved {
     pub sequence: u64,
 }
 
-/// The lock file of a checkpoint directory: its writer holds an exclusive
-/// OS lock on it (`flock`, which the kernel drops with the process, so a
-/// kill -9 leaves no stale lock) and writes its pid there for the error a
-/// second writer gets.
+/// The pid file of a checkpoint directory: its writer writes its pid
+/// there for the error a second writer gets. The lock itself is the
+/// kernel's, on the directory ([`lock`]): deleting this file releases
+/// nothing.
 pub const LOCK_FILE: &str = "LOCK";
 
 /// A directory of numbered checkpoints.
@@ -133,34 +133,37 @@ pub struct CheckpointDir {
     _lock: Option<File>,
 }
 
-/// Takes the writer's lock of `dir`, or says who holds it.
+/// Takes the writer's lock of `dir`, or says who holds it: an exclusive
+/// `flock` on the directory itself, held by an open descriptor, so the
+/// kernel drops it with the process (a kill -9 leaves no stale lock) and
+/// no path an operator removes can release it while the writer lives.
+/// The writer's pid goes to [`LOCK_FILE`] for the error a second one gets.
 fn lock(dir: &Path) -> Result<File, CheckpointError> {
+    let held = File::open(dir).map_err(io_err(dir))?;
     let path = dir.join(LOCK_FILE);
-    let mut f = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(io_err(&path))?;
-    match f.try_lock() {
+    match held.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
             let holder = fs::read_to_string(&path)
                 .ok()
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "unknown (it has not written its pid yet)".into());
+                .unwrap_or_else(|| format!("unknown (its pid file {LOCK_FILE} is gone or not written yet)"));
             return Err(CheckpointError::Locked {
                 dir: dir.to_path_buf(),
                 holder,
             });
         }
-        Err(fs::TryLockError::Error(error)) => return Err(io_err(&path)(error)),
+        Err(fs::TryLockError::Error(error)) => return Err(io_err(dir)(error)),
     }
-    f.set_len(0).map_err(io_err(&path))?;
-    writeln!(f, "{}", std::process::id()).map_err(io_err(&path))?;
-    Ok(f)
+    let mut pid = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    writeln!(pid, "{}", std::process::id()).map_err(io_err(&path))?;
+    Ok(held)
 }
 
 impl CheckpointDir {

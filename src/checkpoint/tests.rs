@@ -206,8 +206,18 @@ fn a_directory_has_one_writer() {
         other => panic!("a second writer was not refused: {other:?}"),
     }
     assert!(CheckpointDir::open_read(tmp.path()).is_ok());
+    // An operator who deletes the pid file releases nothing: the kernel
+    // holds the lock on the directory.
+    std::fs::remove_file(tmp.path().join(LOCK_FILE)).unwrap();
+    match CheckpointDir::open(tmp.path(), 3) {
+        Err(CheckpointError::Locked { holder, .. }) => assert!(holder.starts_with("unknown"), "{holder}"),
+        other => panic!("a second writer ran once LOCK was deleted: {other:?}"),
+    }
     drop(first);
-    assert!(CheckpointDir::open(tmp.path(), 3).is_ok());
+    let again = CheckpointDir::open(tmp.path(), 3).unwrap();
+    let pid = std::fs::read_to_string(tmp.path().join(LOCK_FILE)).unwrap();
+    assert_eq!(pid.trim(), std::process::id().to_string());
+    drop(again);
 }
 
 /// A save that cannot be written (here: the temporary file's name is taken

@@ -28,6 +28,12 @@ pub struct FeedbackArgs {
     /// fingerprint, and its exact copies take that label (0: none).
     #[arg(long, env = "CLASSIFYD_REPORTED_MESSAGES", default_value_t = crate::pipeline::DEFAULT_REPORTED, hide = true)]
     pub reported_messages: usize,
+    /// Let a lesson from an endpoint (spamd, rspamd, the console) add a
+    /// class the model does not know. Off: such a lesson is refused with
+    /// the model's classes, so a typo ("Spam", "spma") cannot make a
+    /// binary filter multi-class. Labels on the stream always may.
+    #[arg(long, env = "CLASSIFYD_LESSONS_ADD_CLASSES", default_value_t = false)]
+    pub lessons_add_classes: bool,
 }
 
 impl FeedbackArgs {
@@ -37,6 +43,7 @@ impl FeedbackArgs {
             max_reporters: self.max_reporters,
             trusted: self.trusted_reporter.clone(),
             reported: self.reported_messages,
+            lessons_add_classes: self.lessons_add_classes,
         }
     }
 }

@@ -398,6 +398,7 @@ async fn teach(ctx: &Ctx, t: Teach) -> Answer {
         }
         Ok(TellDone::Bad(detail)) => error(StatusCode::BAD_REQUEST, &detail),
         Ok(TellDone::NotDurable(detail)) => error(StatusCode::SERVICE_UNAVAILABLE, &detail),
+        Ok(TellDone::UnknownLabel(detail)) => error(StatusCode::BAD_REQUEST, &detail),
         Ok(TellDone::NotLearner) | Err(_) => {
             error(StatusCode::CONFLICT, "this process neither learns nor forwards lessons")
         }

@@ -10,7 +10,7 @@ use std::sync::mpsc::{SyncSender, TrySendError};
 use tokio::sync::Semaphore;
 
 use super::{Checked, Cidr};
-use crate::message::Bad;
+use crate::message::{Bad, BadReason};
 use crate::serving::{Classify, Lesson, TellDone, Told, same_secret};
 
 /// How a check was asked and answered.
@@ -124,6 +124,10 @@ impl Front {
         let Some(to) = &self.told else {
             return Err(Unanswered::NotLearner);
         };
+        if raw.is_empty() {
+            let empty = Bad::new(BadReason::MissingText, "an empty message teaches nothing");
+            return Err(Unanswered::Bad(empty));
+        }
         let (reply, answered) = tokio::sync::oneshot::channel();
         let told = Told {
             id: super::message_key(&raw),

@@ -293,6 +293,7 @@ async fn learn(raw: Vec<u8>, lesson: Lesson, user: Option<String>, ctx: &Ctx) ->
         Ok(TellDone::Bad(detail)) => Err(refused("bad_message", StatusCode::BAD_REQUEST, detail)),
         Ok(TellDone::NotLearner) => Err(unanswered(Unanswered::NotLearner)),
         Ok(TellDone::NotDurable(detail)) => Err(refused("not_durable", StatusCode::SERVICE_UNAVAILABLE, detail)),
+        Ok(TellDone::UnknownLabel(detail)) => Err(refused("unknown_label", StatusCode::BAD_REQUEST, detail)),
         Err(u) => Err(unanswered(u)),
     }
 }

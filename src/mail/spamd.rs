@@ -154,6 +154,12 @@ pub fn head_end(buf: &[u8]) -> Option<usize> {
     None
 }
 
+/// Whether the request whose head starts `buf` is a `TELL` (a lesson),
+/// read before (or without) a head that parses.
+pub fn is_tell(buf: &[u8]) -> bool {
+    buf.starts_with(b"TELL ")
+}
+
 /// Reads a head (the bytes before and including its blank line).
 pub fn parse_head(head: &[u8]) -> Result<Request, Refusal> {
     let text = std::str::from_utf8(head).map_err(|_| protocol("bad_head", "the request's head is not UTF-8"))?;

@@ -63,20 +63,22 @@ fn refused_connection(reason: &'static str) {
 }
 
 /// One connection: one request read, answered, and the connection closed.
+/// A refused `TELL` is answered by no status line at all: Debian's spamc
+/// (4.0.1) reports every spamd status to a `TELL` but EX_OK as "already
+/// learned" and exits 0, while a connection closed without an answer
+/// makes it exit 74 (EX_IOERR): the one answer it reports as a failure
+/// (docs/mail.md). The reason is counted and logged instead.
 async fn connection(mut stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) {
     let started = Instant::now();
     let timeout = ctx.timeout;
-    let (command, answer) = match tokio::time::timeout(timeout, request(&mut stream, peer, &ctx)).await {
+    let mut head = Vec::with_capacity(4096);
+    let (command, answer) = match tokio::time::timeout(timeout, request(&mut stream, &mut head, peer, &ctx)).await {
         Ok(Ok((command, answer))) => (Some(command), answer),
-        Ok(Err(refusal)) => (None, refuse(&refusal)),
-        Err(_) => (
-            None,
-            refuse(&Refusal::new(
-                Status::Timeout,
-                "timeout",
-                "no whole request within --mail-timeout-ms",
-            )),
-        ),
+        Ok(Err(refusal)) => (None, refuse(&refusal, spamd::is_tell(&head))),
+        Err(_) => {
+            let late = Refusal::new(Status::Timeout, "timeout", "no whole request within --mail-timeout-ms");
+            (None, refuse(&late, spamd::is_tell(&head)))
+        }
     };
     if let Some(command) = command {
         crate::metrics::mail_answered("spamd", command_name(command), started.elapsed());
@@ -87,15 +89,27 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) {
     let _ = stream.shutdown().await;
 }
 
-fn refuse(r: &Refusal) -> Vec<u8> {
+/// Counts a refusal and makes its answer: none for a lesson (the
+/// connection closes without a status line), spamd's status otherwise.
+fn refuse(r: &Refusal, lesson: bool) -> Vec<u8> {
     crate::metrics::mail_refused("spamd", r.reason);
+    if lesson {
+        tracing::warn!(reason = r.reason, detail = %r.detail, "a spamd TELL refused: closed without an answer");
+        return Vec::new();
+    }
     spamd::refusal(r)
 }
 
-/// Reads one request and makes its answer (empty: close without one).
-async fn request(stream: &mut TcpStream, peer: SocketAddr, ctx: &Ctx) -> Result<(Command, Vec<u8>), Refusal> {
-    let mut buf = Vec::with_capacity(4096);
-    let head_len = read_head(stream, &mut buf).await?;
+/// Reads one request and makes its answer (empty: close without one);
+/// `buf` keeps what was read of the head (what follows it, the body's
+/// start, is taken into the body).
+async fn request(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    peer: SocketAddr,
+    ctx: &Ctx,
+) -> Result<(Command, Vec<u8>), Refusal> {
+    let head_len = read_head(stream, buf).await?;
     let req = spamd::parse_head(&buf[..head_len])?;
     match req.command {
         Command::Ping => return Ok((req.command, spamd::pong())),
@@ -151,7 +165,7 @@ fn closed(detail: &str) -> Refusal {
 /// The body, exactly its `Content-length` bytes.
 async fn read_body(
     stream: &mut TcpStream,
-    mut buf: Vec<u8>,
+    buf: &mut Vec<u8>,
     head_len: usize,
     req: &Request,
     max: usize,
@@ -219,6 +233,7 @@ async fn tell(req: &Request, body: Vec<u8>, peer: SocketAddr, ctx: &Ctx) -> Resu
             format!("TELL is not allowed from {} (--learn-from)", peer.ip()),
         ));
     }
+
     let lesson = match (&req.set, &req.remove, req.class) {
         (Some(_), _, Some(Class::Spam)) => Lesson::Learn(ctx.front.spam_label.clone()),
         (Some(_), _, Some(Class::Ham)) => Lesson::Learn(ctx.front.ham_label.clone()),
@@ -242,6 +257,7 @@ async fn tell(req: &Request, body: Vec<u8>, peer: SocketAddr, ctx: &Ctx) -> Resu
         Ok(TellDone::Bad(detail)) => Err(Refusal::new(Status::DataErr, "bad_message", detail)),
         Ok(TellDone::NotLearner) => Err(unanswered(Unanswered::NotLearner)),
         Ok(TellDone::NotDurable(detail)) => Err(Refusal::new(Status::TempFail, "not_durable", detail)),
+        Ok(TellDone::UnknownLabel(detail)) => Err(Refusal::new(Status::DataErr, "unknown_label", detail)),
         Err(u) => Err(unanswered(u)),
     }
 }

@@ -309,6 +309,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Lessons (mail, console) refused because the lessons log could not take them (not learned; the asker retries)",
     ),
     (
+        "classifyd_lessons_refused_total",
+        "counter",
+        "Lessons (mail, console) refused before they were made durable, by reason (unknown_label: a label none of the model's classes)",
+    ),
+    (
         "classifyd_checkpoint_failures_total",
         "counter",
         "Checkpoints that failed or were put off",

@@ -383,6 +383,12 @@ pub fn lessons_not_durable(n: usize) {
     counter!("classifyd_lessons_not_durable_total").increment(n as u64);
 }
 
+/// Records `n` lessons refused before they were made durable, for
+/// `reason` (a bounded set: unknown_label).
+pub fn lessons_refused(reason: &'static str, n: usize) {
+    counter!("classifyd_lessons_refused_total", "reason" => reason).increment(n as u64);
+}
+
 /// Records a checkpoint that failed or was put off.
 pub fn checkpoint_failed() {
     counter!("classifyd_checkpoint_failures_total").increment(1);

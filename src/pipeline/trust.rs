@@ -29,9 +29,28 @@ pub struct TrustConfig {
     pub trusted: Vec<String>,
     /// Most reported messages remembered ([`super::reported`]; 0: none).
     pub reported: usize,
+    /// Whether a lesson (an endpoint's: spamd, rspamd, the console) may
+    /// add a class: off, a label none of a model's classes (once it has
+    /// two) is refused, so a typo cannot make a binary filter multi-class.
+    /// Classes the stream itself brings are always taken.
+    pub lessons_add_classes: bool,
 }
 
 impl TrustConfig {
+    /// Why a lesson teaching `label` to a model of `classes` is refused:
+    /// none when the label is one of them, the model has fewer than two
+    /// (a new filter learns its classes from its first lessons), or
+    /// lessons may add classes.
+    pub fn unknown_lesson_label(&self, label: &str, classes: &[String]) -> Option<String> {
+        if self.lessons_add_classes || classes.len() < 2 || classes.iter().any(|c| c == label) {
+            return None;
+        }
+        Some(format!(
+            "unknown label {label:?}: the model's classes are {} (--lessons-add-classes lets a lesson add one)",
+            classes.join(", ")
+        ))
+    }
+
     /// Whether `name`'s labels are learned in full, unweighed.
     pub fn trusts(&self, name: &str) -> bool {
         self.trusted.iter().any(|t| t == name)
@@ -45,6 +64,7 @@ impl Default for TrustConfig {
             max_reporters: DEFAULT_MAX_REPORTERS,
             trusted: Vec::new(),
             reported: DEFAULT_REPORTED,
+            lessons_add_classes: false,
         }
     }
 }

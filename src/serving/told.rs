@@ -55,6 +55,9 @@ pub(crate) enum TellDone {
     /// The lesson could not be written to the lessons log (why): it was
     /// not learned, and the asker should try again.
     NotDurable(String),
+    /// Its label is none of the model's classes (what it was, and the
+    /// classes): refused, so a typo cannot add a class.
+    UnknownLabel(String),
 }
 
 impl TellDone {

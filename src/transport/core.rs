@@ -112,6 +112,9 @@ pub(crate) trait Sink {
     fn export_metrics(&self) {}
 }
 
+/// The wait between tries of the last checkpoint when its save fails.
+const SHUTDOWN_RETRY: Duration = Duration::from_millis(250);
+
 /// A source's part in a checkpoint: after the save, the positions
 /// committed beyond it (a Kafka group's offsets).
 pub(crate) trait Checkpointed {
@@ -322,8 +325,11 @@ impl<K: Sink> Core<K> {
             return Ok(false);
         }
         let lessons = self.service.lessons_position();
-        if self.saving.save(&self.pipeline, lessons, why)? {
-            self.service.checkpointed()?;
+        match self.saving.save(&self.pipeline, lessons, why) {
+            // Retried later (`Saving::save`); nothing committed.
+            None => return Ok(false),
+            Some(true) => self.service.checkpointed(),
+            Some(false) => {}
         }
         part.commit(self.saving.positions(), why);
         Ok(true)
@@ -343,7 +349,13 @@ impl<K: Sink> Core<K> {
         self.publish(true);
         let deadline = Instant::now() + within;
         while !self.checkpoint("shutdown", part)? {
-            if Instant::now() >= deadline {
+            if let Some(failed) = self.saving.failure() {
+                if Instant::now() >= deadline {
+                    // Nothing lost: what it would hold was not committed.
+                    return Err(failed);
+                }
+                std::thread::sleep(SHUTDOWN_RETRY);
+            } else if Instant::now() >= deadline {
                 tracing::error!("could not deliver outputs before the shutdown deadline; last checkpoint kept");
                 break;
             }

@@ -112,6 +112,10 @@ impl Lessons {
         pipeline: &mut Pipeline,
         mut each: impl FnMut(&Pipeline, &Outcome),
     ) -> Vec<Answered> {
+        let (batch, mut answers) = known_labels(batch, pipeline);
+        if batch.is_empty() {
+            return answers;
+        }
         let (recorded, replies): (Vec<Recorded>, Vec<_>) = batch.into_iter().map(split).unzip();
         if let Some(to) = &mut self.forward {
             let done = match to.forward(&recorded) {
@@ -122,7 +126,8 @@ impl Lessons {
                     TellDone::NotDurable(why)
                 }
             };
-            return replies.into_iter().map(|reply| (reply, done.clone())).collect();
+            answers.extend(replies.into_iter().map(|reply| (reply, done.clone())));
+            return answers;
         }
         if let Some(log) = &mut self.log
             && let Err(e) = log.append(&recorded)
@@ -130,11 +135,13 @@ impl Lessons {
             tracing::error!(error = %e, lessons = replies.len(), "mail lessons could not be written to the lessons log: refused");
             crate::metrics::lessons_not_durable(replies.len());
             let why = format!("the lesson could not be made durable: {e}");
-            return (replies.into_iter())
-                .map(|reply| (reply, TellDone::NotDurable(why.clone())))
-                .collect();
+            answers.extend(
+                replies
+                    .into_iter()
+                    .map(|reply| (reply, TellDone::NotDurable(why.clone()))),
+            );
+            return answers;
         }
-        let mut answers = Vec::with_capacity(replies.len());
         for (reply, r) in replies.into_iter().zip(&recorded) {
             let outcome = learn(pipeline, r);
             each(pipeline, &outcome);
@@ -151,12 +158,39 @@ impl Lessons {
 
     /// After a checkpoint that recorded [`Lessons::position`] was saved:
     /// the log moves past the lessons it holds.
-    pub(crate) fn checkpointed(&mut self) -> std::io::Result<()> {
-        match &mut self.log {
-            Some(log) => log.rotate(),
-            None => Ok(()),
+    pub(crate) fn checkpointed(&mut self) {
+        if let Some(log) = &mut self.log {
+            log.rotate();
         }
     }
+}
+
+/// The lessons of `batch` whose label the model knows (or that may add a
+/// class), and the answers to the others: refused before they are made
+/// durable, so none of them is ever learned.
+fn known_labels(batch: Vec<Told>, pipeline: &Pipeline) -> (Vec<Told>, Vec<Answered>) {
+    let (trust, classes) = (&pipeline.config().trust, pipeline.model().labels().names());
+    let mut refused = Vec::new();
+    let known = batch
+        .into_iter()
+        .filter_map(|t| {
+            let why = match &t.lesson {
+                Lesson::Learn(label) => trust.unknown_lesson_label(label, classes),
+                Lesson::Forget => None,
+            };
+            match why {
+                Some(why) => {
+                    refused.push((t.reply, TellDone::UnknownLabel(why)));
+                    None
+                }
+                None => Some(t),
+            }
+        })
+        .collect();
+    if !refused.is_empty() {
+        crate::metrics::lessons_refused("unknown_label", refused.len());
+    }
+    (known, refused)
 }
 
 /// A lesson as the log keeps it (its e-mail moved, not copied), and who

@@ -69,7 +69,17 @@ pub(crate) struct Cadence {
     last: Instant,
     /// The model's version at the last checkpoint.
     updates_at: u64,
+    /// After a failed save: when the next try is due, and the wait after
+    /// it should it fail too (doubling from [`RETRY_FIRST`] to
+    /// [`RETRY_MOST`]). Until then no checkpoint is due, by time or by
+    /// updates.
+    retry: Option<(Instant, Duration)>,
 }
+
+/// The first wait after a failed checkpoint.
+pub(crate) const RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between tries of a failing checkpoint.
+pub(crate) const RETRY_MOST: Duration = Duration::from_secs(30);
 
 impl Cadence {
     /// A cadence starting now, for a model at `version`.
@@ -79,23 +89,44 @@ impl Cadence {
             every_updates,
             last: Instant::now(),
             updates_at: version,
+            retry: None,
         }
     }
 
-    /// Whether `interval` has passed since the last checkpoint.
-    pub(crate) fn due_by_time(&self) -> bool {
-        self.last.elapsed() >= self.interval
+    /// Whether a failed checkpoint's retry is still ahead.
+    fn waiting_to_retry(&self) -> bool {
+        self.retry.is_some_and(|(at, _)| Instant::now() < at)
     }
 
-    /// Whether `every_updates` updates were learned since the last checkpoint.
+    /// Whether `interval` has passed since the last checkpoint, or a
+    /// failed one's retry is due.
+    pub(crate) fn due_by_time(&self) -> bool {
+        match self.retry {
+            Some((at, _)) => Instant::now() >= at,
+            None => self.last.elapsed() >= self.interval,
+        }
+    }
+
+    /// Whether `every_updates` updates were learned since the last
+    /// checkpoint (and no failed one's retry is still ahead).
     pub(crate) fn due_by_updates(&self, version: u64) -> bool {
-        self.every_updates > 0 && version - self.updates_at >= self.every_updates
+        self.every_updates > 0 && version - self.updates_at >= self.every_updates && !self.waiting_to_retry()
     }
 
     /// A checkpoint of the model at `version` was written.
     pub(crate) fn done(&mut self, version: u64) {
         self.last = Instant::now();
         self.updates_at = version;
+        self.retry = None;
+    }
+
+    /// A checkpoint could not be saved: the next try waits, twice as long
+    /// as the last wait, from [`RETRY_FIRST`] to [`RETRY_MOST`]; returns
+    /// the wait.
+    pub(crate) fn failed(&mut self) -> Duration {
+        let wait = self.retry.map_or(RETRY_FIRST, |(_, w)| w);
+        self.retry = Some((Instant::now() + wait, (wait * 2).min(RETRY_MOST)));
+        wait
     }
 
     /// A checkpoint was put off: the next try is one interval away.

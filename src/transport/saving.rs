@@ -51,6 +51,8 @@ pub(crate) struct Saving {
     cadence: Cadence,
     /// Checkpoints written by this run.
     written: u64,
+    /// Why the last save failed, while no save has succeeded since.
+    failing: Option<DaemonError>,
 }
 
 impl Saving {
@@ -62,6 +64,7 @@ impl Saving {
             positions,
             cadence,
             written: 0,
+            failing: None,
         }
     }
 
@@ -116,24 +119,42 @@ impl Saving {
     /// Saves `pipeline` with the positions so far and, when the lessons
     /// log has one, its generation `lessons` (the sink has delivered every
     /// output before them); then the cadence starts again. Returns whether
-    /// a checkpoint was written (not without a directory).
-    pub(crate) fn save(&mut self, pipeline: &Pipeline, lessons: Option<u64>, why: &str) -> Result<bool, DaemonError> {
+    /// a checkpoint was written (not without a directory). A save that
+    /// fails (a full disk, an unwritable directory) stops nothing: it is
+    /// logged, counted and retried with back-off ([`Cadence::failed`]),
+    /// `Ok(None)` says so, and nothing it would have covered is committed
+    /// meanwhile ([`Saving::failure`] keeps why).
+    pub(crate) fn save(&mut self, pipeline: &Pipeline, lessons: Option<u64>, why: &str) -> Option<bool> {
         self.positions.settle();
         if let Some(g) = lessons {
             self.positions.set_lessons(g);
         }
         let mut wrote = false;
         if let Some(dir) = self.dir.as_mut() {
-            let saved = dir
-                .save_pipeline(pipeline, &self.positions)
-                .inspect_err(|_| crate::metrics::checkpoint_failed())?;
-            crate::metrics::checkpoint_saved(saved.bytes, saved.duration);
-            tracing::debug!(path = %saved.path.display(), bytes = saved.bytes, ms = saved.duration.as_millis() as u64, why, "checkpoint written");
-            wrote = true;
+            match dir.save_pipeline(pipeline, &self.positions) {
+                Ok(saved) => {
+                    crate::metrics::checkpoint_saved(saved.bytes, saved.duration);
+                    tracing::debug!(path = %saved.path.display(), bytes = saved.bytes, ms = saved.duration.as_millis() as u64, why, "checkpoint written");
+                    wrote = true;
+                }
+                Err(error) => {
+                    crate::metrics::checkpoint_failed();
+                    let retry_in = self.cadence.failed();
+                    tracing::error!(error = %error, why, retry_in_ms = retry_in.as_millis() as u64, "checkpoint failed: serving and learning go on, nothing it would cover is committed; retrying");
+                    self.failing = Some(error.into());
+                    return None;
+                }
+            }
         }
+        self.failing = None;
         self.cadence.done(pipeline.model().version());
         self.written += 1;
-        Ok(wrote)
+        Some(wrote)
+    }
+
+    /// Why the last save failed, while none has succeeded since (taken).
+    pub(crate) fn failure(&mut self) -> Option<DaemonError> {
+        self.failing.take()
     }
 
     /// Checkpoints this run took (written, or without a directory, the

@@ -237,8 +237,8 @@ impl Service {
     }
 
     /// A checkpoint holds the lessons so far: the log moves on.
-    pub(crate) fn checkpointed(&mut self) -> std::io::Result<()> {
-        self.lessons.checkpointed()
+    pub(crate) fn checkpointed(&mut self) {
+        self.lessons.checkpointed();
     }
 
     /// Lessons this run learned (those the log gave back at the start
