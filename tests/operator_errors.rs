@@ -275,3 +275,96 @@ fn a_lone_damaged_checkpoint_says_there_is_no_previous_one() {
     assert!(stderr.contains("there is no previous one"), "{stderr}");
     assert!(!stderr.contains("trying the previous one"), "{stderr}");
 }
+
+/// The value of metric line `name` (with its labels) in `addr`'s scrape.
+fn metric(addr: &str, name: &str) -> Option<f64> {
+    let (_, body) = common::http_get(addr, "/metrics")?;
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// A checkpoint directory nothing can be written to for 30 s (a file size
+/// limit of 0 on the running daemon: a full disk): the daemon goes on
+/// reading and learning, counts each failed try and retries with
+/// back-off; a lesson it cannot log is refused (spamc exits 74); once
+/// writes work again the next try saves everything; after a kill -9 the
+/// restart has every line and every acknowledged lesson once.
+#[test]
+fn an_unwritable_checkpoint_directory_stops_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ck");
+    let (metrics, spamd) = (
+        format!("127.0.0.1:{}", common::free_port()),
+        format!("127.0.0.1:{}", common::free_port()),
+    );
+    let lines = sms_lines();
+    let mut daemon = classifyd()
+        .args(["run", "--input", "-", "--output", "/dev/null", "--bits", "16"])
+        .args(["--checkpoint-every-updates", "50", "--metrics-addr", &metrics])
+        .args(["--spamd-addr", &spamd, "--checkpoint-dir"])
+        .arg(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = daemon.stdin.take().unwrap();
+    let feed = |stdin: &mut std::process::ChildStdin, range: std::ops::Range<usize>| {
+        for l in &lines[range] {
+            writeln!(stdin, "{l}").unwrap();
+        }
+        stdin.flush().unwrap();
+    };
+    feed(&mut stdin, 0..200);
+    wait_for("the first checkpoints", Duration::from_secs(30), || {
+        learned(&dir) >= 200
+    });
+    let spamc = |label: &str, n: usize| {
+        let (host, port) = spamd.rsplit_once(':').unwrap();
+        let mail = format!("Message-ID: <full-{n}@test>\nSubject: {n}\n\nlesson {n}\n");
+        let mut c = Command::new("spamc")
+            .args(["-d", host, "-p", port, "-L", label])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spamc (Debian's spamc package)");
+        c.stdin.take().unwrap().write_all(mail.as_bytes()).unwrap();
+        c.wait().unwrap().code()
+    };
+    assert_eq!(spamc("spam", 1), Some(0));
+
+    common::limit_file_size(daemon.id(), Some(0));
+    let started = Instant::now();
+    feed(&mut stdin, 200..400);
+    assert_eq!(spamc("ham", 2), Some(74), "a lesson the log cannot take is refused");
+    wait_for("failed checkpoints counted", Duration::from_secs(20), || {
+        metric(&metrics, "classifyd_checkpoint_failures_total").is_some_and(|n| n >= 2.0)
+    });
+    std::thread::sleep(Duration::from_secs(30).saturating_sub(started.elapsed()));
+    assert!(daemon.try_wait().unwrap().is_none(), "the daemon is still running");
+    assert!(learned(&dir) < 400, "nothing could be saved meanwhile");
+    common::limit_file_size(daemon.id(), None);
+
+    wait_for("a checkpoint once writes work", Duration::from_secs(40), || {
+        learned(&dir) >= 400
+    });
+    assert_eq!(spamc("ham", 3), Some(0));
+    feed(&mut stdin, 400..450);
+    wait_for("the last lines", Duration::from_secs(30), || learned(&dir) >= 450);
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    drop(stdin);
+    // Restarted over the same lines: every one, and both acknowledged
+    // lessons, once (the refused one never).
+    let input = tmp.path().join("in.jsonl");
+    common::write_lines(&input, &lines[..450]);
+    let rerun = classifyd()
+        .args(["run", "--output", "/dev/null", "--bits", "16", "--input"])
+        .arg(&input)
+        .arg("--checkpoint-dir")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(rerun.status.success(), "{}", String::from_utf8_lossy(&rerun.stderr));
+    let last = newest_checkpoint(&dir).unwrap();
+    assert_eq!(last.model.map(|m| m.version), Some(450 + 2));
+}

@@ -23,6 +23,10 @@ impl Drop for MailDaemon {
 }
 
 impl MailDaemon {
+    pub fn pid(&self) -> u32 {
+        self.0.as_ref().map_or(0, Child::id)
+    }
+
     pub fn stop(mut self) {
         terminate(self.0.take().unwrap());
     }

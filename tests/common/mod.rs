@@ -360,6 +360,26 @@ pub fn consumed(c: &pb::Checkpoint, topic: &str) -> u64 {
         .sum()
 }
 
+/// Sets the soft file size limit of process `pid` (`None`: unlimited):
+/// a write past it fails with EFBIG (the daemon ignores SIGXFSZ), as a
+/// full disk fails a write part-way.
+pub fn limit_file_size(pid: u32, bytes: Option<u64>) {
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: prlimit reads `new` and writes `old`, both valid for the call.
+    let got = unsafe { libc::prlimit(pid as libc::pid_t, libc::RLIMIT_FSIZE, std::ptr::null(), &mut old) };
+    assert_eq!(got, 0, "{}", std::io::Error::last_os_error());
+    let new = libc::rlimit {
+        rlim_cur: bytes.unwrap_or(old.rlim_max),
+        rlim_max: old.rlim_max,
+    };
+    // SAFETY: as above.
+    let set = unsafe { libc::prlimit(pid as libc::pid_t, libc::RLIMIT_FSIZE, &new, std::ptr::null_mut()) };
+    assert_eq!(set, 0, "{}", std::io::Error::last_os_error());
+}
+
 /// Polls until `f` holds or the deadline passes.
 pub fn wait_for(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
