@@ -122,3 +122,57 @@ fn refused_lessons_fail_in_the_clients_and_a_failed_append_loses_nothing() {
         "200 lines and 4 lessons, each once"
     );
 }
+
+/// The classes a checkpoint's model knows.
+fn classes(dir: &Path) -> Vec<String> {
+    let out = std::process::Command::new(BIN)
+        .args(["inspect", "--json", "--checkpoint-dir"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names = v["labels"].as_array().or_else(|| v["classes"].as_array()).cloned();
+    let names = names.unwrap_or_else(|| panic!("no classes in {v}"));
+    names
+        .iter()
+        .map(|n| n.as_str().or_else(|| n["label"].as_str()).unwrap().to_string())
+        .collect()
+}
+
+/// A console lesson whose label is none of a ham/spam model's classes (a
+/// typo: "Spam") is refused with the classes named and changes nothing;
+/// with `--lessons-add-classes` the operator lets it add one.
+#[test]
+fn a_lesson_with_an_unknown_label_is_refused() {
+    let agent = common::http::client();
+    for adds in [false, true] {
+        let console = local_addr();
+        let mut flags = vec!["--console-addr", console.as_str()];
+        if adds {
+            flags.push("--lessons-add-classes");
+        }
+        let learned = learned(Some(200), &flags);
+        let dir = learned.tmp.path().join("ckpt");
+        let teach = |label: &str| {
+            let body = serde_json::json!({"id": "typo-1", "label": label, "text": "see you at lunch"});
+            let mut r = agent
+                .post(format!("http://{console}/api/teach"))
+                .header("content-type", "application/json")
+                .send(body.to_string())
+                .expect("an answer");
+            (r.status().as_u16(), r.body_mut().read_to_string().unwrap())
+        };
+        let (code, said) = teach("Spam");
+        learned.daemon.stop();
+        let after = classes(&dir);
+        if adds {
+            assert_eq!(code, 200, "{said}");
+            assert!(after.len() == 3 && after.contains(&"Spam".to_string()), "{after:?}");
+        } else {
+            assert_eq!(code, 400, "{said}");
+            assert!(said.contains("unknown label \\\"Spam\\\""), "{said}");
+            assert!(said.contains("spam, ham") || said.contains("ham, spam"), "{said}");
+            assert_eq!(after.len(), 2, "the classes unchanged: {after:?}");
+        }
+    }
+}
