@@ -126,7 +126,15 @@ fn bad_requests_are_answered_and_the_daemon_goes_on() {
     write_lines(&path, &sms_lines()[..300]);
     let addr = format!("127.0.0.1:{}", free_port());
     let metrics = format!("127.0.0.1:{}", free_port());
-    let extra = ["--http-max-connections", "200", "--metrics-addr", &metrics];
+    // One address floods here: its own cap lifted, the endpoint's is tested.
+    let extra = [
+        "--http-max-connections",
+        "200",
+        "--max-connections-per-address",
+        "5000",
+        "--metrics-addr",
+        &metrics,
+    ];
     let child = spawn(&path, &tmp.path().join("out"), &tmp.path().join("ck"), &addr, &extra);
     let agent = client();
     wait_for_endpoint(&agent, &addr);

@@ -44,6 +44,17 @@ fn learned(dir: &Path) -> u64 {
     newest_checkpoint(dir).map_or(0, |c| c.pipeline.unwrap().counters.unwrap().learned)
 }
 
+/// A `run` over the SMS head on `dir`, to its end.
+fn second_writer(dir: &Path) -> std::process::Output {
+    classifyd()
+        .args(["run", "--output", "/dev/null", "--bits", "16", "--input"])
+        .arg(data("sms_head1000.jsonl"))
+        .arg("--checkpoint-dir")
+        .arg(dir)
+        .output()
+        .unwrap()
+}
+
 /// A second `run` on a directory that a running daemon writes exits
 /// non-zero at once, naming the directory and the holder's pid, and
 /// writes nothing; the first goes on and loses nothing. After a kill -9 of
@@ -71,13 +82,7 @@ fn a_second_writer_is_refused_and_a_killed_ones_lock_is_gone() {
         .collect();
 
     let started = Instant::now();
-    let second = classifyd()
-        .args(["run", "--output", "/dev/null", "--bits", "16", "--input"])
-        .arg(data("sms_head1000.jsonl"))
-        .arg("--checkpoint-dir")
-        .arg(&dir)
-        .output()
-        .unwrap();
+    let second = second_writer(&dir);
     let took = started.elapsed();
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert!(!second.status.success(), "the second writer ran: {stderr}");
@@ -92,13 +97,7 @@ fn a_second_writer_is_refused_and_a_killed_ones_lock_is_gone() {
     // An operator who deletes LOCK (the pid file) releases nothing: the
     // kernel holds the lock on the directory while the first one lives.
     std::fs::remove_file(dir.join("LOCK")).unwrap();
-    let again = classifyd()
-        .args(["run", "--output", "/dev/null", "--bits", "16", "--input"])
-        .arg(data("sms_head1000.jsonl"))
-        .arg("--checkpoint-dir")
-        .arg(&dir)
-        .output()
-        .unwrap();
+    let again = second_writer(&dir);
     let stderr = String::from_utf8_lossy(&again.stderr);
     assert!(
         !again.status.success(),

@@ -13,6 +13,7 @@ use crate::http::HttpSettings;
 use crate::mail::MailSettings;
 use crate::model::HyperChoice;
 use crate::pipeline::PipelineConfig;
+use crate::serving::Bounds;
 use crate::shutdown::Shutdown;
 use crate::transport::jsonl::JsonlSettings;
 #[cfg(feature = "kafka")]
@@ -49,15 +50,20 @@ impl Common {
             role: a.role,
             ..a.pipeline.settings()
         };
+        let door = Bounds {
+            connections: 0,
+            per_address: a.max_connections_per_address,
+            read_timeout: Duration::from_millis(a.read_timeout_ms),
+        };
         Ok(Common {
             features,
             hyper,
             pipeline,
-            http: a.http.settings(a.mail.learn_password.as_deref()),
+            http: a.http.settings(a.mail.learn_password.as_deref(), door),
             mail: a
                 .mail
-                .settings(a.pipeline.max_message_bytes, a.http.http_max_concurrent),
-            console: a.console.settings(&a.mail),
+                .settings(a.pipeline.max_message_bytes, a.http.http_max_concurrent, door),
+            console: a.console.settings(&a.mail, door),
         })
     }
 }

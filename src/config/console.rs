@@ -5,6 +5,7 @@ use clap::Args;
 use super::at_least_one_usize;
 use super::mail::MailArgs;
 use crate::console::{ConsoleSettings, DEFAULT_HISTORY};
+use crate::serving::Bounds;
 
 #[derive(Debug, Clone, Args)]
 pub struct ConsoleArgs {
@@ -44,7 +45,7 @@ impl ConsoleArgs {
 
     /// The console's settings, if it is on; who may teach is the mail
     /// flags' (`--learn-password`, `--learn-from`).
-    pub fn settings(&self, mail: &MailArgs) -> Option<ConsoleSettings> {
+    pub fn settings(&self, mail: &MailArgs, door: Bounds) -> Option<ConsoleSettings> {
         let addr = self.console_addr.as_ref()?;
         Some(ConsoleSettings {
             addr: addr.clone(),
@@ -54,6 +55,10 @@ impl ConsoleArgs {
             history: self.console_history,
             keep_text: self.console_keep_text,
             max_message_bytes: self.console_max_body_bytes,
+            bounds: Bounds {
+                connections: crate::console::MAX_CONNECTIONS,
+                ..door
+            },
         })
     }
 }

@@ -32,7 +32,7 @@ pub struct FeedbackArgs {
     /// class the model does not know. Off: such a lesson is refused with
     /// the model's classes, so a typo ("Spam", "spma") cannot make a
     /// binary filter multi-class. Labels on the stream always may.
-    #[arg(long, env = "CLASSIFYD_LESSONS_ADD_CLASSES", default_value_t = false)]
+    #[arg(long, env = "CLASSIFYD_LESSONS_ADD_CLASSES", default_value_t = false, hide = true)]
     pub lessons_add_classes: bool,
 }
 

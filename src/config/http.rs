@@ -8,6 +8,7 @@ use super::{at_least_one, at_least_one_usize};
 use crate::http::{
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_CONNECTIONS, DEFAULT_TIMEOUT_MS, HttpSettings,
 };
+use crate::serving::Bounds;
 
 #[derive(Debug, Clone, Args)]
 pub struct HttpArgs {
@@ -37,13 +38,16 @@ pub struct HttpArgs {
 impl HttpArgs {
     /// The endpoint's settings, if it is on; `password` (`--learn-password`)
     /// is asked of every request.
-    pub fn settings(&self, password: Option<&str>) -> Option<HttpSettings> {
+    pub fn settings(&self, password: Option<&str>, door: Bounds) -> Option<HttpSettings> {
         let addr = self.http_addr.as_ref()?;
         Some(HttpSettings {
             addr: addr.clone(),
             password: password.map(str::to_string),
             max_body_bytes: self.http_max_body_bytes,
-            max_connections: self.http_max_connections,
+            bounds: Bounds {
+                connections: self.http_max_connections,
+                ..door
+            },
             max_concurrent: self.http_max_concurrent,
             timeout: Duration::from_millis(self.http_timeout_ms),
         })

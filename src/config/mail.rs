@@ -12,6 +12,7 @@ use crate::mail::{
     Actions, Cidr, DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUIRED_SCORE, DEFAULT_TIMEOUT_MS, MailSettings, RspamdSettings,
     SpamdSettings,
 };
+use crate::serving::Bounds;
 
 #[derive(Debug, Clone, Args)]
 pub struct MailArgs {
@@ -118,10 +119,11 @@ impl MailArgs {
         }
     }
 
-    /// The mail endpoints' settings, if any is on; messages up to
+    /// The mail endpoints' settings, if any is on (a client bounded as
+    /// `door` says, the connections by --mail-max-connections); messages up to
     /// `max_message_bytes` (`--max-message-bytes`), checked `max_concurrent`
     /// at once (`--http-max-concurrent`: the same copies of the model).
-    pub fn settings(&self, max_message_bytes: usize, max_concurrent: usize) -> Option<MailSettings> {
+    pub fn settings(&self, max_message_bytes: usize, max_concurrent: usize, door: Bounds) -> Option<MailSettings> {
         let spamd = self.spamd_addr.as_ref().map(|addr| SpamdSettings {
             addr: addr.clone(),
             required: self.spamd_required_score,
@@ -143,7 +145,10 @@ impl MailArgs {
             learn_from: self.learn_from.clone(),
             password: self.learn_password.clone(),
             max_message_bytes,
-            max_connections: self.mail_max_connections,
+            bounds: Bounds {
+                connections: self.mail_max_connections,
+                ..door
+            },
             max_concurrent,
             timeout: Duration::from_millis(self.mail_timeout_ms),
         })

@@ -162,6 +162,16 @@ pub struct RunArgs {
     /// with their contributions); 0: none.
     #[arg(long, env = "CLASSIFYD_EXPLAIN", default_value_t = 0)]
     pub explain: usize,
+    /// Connections one address may hold open at once on each endpoint
+    /// (spamd, rspamd, HTTP, the console); past it a new one is closed.
+    #[arg(long, env = "CLASSIFYD_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = crate::serving::bounds::DEFAULT_PER_ADDRESS,
+          value_parser = at_least_one_usize(), hide = true)]
+    pub max_connections_per_address: usize,
+    /// Milliseconds a client has to send a request's head, and as long
+    /// again for its body, on every endpoint; a slower one is cut off.
+    #[arg(long, env = "CLASSIFYD_READ_TIMEOUT_MS", default_value_t = crate::serving::bounds::DEFAULT_READ_TIMEOUT_MS,
+          value_parser = at_least_one(), hide = true)]
+    pub read_timeout_ms: u64,
     #[command(flatten)]
     pub model: super::ModelArgs,
     #[command(flatten)]

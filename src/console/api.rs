@@ -19,7 +19,7 @@ use std::convert::Infallible;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 use super::{Ctx, TIMEOUT, assets};
 use crate::pipeline::Raw;
 use crate::serving::board::Seen;
+use crate::serving::bounds::{BodyError, declared_length, read_body};
 use crate::serving::{Lesson, TellDone, Told, same_secret};
 
 type Answer = Response<Full<Bytes>>;
@@ -103,7 +104,7 @@ async fn route(req: Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Answer {
         Err(refused) => return refused,
     };
     let method = req.method().clone();
-    let body = match (method == Method::POST).then(|| read_body(req, ctx)) {
+    let body = match (method == Method::POST).then(|| body_of(req, ctx)) {
         Some(read) => match read.await {
             Ok(b) => b,
             Err(refused) => return refused,
@@ -186,19 +187,25 @@ async fn access(req: &Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Result<Acce
 }
 
 /// The body of a POST, bounded.
-async fn read_body(req: Request<Incoming>, ctx: &Ctx) -> Result<Bytes, Answer> {
+async fn body_of(req: Request<Incoming>, ctx: &Ctx) -> Result<Bytes, Answer> {
     let max = ctx
         .settings
         .max_message_bytes
         .saturating_mul(2)
         .max(super::MAX_BODY_BYTES);
-    match Limited::new(req.into_body(), max).collect().await {
-        Ok(b) => Ok(b.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(error(
+    let declared = declared_length(req.headers());
+    let within = ctx.settings.bounds.read_timeout;
+    match read_body(req.into_body(), declared, max, within).await {
+        Ok(b) => Ok(b),
+        Err(BodyError::TooLarge(_)) => Err(error(
             StatusCode::PAYLOAD_TOO_LARGE,
             &format!("the body is over {max} bytes"),
         )),
-        Err(e) => Err(error(StatusCode::BAD_REQUEST, &format!("cannot read the body: {e}"))),
+        Err(BodyError::Slow) => Err(error(
+            StatusCode::REQUEST_TIMEOUT,
+            "no whole body within --read-timeout-ms",
+        )),
+        Err(BodyError::Broken(detail)) => Err(error(StatusCode::BAD_REQUEST, &detail)),
     }
 }
 

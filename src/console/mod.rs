@@ -27,7 +27,7 @@ use tokio::net::TcpStream;
 
 use crate::serving::access::Failures;
 use crate::serving::board::Board;
-use crate::serving::{Cidr, Classify, Endpoint, Listener, ServeError, Told, accept_loop};
+use crate::serving::{Bounds, Cidr, Classify, Endpoint, Listener, ServeError, Told, accept_loop};
 
 mod api;
 mod assets;
@@ -35,7 +35,7 @@ mod assets;
 /// Default `--console-history`: the predictions the history keeps.
 pub const DEFAULT_HISTORY: usize = 10_000;
 /// Connections open at once; past it a new one is closed.
-const MAX_CONNECTIONS: usize = 256;
+pub(crate) const MAX_CONNECTIONS: usize = 256;
 /// The largest body a scan or a lesson may send (a message).
 pub const MAX_BODY_BYTES: usize = 4 << 20;
 /// From a request's first byte to its answer.
@@ -65,6 +65,9 @@ pub struct ConsoleSettings {
     pub keep_text: bool,
     /// The longest message a scan or a lesson may carry.
     pub max_message_bytes: usize,
+    /// Connections open at once, per address, and the time to send a
+    /// request.
+    pub bounds: Bounds,
 }
 
 impl ConsoleSettings {
@@ -107,10 +110,11 @@ pub(crate) fn serve(
         told,
         failures: Failures::default(),
     });
+    let bounds = settings.bounds;
     let serve = move |listener| {
         accept_loop(
             listener,
-            MAX_CONNECTIONS,
+            bounds,
             |_| {},
             move |stream, peer| connection(stream, peer, Arc::clone(&ctx)),
         )
@@ -126,7 +130,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) {
     let service = service_fn(|req| api::answer(req, peer.ip(), Arc::clone(&ctx)));
     let served = http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(TIMEOUT)
+        .header_read_timeout(ctx.settings.bounds.read_timeout)
         .serve_connection(TokioIo::new(stream), service)
         .await;
     if let Err(error) = served {

@@ -9,15 +9,16 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
 
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::{Body as _, Bytes, Incoming};
-use hyper::header::{ALLOW, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
+use hyper::header::{ALLOW, AUTHORIZATION, CONNECTION, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::value::RawValue;
 
 use super::Ctx;
 use crate::message::{Bad, BadReason};
 use crate::pipeline::{Prediction, Raw};
+use crate::serving::bounds::{BodyError, declared_length, read_body};
 
 /// The path of predictions on request.
 pub(super) const CLASSIFY_PATH: &str = "/v1/classify";
@@ -113,23 +114,16 @@ async fn read_request(req: Request<Incoming>, ctx: &Ctx) -> Result<(Bytes, Optio
         Err(detail) => return Err(error(StatusCode::BAD_REQUEST, "bad_query", &detail)),
     };
     let max = ctx.settings.max_body_bytes;
-    let declared = req
-        .headers()
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if let Some(length) = declared.filter(|&l| l > max as u64) {
-        return Err(too_large(length, max));
-    }
-    let body = match Limited::new(req.into_body(), max).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large(max as u64 + 1, max)),
-        Err(e) => {
-            return Err(error(
-                StatusCode::BAD_REQUEST,
-                "bad_body",
-                &format!("cannot read the body: {e}"),
-            ));
+    let declared = declared_length(req.headers());
+    let within = ctx.settings.bounds.read_timeout;
+    let body = match read_body(req.into_body(), declared, max, within).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge(length)) => return Err(too_large(length, max)),
+        Err(BodyError::Slow) => {
+            let detail = "no whole body within --read-timeout-ms";
+            return Err(error(StatusCode::REQUEST_TIMEOUT, "timeout", detail));
         }
+        Err(BodyError::Broken(detail)) => return Err(error(StatusCode::BAD_REQUEST, "bad_body", &detail)),
     };
     Ok((body, explain))
 }

@@ -23,7 +23,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
-use crate::serving::{Classify, Endpoint, Listener, ServeError, accept_loop};
+use crate::serving::{Bounds, Classify, Endpoint, Listener, ServeError, accept_loop};
 
 mod classify;
 
@@ -45,7 +45,9 @@ pub struct HttpSettings {
     /// (`--learn-password`).
     pub password: Option<String>,
     pub max_body_bytes: usize,
-    pub max_connections: usize,
+    /// Connections open at once, per address, and the time to send a
+    /// request.
+    pub bounds: Bounds,
     pub max_concurrent: usize,
     pub timeout: Duration,
 }
@@ -57,7 +59,7 @@ impl HttpSettings {
             addr: addr.into(),
             password: None,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
+            bounds: Bounds::of(DEFAULT_MAX_CONNECTIONS),
             max_concurrent: DEFAULT_MAX_CONCURRENT,
             timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
         }
@@ -102,19 +104,16 @@ impl HttpServer {
     pub(crate) fn start(settings: HttpSettings, handle: Arc<dyn Classify>) -> Result<Self, ServeError> {
         let addr = settings.addr.clone();
         let max_blocking = settings.max_concurrent.max(1);
-        let max_connections = settings.max_connections;
+        let bounds = settings.bounds;
         let ctx = Arc::new(Ctx {
             handle,
             turns: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
             settings,
         });
         let serve = move |listener| {
-            accept_loop(
-                listener,
-                max_connections,
-                crate::metrics::http_refused,
-                move |stream, _| connection(stream, Arc::clone(&ctx)),
-            )
+            accept_loop(listener, bounds, crate::metrics::http_refused, move |stream, _| {
+                connection(stream, Arc::clone(&ctx))
+            })
         };
         let (listener, bound) = Listener::start(ENDPOINT, &addr, max_blocking, serve)?;
         tracing::info!(addr = %bound, "serving POST /v1/classify");
@@ -128,7 +127,7 @@ async fn connection(stream: TcpStream, ctx: Arc<Ctx>) {
     let service = service_fn(|req| classify::answer(req, Arc::clone(&ctx)));
     let served = http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(ctx.settings.timeout)
+        .header_read_timeout(ctx.settings.bounds.read_timeout)
         .serve_connection(TokioIo::new(stream), service)
         .await;
     if let Err(error) = served {

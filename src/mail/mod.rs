@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::pipeline::{Contribution, Prediction};
 pub use crate::serving::Cidr;
-use crate::serving::{Classify, Told};
+use crate::serving::{Bounds, Classify, Told};
 
 mod front;
 pub mod rspamd;
@@ -58,11 +58,13 @@ pub struct MailSettings {
     pub password: Option<String>,
     /// The longest message read; longer ones are refused.
     pub max_message_bytes: usize,
-    /// Connections open at once, per endpoint; past it a new one is closed.
-    pub max_connections: usize,
+    /// Connections open at once per endpoint, per address, and the time
+    /// to send a request.
+    pub bounds: Bounds,
     /// Checks classified at once; the others wait their turn.
     pub max_concurrent: usize,
-    /// From a connection's first byte to its answer.
+    /// From a connection's first byte to its answer (the request's read
+    /// bounded tighter by `bounds.read_timeout`).
     pub timeout: Duration,
 }
 

@@ -11,9 +11,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderValue};
+use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -23,6 +23,7 @@ use tokio::net::TcpStream;
 use super::front::{Asked, Front, Unanswered};
 use super::rspamd::{self, Actions, RspamdSettings};
 use super::{MailSettings, REPORT_FEATURES};
+use crate::serving::bounds::{BodyError, declared_length};
 use crate::serving::{Endpoint, Lesson, Listener, ServeError, TellDone, accept_loop};
 
 type Answer = Response<Full<Bytes>>;
@@ -40,6 +41,8 @@ struct Ctx {
     actions: Actions,
     max_message_bytes: usize,
     timeout: Duration,
+    /// The time a client has to send a request's head, and again its body.
+    read_timeout: Duration,
 }
 
 /// The running rspamd endpoints; dropping it stops them.
@@ -68,10 +71,11 @@ impl RspamdServer {
                 actions: r.actions,
                 max_message_bytes: mail.max_message_bytes,
                 timeout: mail.timeout,
+                read_timeout: mail.bounds.read_timeout,
             });
-            let max_connections = mail.max_connections;
+            let bounds = mail.bounds;
             let serve = move |listener| {
-                accept_loop(listener, max_connections, refused_connection, move |stream, peer| {
+                accept_loop(listener, bounds, refused_connection, move |stream, peer| {
                     connection(stream, peer, Arc::clone(&ctx))
                 })
             };
@@ -92,7 +96,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) {
     let service = service_fn(|req| answer(req, peer, Arc::clone(&ctx)));
     let served = http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(ctx.timeout)
+        .header_read_timeout(ctx.read_timeout)
         // A client that closes its side once its request is sent still
         // gets the answer.
         .half_close(true)
@@ -148,7 +152,7 @@ async fn route(req: Request<Incoming>, peer: SocketAddr, ctx: &Ctx) -> Routed {
     let (method, headers) = (req.method().clone(), req.headers().clone());
     // Read before any refusal (bounded), so that the answer is not lost to
     // a reset of a connection closed with its request unread.
-    let body = read_body(req, ctx.max_message_bytes).await?;
+    let body = read_body(req, ctx.max_message_bytes, ctx.read_timeout).await?;
     let lesson = match (ctx.worker, path.as_str()) {
         (Worker::Normal, "/checkv2") => None,
         (Worker::Controller, "/learnspam") => Some(Lesson::Learn(ctx.front.spam_label.clone())),
@@ -197,23 +201,17 @@ fn envelope_user(h: &HeaderMap) -> Result<Option<String>, String> {
     rspamd::user_of(get("deliver-to"), get("user"), get("rcpt"))
 }
 
-async fn read_body(req: Request<Incoming>, max: usize) -> Result<Vec<u8>, Refused> {
-    let too_large = || too_large(max);
-    let declared = req
-        .headers()
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|l| l > max as u64) {
-        return Err(too_large());
-    }
-    match Limited::new(req.into_body(), max).collect().await {
-        Ok(b) => Ok(b.to_bytes().to_vec()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Err(e) => Err(refused(
-            "bad_body",
-            StatusCode::BAD_REQUEST,
-            format!("cannot read the body: {e}"),
+async fn read_body(req: Request<Incoming>, max: usize, within: Duration) -> Result<Vec<u8>, Refused> {
+    let declared = declared_length(req.headers());
+    match crate::serving::bounds::read_body(req.into_body(), declared, max, within).await {
+        Ok(b) => Ok(b.to_vec()),
+        Err(BodyError::TooLarge(_)) => Err(too_large(max)),
+        Err(BodyError::Slow) => Err(refused(
+            "timeout",
+            StatusCode::REQUEST_TIMEOUT,
+            "no whole body within --read-timeout-ms",
         )),
+        Err(BodyError::Broken(detail)) => Err(refused("bad_body", StatusCode::BAD_REQUEST, detail)),
     }
 }
 

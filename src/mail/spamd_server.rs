@@ -25,6 +25,8 @@ struct Ctx {
     required: f32,
     max_message_bytes: usize,
     timeout: Duration,
+    /// The time a client has to send a request's head, and again its body.
+    read_timeout: Duration,
 }
 
 /// The running spamd endpoint; dropping it stops it.
@@ -40,15 +42,16 @@ impl SpamdServer {
             flag: "--spamd-addr",
             what: "spamd",
         };
-        let max_connections = mail.max_connections;
+        let bounds = mail.bounds;
         let ctx = Arc::new(Ctx {
             front,
             required: spamd.required,
             max_message_bytes: mail.max_message_bytes,
             timeout: mail.timeout,
+            read_timeout: mail.bounds.read_timeout,
         });
         let serve = move |listener| {
-            accept_loop(listener, max_connections, refused_connection, move |stream, peer| {
+            accept_loop(listener, bounds, refused_connection, move |stream, peer| {
                 connection(stream, peer, Arc::clone(&ctx))
             })
         };
@@ -109,7 +112,8 @@ async fn request(
     peer: SocketAddr,
     ctx: &Ctx,
 ) -> Result<(Command, Vec<u8>), Refusal> {
-    let head_len = read_head(stream, buf).await?;
+    let slow = || Refusal::new(Status::Timeout, "timeout", "no whole request within --read-timeout-ms");
+    let head_len = (tokio::time::timeout(ctx.read_timeout, read_head(stream, buf)).await).map_err(|_| slow())??;
     let req = spamd::parse_head(&buf[..head_len])?;
     match req.command {
         Command::Ping => return Ok((req.command, spamd::pong())),
@@ -123,7 +127,8 @@ async fn request(
             "Compress is not supported: run spamc without -z",
         ));
     }
-    let body = read_body(stream, buf, head_len, &req, ctx.max_message_bytes).await?;
+    let body = read_body(stream, buf, head_len, &req, ctx.max_message_bytes);
+    let body = (tokio::time::timeout(ctx.read_timeout, body).await).map_err(|_| slow())??;
     let answer = match req.command {
         Command::Tell => tell(&req, body, peer, ctx).await?,
         command => check(command, &req, body, ctx).await?,

@@ -265,7 +265,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     (
         "classifyd_http_connections_refused_total",
         "counter",
-        "Connections to --http-addr closed unserved, by reason (too_many_connections, accept_error)",
+        "Connections to --http-addr closed unserved, by reason (too_many_connections, too_many_from_address, accept_error)",
     ),
     (
         "classifyd_http_model_version",

@@ -194,7 +194,7 @@ fn export_from_start() {
     }
     let _ = metrics::histogram!("classifyd_http_request_duration_seconds");
     counter!("classifyd_http_requests_total", "code" => "200").absolute(0);
-    for reason in ["too_many_connections", "accept_error"] {
+    for reason in ["too_many_connections", "too_many_from_address", "accept_error"] {
         counter!("classifyd_http_connections_refused_total", "reason" => reason).absolute(0);
     }
     for name in ["classifyd_http_model_publications_total", "classifyd_http_unkept_total"] {

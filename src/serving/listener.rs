@@ -11,6 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, oneshot};
 
 use super::ServeError;
+use super::bounds::{Bounds, PerAddress};
 
 /// Which endpoint a [`Listener`] is: its flag and what it serves, for errors.
 #[derive(Clone, Copy, Debug)]
@@ -92,20 +93,19 @@ impl Drop for Listener {
     }
 }
 
-/// Accepts connections while fewer than `max_connections` are open, each
-/// served by `handle` on a task of its own; past the bound a new one is
-/// closed at once and counted (`refused`). A failed accept (out of file
-/// descriptors, say) pauses, never ends it.
-pub(crate) async fn accept_loop<H, Fut>(
-    listener: TcpListener,
-    max_connections: usize,
-    refused: fn(&'static str),
-    handle: H,
-) where
+/// Accepts connections while fewer than `bounds.connections` are open,
+/// and fewer than `bounds.per_address` from the same address, each served
+/// by `handle` on a task of its own; past either bound a new one is
+/// closed at once and counted (`refused`: `too_many_connections`,
+/// `too_many_from_address`). A failed accept (out of file descriptors,
+/// say) pauses, never ends it.
+pub(crate) async fn accept_loop<H, Fut>(listener: TcpListener, bounds: Bounds, refused: fn(&'static str), handle: H)
+where
     H: Fn(TcpStream, SocketAddr) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    let open = Arc::new(Semaphore::new(max_connections.max(1)));
+    let open = Arc::new(Semaphore::new(bounds.connections.max(1)));
+    let per_address = PerAddress::default();
     let mut failing = false;
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -121,6 +121,11 @@ pub(crate) async fn accept_loop<H, Fut>(
             }
         };
         failing = false;
+        let Some(held) = per_address.take(peer.ip(), bounds.per_address) else {
+            refused("too_many_from_address");
+            drop(stream);
+            continue;
+        };
         let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
             refused("too_many_connections");
             drop(stream);
@@ -129,7 +134,7 @@ pub(crate) async fn accept_loop<H, Fut>(
         let served = handle(stream, peer);
         tokio::spawn(async move {
             served.await;
-            drop(permit);
+            drop((permit, held));
         });
     }
 }

@@ -12,6 +12,8 @@
 //!   series, the last predictions made;
 //! - [`listener`]: a listener on a thread of its own, the accept loop with
 //!   its bound on connections;
+//! - [`bounds`]: what one client may hold of a door (connections per
+//!   address, the time to send a request);
 //! - [`access`]: who may teach (address blocks, secrets compared in
 //!   constant time, repeated failures slowed).
 //!
@@ -25,6 +27,7 @@ use crate::pipeline::{Prediction, Raw};
 
 pub(crate) mod access;
 pub(crate) mod board;
+pub(crate) mod bounds;
 mod copies;
 mod feed;
 mod listener;
@@ -32,6 +35,7 @@ mod told;
 
 pub use access::Cidr;
 pub(crate) use access::same_secret;
+pub use bounds::Bounds;
 pub(crate) use copies::Hooks;
 pub(crate) use feed::Feed;
 pub(crate) use listener::{Endpoint, Listener, accept_loop};
