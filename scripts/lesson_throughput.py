@@ -8,9 +8,11 @@ it N more, one message per connection and one after another, as a user
 training a folder does. Prints lessons a second. Then, for 20 more lessons,
 the time from each answer until `spamc -R` shows a margin that moved (the
 read-your-writes lag). With --base, the same against another build, runs
-alternated.
+alternated. With --pipe the daemon reads its input from an open pipe (stdin,
+as `tail -F | classifyd run` does) that stays open while it is taught: its
+loop waits for lines, and a lesson must not wait for the reader (issue 70).
 
-    python3 scripts/lesson_throughput.py [--bin B] [--base B2] [--lessons N] [--runs R]
+    python3 scripts/lesson_throughput.py [--bin B] [--base B2] [--lessons N] [--runs R] [--pipe]
 
 Needs Debian's spamc (scripts/test.sh installs it).
 """
@@ -54,7 +56,7 @@ def margin(report):
     return float(m.group(1)) if m else None
 
 
-def one_run(binary, stream, lessons, tmp, learned):
+def one_run(binary, stream, lessons, tmp, learned, pipe=False):
     model, taught = stream[:learned], stream[learned:learned + lessons + 20]
     path = os.path.join(tmp, "in.jsonl")
     with open(path, "w") as f:
@@ -62,10 +64,16 @@ def one_run(binary, stream, lessons, tmp, learned):
             f.write(json.dumps(m) + "\n")
     ck = tempfile.mkdtemp(dir=tmp)
     port = free_port()
-    daemon = subprocess.Popen([binary, "run", "--input", path, "--output", "/dev/null", "--checkpoint-dir", ck,
-                               "--spamd-addr", f"127.0.0.1:{port}"],
+    daemon = subprocess.Popen([binary, "run", "--input", "-" if pipe else path, "--output", "/dev/null",
+                               "--checkpoint-dir", ck, "--spamd-addr", f"127.0.0.1:{port}"],
+                              stdin=subprocess.PIPE if pipe else subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env={**os.environ, "CLASSIFYD_LOG": "error"})
+    if pipe:
+        # The model's lines, and the pipe left open.
+        with open(path, "rb") as f:
+            daemon.stdin.write(f.read())
+        daemon.stdin.flush()
     try:
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -92,6 +100,8 @@ def one_run(binary, stream, lessons, tmp, learned):
             lags.append(time.time() - answered)
         return rate, lags
     finally:
+        if daemon.stdin:
+            daemon.stdin.close()
         daemon.terminate()
         daemon.wait()
 
@@ -104,6 +114,7 @@ def main():
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--learned", type=int, default=5000, help="messages the daemon learns first")
     ap.add_argument("--data", default=os.path.join(ROOT, "../shared/data"))
+    ap.add_argument("--pipe", action="store_true", help="the daemon reads an open pipe (stdin)")
     a = ap.parse_args()
     stream = messages(a.data)
     builds = [("this build", a.bin)] + ([("base", a.base)] if a.base else [])
@@ -111,9 +122,9 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(a.runs):
             for name, binary in builds:
-                results[name].append(one_run(binary, stream, a.lessons, tmp, a.learned))
+                results[name].append(one_run(binary, stream, a.lessons, tmp, a.learned, a.pipe))
     print(f"{a.lessons} lessons over spamc after {a.learned} messages learned, one per connection, "
-          f"one after another; median of {a.runs} run(s)")
+          f"one after another{', input an open pipe' if a.pipe else ''}; median of {a.runs} run(s)")
     print("| build | lessons/s | answer-to-check lag median ms | max ms |")
     print("|---|---:|---:|---:|")
     for name, runs in results.items():

@@ -115,6 +115,10 @@ fn a_standalone_daemon_answers_like_its_output() {
     child.stop();
 }
 
+/// The flood's bounds: one address floods, its own cap lifted, so the
+/// endpoint's is tested.
+const FLOOD_BOUNDS: [&str; 4] = ["--http-max-connections", "200", "--max-connections-per-address", "5000"];
+
 /// Bad requests are answered with their reason (a batch answers each
 /// message), a body past the limit is refused from its length or as it
 /// streams, a flood of connections past the cap is closed unserved, and
@@ -126,15 +130,7 @@ fn bad_requests_are_answered_and_the_daemon_goes_on() {
     write_lines(&path, &sms_lines()[..300]);
     let addr = format!("127.0.0.1:{}", free_port());
     let metrics = format!("127.0.0.1:{}", free_port());
-    // One address floods here: its own cap lifted, the endpoint's is tested.
-    let extra = [
-        "--http-max-connections",
-        "200",
-        "--max-connections-per-address",
-        "5000",
-        "--metrics-addr",
-        &metrics,
-    ];
+    let extra = [&FLOOD_BOUNDS[..], &["--metrics-addr", &metrics]].concat();
     let child = spawn(&path, &tmp.path().join("out"), &tmp.path().join("ck"), &addr, &extra);
     let agent = client();
     wait_for_endpoint(&agent, &addr);

@@ -17,7 +17,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::mpsc::SyncSender;
 use std::time::Duration;
 
 use hyper::server::conn::http1;
@@ -27,7 +26,7 @@ use tokio::net::TcpStream;
 
 use crate::serving::access::Failures;
 use crate::serving::board::Board;
-use crate::serving::{Bounds, Cidr, Classify, Endpoint, Listener, ServeError, Told, accept_loop};
+use crate::serving::{Bounds, Cidr, Classify, Endpoint, Listener, ServeError, Teller, accept_loop};
 
 mod api;
 mod assets;
@@ -82,7 +81,7 @@ struct Ctx {
     settings: ConsoleSettings,
     handle: Arc<dyn Classify>,
     board: Arc<Board>,
-    told: Option<SyncSender<Told>>,
+    told: Option<Teller>,
     failures: Failures,
 }
 
@@ -98,7 +97,7 @@ pub(crate) fn serve(
     settings: Option<&ConsoleSettings>,
     handle: Option<Arc<dyn Classify>>,
     board: Option<Arc<Board>>,
-    told: Option<SyncSender<Told>>,
+    told: Option<Teller>,
 ) -> Result<Option<ConsoleServer>, ServeError> {
     let (Some(settings), Some(handle), Some(board)) = (settings, handle, board) else {
         return Ok(None);

@@ -5,13 +5,12 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::mpsc::{SyncSender, TrySendError};
 
 use tokio::sync::Semaphore;
 
 use super::{Checked, Cidr};
 use crate::message::{Bad, BadReason};
-use crate::serving::{Classify, Lesson, TellDone, Told, same_secret};
+use crate::serving::{Classify, Lesson, TellDone, Teller, Told, Untold, same_secret};
 
 /// How a check was asked and answered.
 pub(super) struct Asked {
@@ -35,7 +34,7 @@ pub(super) enum Unanswered {
 /// The model's side of a mail endpoint.
 pub(super) struct Front {
     handle: Arc<dyn Classify>,
-    told: Option<SyncSender<Told>>,
+    told: Option<Teller>,
     /// Turns at the model (`max_concurrent`).
     turns: Semaphore,
     pub spam_label: String,
@@ -51,7 +50,7 @@ pub(super) struct Front {
 impl Front {
     pub(super) fn new(
         handle: Arc<dyn Classify>,
-        told: Option<SyncSender<Told>>,
+        told: Option<Teller>,
         max_concurrent: usize,
         (spam_label, ham_label, personal): (String, String, bool),
         (learn_from, password): (Vec<Cidr>, Option<String>),
@@ -140,8 +139,8 @@ impl Front {
         };
         match to.try_send(told) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) => return Err(Unanswered::Busy),
-            Err(TrySendError::Disconnected(_)) => return Err(Unanswered::NotLearner),
+            Err(Untold::Full) => return Err(Unanswered::Busy),
+            Err(Untold::Gone) => return Err(Unanswered::NotLearner),
         }
         match answered.await {
             Ok(TellDone::NotLearner) | Err(_) => Err(Unanswered::NotLearner),

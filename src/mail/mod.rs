@@ -10,12 +10,11 @@
 //! - [`spamd`]: the protocol's heads and answers (pure).
 //! - `server`: the listener, its bounds, and one request per connection.
 
-use std::sync::mpsc::SyncSender;
 use std::time::Duration;
 
 use crate::pipeline::{Contribution, Prediction};
 pub use crate::serving::Cidr;
-use crate::serving::{Bounds, Classify, Told};
+use crate::serving::{Bounds, Classify, Teller};
 
 mod front;
 pub mod rspamd;
@@ -187,7 +186,7 @@ impl MailServers {
 pub(crate) fn serve(
     settings: Option<&MailSettings>,
     handle: Option<std::sync::Arc<dyn Classify>>,
-    told: Option<SyncSender<Told>>,
+    told: Option<Teller>,
 ) -> Result<MailServers, crate::serving::ServeError> {
     let (Some(s), Some(handle)) = (settings, handle) else {
         return Ok(MailServers::default());

@@ -170,6 +170,7 @@ fn export_from_start() {
     // Present from the start, so alerts on their rate have a series to read.
     counter!("classifyd_checkpoint_failures_total").absolute(0);
     counter!("classifyd_lessons_not_durable_total").absolute(0);
+    counter!("classifyd_lessons_refused_total", "reason" => "unknown_label").absolute(0);
     for name in [
         "classifyd_model_age_seconds",
         "classifyd_model_versions_behind",

@@ -39,7 +39,7 @@ pub use bounds::Bounds;
 pub(crate) use copies::Hooks;
 pub(crate) use feed::Feed;
 pub(crate) use listener::{Endpoint, Listener, accept_loop};
-pub(crate) use told::{Lesson, TellDone, Told, told_queue};
+pub(crate) use told::{Lesson, TellDone, Teller, Told, Untold, Waker, told_queue};
 
 /// Why an endpoint could not start.
 #[derive(Debug, thiserror::Error)]

@@ -4,7 +4,8 @@
 //! it through the pipeline's feedback path and answers what it did
 //! ([`TellDone`]).
 
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 
 use crate::pipeline::Outcome;
 
@@ -77,9 +78,47 @@ impl TellDone {
     }
 }
 
-/// The loop's end of the `TELL`s: a bounded queue.
-pub(crate) fn told_queue() -> (SyncSender<Told>, Receiver<Told>) {
-    std::sync::mpsc::sync_channel(TOLD_QUEUE)
+/// Wakes the daemon's loop where it waits (for its input's next lines),
+/// so that a lesson is learned at once, not at the loop's next tick.
+pub(crate) type Waker = Arc<dyn Fn() + Send + Sync>;
+
+/// The endpoints' end of the lessons' queue: each lesson sent wakes the
+/// loop.
+#[derive(Clone)]
+pub(crate) struct Teller {
+    to: SyncSender<Told>,
+    wake: Option<Waker>,
+}
+
+impl Teller {
+    /// Queues `told` for the loop and wakes it; refused when the queue
+    /// is full or the loop gone.
+    pub(crate) fn try_send(&self, told: Told) -> Result<(), Untold> {
+        match self.to.try_send(told) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => return Err(Untold::Full),
+            Err(TrySendError::Disconnected(_)) => return Err(Untold::Gone),
+        }
+        if let Some(wake) = &self.wake {
+            wake();
+        }
+        Ok(())
+    }
+}
+
+/// Why a lesson was not queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Untold {
+    /// [`TOLD_QUEUE`] lessons wait already.
+    Full,
+    /// The loop takes no more (it is stopping).
+    Gone,
+}
+
+/// The lessons' queue: bounded, its sender waking the loop with `wake`.
+pub(crate) fn told_queue(wake: Option<Waker>) -> (Teller, Receiver<Told>) {
+    let (to, from) = std::sync::mpsc::sync_channel(TOLD_QUEUE);
+    (Teller { to, wake }, from)
 }
 
 #[cfg(test)]

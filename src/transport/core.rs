@@ -163,6 +163,13 @@ impl<K: Sink> Core<K> {
         self.service.forward_to(to);
     }
 
+    /// Wakes the loop where it waits for its input with `wake` whenever an
+    /// endpoint queues a lesson, so it is learned at once; before
+    /// [`Core::serve`].
+    pub(crate) fn wake_for_lessons(&mut self, wake: crate::serving::Waker) {
+        self.service.wake_with(wake);
+    }
+
     /// Publishes the model beyond this process through `publication` (a
     /// learner's model topic) from now on.
     pub(crate) fn publish_to(&mut self, publication: Publication) {

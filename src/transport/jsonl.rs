@@ -83,6 +83,8 @@ pub(crate) fn run_jsonl(
                 break;
             }
             Some(LineEvent::Error(e)) => return Err(DaemonError::Io(e)),
+            // A lesson: the next tick learns it.
+            Some(LineEvent::Woken) => continue,
             Some(LineEvent::Lines(mut batch)) => {
                 let handled = daemon.on_lines(&mut batch);
                 daemon.source.done(batch);
@@ -142,6 +144,9 @@ impl<'a> JsonlDaemon<'a> {
             crate::metrics::publish(core.pipeline());
             t.set_ready(true);
         }
+        // A lesson wakes the loop where it waits for lines (an open pipe
+        // may send none for a long while).
+        core.wake_for_lessons(source.waker());
         let fronts = core.serve(Asked {
             http: s.http.as_ref(),
             mail: s.mail.as_ref(),

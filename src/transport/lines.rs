@@ -72,6 +72,9 @@ pub(crate) enum LineEvent {
     End,
     /// Reading failed.
     Error(io::Error),
+    /// Not the input's: an endpoint queued a lesson ([`LineSource::waker`]),
+    /// for the loop to learn now rather than at its next tick.
+    Woken,
 }
 
 /// Lines of a JSON-lines input, read ahead on a thread.
@@ -86,6 +89,11 @@ pub(crate) enum LineEvent {
 #[derive(Debug)]
 pub(crate) struct LineSource {
     rx: Receiver<LineEvent>,
+    /// The reader's channel, for [`LineSource::waker`] (so the channel
+    /// never disconnects: the reader's end is seen by its last event, or
+    /// by `reader` having finished).
+    tx: mpsc::SyncSender<LineEvent>,
+    reader: std::thread::JoinHandle<()>,
     /// Where batches go back to the reader once done with: reused, and
     /// freed by the thread that allocated them.
     spent: mpsc::Sender<Batch>,
@@ -213,13 +221,16 @@ impl LineSource {
             spent: spent_rx,
             budget: Arc::clone(&budget),
         };
-        std::thread::Builder::new()
+        let to_loop = tx.clone();
+        let reader = std::thread::Builder::new()
             .name("jsonl-reader".into())
             .spawn(move || read_lines(BufReader::with_capacity(1 << 16, reader), &mut reading, &tx))
             // Spawning fails only when the OS is out of threads: nothing sensible to do.
             .expect("cannot spawn the input reader thread");
         LineSource {
             rx,
+            tx: to_loop,
+            reader,
             spent,
             budget,
             in_hand: 0,
@@ -235,9 +246,22 @@ impl LineSource {
                 Some(LineEvent::Lines(batch))
             }
             Ok(event) => Some(event),
+            // A reader that ended without its last event (it panicked).
+            Err(RecvTimeoutError::Timeout) if self.reader.is_finished() => {
+                Some(self.rx.try_recv().unwrap_or(LineEvent::End))
+            }
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => Some(LineEvent::End),
         }
+    }
+
+    /// Wakes [`LineSource::next`] with [`LineEvent::Woken`] (when the
+    /// queue has room: a full one wakes it anyway).
+    pub(crate) fn waker(&self) -> crate::serving::Waker {
+        let tx = self.tx.clone();
+        std::sync::Arc::new(move || {
+            let _ = tx.try_send(LineEvent::Woken);
+        })
     }
 
     /// Gives a batch of lines back to the reader, to be filled again.
@@ -464,6 +488,7 @@ mod tests {
                 }
                 Some(LineEvent::End) => return (start, out, None),
                 Some(LineEvent::Error(e)) => return (start, out, Some(e.to_string())),
+                Some(LineEvent::Woken) => panic!("woken with no waker given out"),
                 None => panic!("the source went quiet"),
             }
         }

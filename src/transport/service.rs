@@ -17,7 +17,7 @@ use crate::http::{HttpServer, HttpSettings};
 use crate::mail::{MailServers, MailSettings};
 use crate::pipeline::{Outcome, Pipeline, Raw};
 use crate::serving::board::{Board, POST_EVERY, Status};
-use crate::serving::{Classify, Feed, Hooks, Told};
+use crate::serving::{Classify, Feed, Hooks, Told, Waker};
 
 /// The text a message shows on a screen: a JSON message's "text", or a
 /// raw e-mail's start (its headers, the subject among them), at most the
@@ -85,6 +85,8 @@ pub(crate) struct Service {
     /// What a screen shows (with `--console-addr`), and when the status
     /// was last posted to it.
     board: Option<(Arc<Board>, Instant)>,
+    /// Wakes the loop where it waits when a lesson is queued.
+    wake: Option<Waker>,
 }
 
 impl Service {
@@ -92,6 +94,13 @@ impl Service {
     /// rather than refusing them; before [`Service::start`].
     pub(crate) fn forward_to(&mut self, to: Box<dyn Forward>) {
         self.lessons.forward_to(to);
+    }
+
+    /// Wakes the loop with `wake` whenever an endpoint queues a lesson
+    /// (where it waits for its input: a JSON-lines reader); before
+    /// [`Service::start`].
+    pub(crate) fn wake_with(&mut self, wake: Waker) {
+        self.wake = Some(wake);
     }
 
     /// Starts the endpoints asked for, which answer from copies of
@@ -118,7 +127,7 @@ impl Service {
         }
         let told = match asked.teaches() && (learns || self.lessons.forwards()) {
             true => {
-                let (to, from) = crate::serving::told_queue();
+                let (to, from) = crate::serving::told_queue(self.wake.clone());
                 self.lessons.listen(from);
                 Some(to)
             }

@@ -47,6 +47,9 @@ use crate::transport::{Cadence, DaemonError};
 /// How often the loop does its time-based work, and the longest a poll
 /// waits for a record.
 const TICK: Duration = Duration::from_millis(100);
+/// The longest a lesson waits for the loop when endpoints take lessons
+/// (a poll of the consumer cannot be woken).
+const LESSONS_EVERY: Duration = Duration::from_millis(5);
 /// How often a predictor looks at the model topic, input or not.
 const FEED_EVERY: Duration = Duration::from_millis(10);
 /// Most records taken from the consumer at once, to be prepared ahead
@@ -88,6 +91,10 @@ pub(super) struct Daemon<'a> {
     errors: ErrorSpell,
     next_tick: Instant,
     next_feed: Instant,
+    /// Whether an endpoint takes lessons: the loop then learns (or
+    /// forwards) them after every poll, and polls at most
+    /// [`LESSONS_EVERY`] at a time.
+    teaches: bool,
 }
 
 impl<'a> Daemon<'a> {
@@ -180,6 +187,7 @@ impl<'a> Daemon<'a> {
             errors: ErrorSpell::default(),
             next_tick: Instant::now() + TICK,
             next_feed: Instant::now(),
+            teaches: asked.teaches(),
         }))
     }
 
@@ -197,8 +205,15 @@ impl<'a> Daemon<'a> {
             }
             // A predictor waits at most as long as it may leave its model
             // feed unread.
-            let wait = if self.feed.is_some() { FEED_EVERY } else { TICK };
+            let wait = match (self.teaches, self.feed.is_some()) {
+                (true, _) => LESSONS_EVERY,
+                (false, true) => FEED_EVERY,
+                (false, false) => TICK,
+            };
             let batch = take_batch(&self.consumer, &self.rebalances, wait, &mut self.errors);
+            if self.teaches {
+                lock(&self.core).learn_told();
+            }
             if !batch.msgs.is_empty() {
                 Self::on_batch(self.s, &self.core, &self.consumer, &mut self.preparer, &batch)?;
             }
