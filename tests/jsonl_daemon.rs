@@ -524,6 +524,9 @@ fn metrics_endpoint_serves_every_documented_metric() {
         "classifyd_producer_queue_messages",
         "classifyd_delivery_failures_total",
         "classifyd_consumer_errors_total",
+        // A Kafka predictor's forwarding of lessons.
+        "classifyd_lessons_forwarding",
+        "classifyd_lessons_producer_rebuilds_total",
         // Written at the first checkpoint (the interval is a minute here).
         "classifyd_checkpoints_total",
         "classifyd_checkpoint_duration_seconds",

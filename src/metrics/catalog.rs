@@ -314,6 +314,16 @@ pub const METRICS: &[(&str, &str, &str)] = &[
         "Lessons (mail, console) refused before they were made durable, by reason (unknown_label: a label none of the model's classes)",
     ),
     (
+        "classifyd_lessons_forwarding",
+        "gauge",
+        "A predictor: 1 while its lessons reach the learner's topics (the last forward succeeded), 0 while they are refused",
+    ),
+    (
+        "classifyd_lessons_producer_rebuilds_total",
+        "counter",
+        "A predictor's lessons producer built anew after the library or the broker gave it up for good (fenced, fatal)",
+    ),
+    (
         "classifyd_checkpoint_failures_total",
         "counter",
         "Checkpoints that failed or were put off",

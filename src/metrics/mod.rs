@@ -390,6 +390,18 @@ pub fn lessons_refused(reason: &'static str, n: usize) {
     counter!("classifyd_lessons_refused_total", "reason" => reason).increment(n as u64);
 }
 
+/// Whether a predictor's last forward of lessons to the learner
+/// succeeded (1 before any): 0 while its lessons are refused.
+pub fn lessons_forwarding(ok: bool) {
+    gauge!("classifyd_lessons_forwarding").set(if ok { 1.0 } else { 0.0 });
+}
+
+/// Records a predictor's lessons' producer built anew (the last was
+/// broken for good).
+pub fn lessons_producer_rebuilt() {
+    counter!("classifyd_lessons_producer_rebuilds_total").increment(1);
+}
+
 /// Records a checkpoint that failed or was put off.
 pub fn checkpoint_failed() {
     counter!("classifyd_checkpoint_failures_total").increment(1);

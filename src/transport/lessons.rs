@@ -246,3 +246,103 @@ pub(crate) fn json_of(r: &Recorded) -> serde_json::Value {
         (None, _) => serde_json::json!({"id": r.id, "forget": true}),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::checkpoint::model_digest;
+    use crate::pipeline::PipelineConfig;
+
+    /// A pipeline of the daemon's default model (its stack of members),
+    /// over 2^14 buckets.
+    fn default_pipeline() -> Pipeline {
+        #[derive(clap::Parser)]
+        struct Flags {
+            #[command(flatten)]
+            model: crate::config::ModelArgs,
+        }
+        let flags = <Flags as clap::Parser>::parse_from(["t", "--bits", "14"]);
+        let (features, hyper) = flags.model.settings().expect("the default settings");
+        Pipeline::new(crate::model::Model::new(hyper, features), PipelineConfig::default())
+    }
+
+    const TEXTS: [&str; 6] = [
+        "win a free prize now, call 0800 today",
+        "are we still on for lunch tomorrow?",
+        "urgent: your account needs verification, click here",
+        "thanks for the notes from the meeting",
+        "cheap meds without prescription, order now",
+        "the kids loved the park this weekend",
+    ];
+
+    /// A lesson: message `id`'s text taught as `label`, or its id forgotten.
+    fn lesson(id: usize, label: Option<&str>) -> (Told, tokio::sync::oneshot::Receiver<TellDone>) {
+        let (reply, answered) = tokio::sync::oneshot::channel();
+        let told = Told {
+            id: format!("m-{id}"),
+            email: Vec::new(),
+            text: label.map(|_| TEXTS[id % TEXTS.len()].to_string()),
+            lesson: label.map_or(Lesson::Forget, |l| Lesson::Learn(l.to_string())),
+            user: None,
+            reporter: Some(format!("r-{}", id % 3)),
+            reply,
+        };
+        (told, answered)
+    }
+
+    /// `script`'s lessons (id, label or forget) learned in the batches
+    /// `cuts` makes (each cut ends a batch), through a lessons log: the
+    /// model's digest and the answers.
+    fn learned(script: &[(usize, Option<&'static str>)], cuts: &[bool]) -> (u64, Vec<TellDone>) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut pipeline = default_pipeline();
+        // The model knows both classes before any lesson: a lesson may not
+        // add one (--lessons-add-classes off).
+        for (i, label) in ["spam", "ham"].into_iter().enumerate() {
+            let line = serde_json::json!({"id": format!("seed-{i}"), "text": TEXTS[i], "label": label});
+            pipeline.handle(line.to_string().as_bytes(), &|| format!("seed-{i}"), 0);
+        }
+        let mut lessons = Lessons::default();
+        let (dir_, positions) = (CheckpointDir::open(dir.path(), 3).unwrap(), Positions::default());
+        lessons.recover(&dir_, &positions, &mut pipeline).unwrap();
+        let (mut batch, mut waiting, mut answers) = (Vec::new(), Vec::new(), Vec::new());
+        for (k, &(id, label)) in script.iter().enumerate() {
+            let (told, answered) = lesson(id, label);
+            batch.push(told);
+            waiting.push(answered);
+            if cuts.get(k).copied().unwrap_or(true) || k + 1 == script.len() {
+                let done = lessons.learn(std::mem::take(&mut batch), &mut pipeline, |_, _| {});
+                answers.extend(done.into_iter().map(|(_, d)| d));
+            }
+        }
+        (model_digest(pipeline.model()), answers)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// The same lessons in the same order give the same model (and the
+        /// same answers) whether they arrive one at a time, all together,
+        /// or in any batches (issue 70 item 9): a batch shares one sync of
+        /// the log, never a different learning.
+        #[test]
+        fn one_by_one_or_in_batches_the_same_model(
+            script in proptest::collection::vec(
+                (0usize..8, prop_oneof![Just(Some("spam")), Just(Some("ham")), Just(None)]),
+                1..40,
+            ),
+            cuts in proptest::collection::vec(any::<bool>(), 40),
+        ) {
+            let one_by_one = learned(&script, &[true; 40]);
+            let together = learned(&script, &[false; 40]);
+            let batched = learned(&script, &cuts);
+            prop_assert_eq!(&one_by_one, &together);
+            prop_assert_eq!(&one_by_one, &batched);
+            // The lessons were learned, not refused.
+            let learns = script.iter().any(|(_, l)| l.is_some());
+            prop_assert_eq!(one_by_one.1.contains(&TellDone::Changed), learns);
+        }
+    }
+}

@@ -14,12 +14,21 @@
 //! (`--input-format email`), the raw bytes with the label in their header;
 //! the reporter and the user in their headers (`--reporter-header`,
 //! `--user-header`). Its key is the message's id.
+//!
+//! A producer the client library has given up on (a fatal error, or the
+//! broker fencing its producer id: after a long broker stall every send
+//! fails with `ProducerFenced` for good) is built anew, so forwarding
+//! recovers by itself; lessons refused meanwhile are failures to their
+//! clients, and `classifyd_lessons_forwarding` says 0 until a forward
+//! succeeds again.
 
 use std::borrow::Cow;
 use std::time::Duration;
 
+use rdkafka::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 
 use super::KafkaSettings;
 use super::context::producer_config;
@@ -33,6 +42,9 @@ const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The topics and headers a lesson goes to, and the producer.
 pub(super) struct TopicForward {
     producer: FutureProducer,
+    /// What the producer is built from, and built again from when it is
+    /// broken for good.
+    config: ClientConfig,
     runtime: tokio::runtime::Runtime,
     input_topic: String,
     feedback_topic: String,
@@ -49,13 +61,15 @@ impl TopicForward {
             .set("enable.idempotence", "true")
             .set("acks", "all")
             .set("message.timeout.ms", DELIVERY_TIMEOUT.as_millis().to_string());
-        let producer = config.create().map_err(|e| format!("the lessons' producer: {e}"))?;
+        let producer = create(&config)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
             .map_err(|e| format!("the lessons' producer runtime: {e}"))?;
+        crate::metrics::lessons_forwarding(true);
         Ok(TopicForward {
             producer,
+            config,
             runtime,
             input_topic: s.input_topic.clone(),
             feedback_topic: s.feedback_topic.clone(),
@@ -101,9 +115,49 @@ impl TopicForward {
     }
 }
 
-impl Forward for TopicForward {
+fn create(config: &ClientConfig) -> Result<FutureProducer, String> {
+    config.create().map_err(|e| format!("the lessons' producer: {e}"))
+}
+
+/// Whether `e` means the producer can send nothing more: the broker no
+/// longer knows or accepts its producer id and epoch (idempotence), or
+/// the library marked it fatal.
+fn broken_for_good(e: &KafkaError) -> bool {
+    use RDKafkaErrorCode as C;
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            C::ProducerFenced
+                | C::InvalidProducerEpoch
+                | C::InvalidProducerIdMapping
+                | C::UnknownProducerId
+                | C::OutOfOrderSequenceNumber
+                | C::Fatal
+        )
+    )
+}
+
+impl TopicForward {
+    /// Builds the producer anew when it is broken for good (`seen`, or a
+    /// fatal error it holds): the next lessons go through the new one.
+    fn mend(&mut self, seen: Option<&KafkaError>) {
+        let fatal = self.producer.client().fatal_error();
+        if fatal.is_none() && !seen.is_some_and(broken_for_good) {
+            return;
+        }
+        let why = fatal.map_or_else(|| seen.map(ToString::to_string).unwrap_or_default(), |(_, s)| s);
+        match create(&self.config) {
+            Ok(p) => {
+                tracing::warn!(error = %why, "the lessons' producer was broken for good: built anew");
+                crate::metrics::lessons_producer_rebuilt();
+                self.producer = p;
+            }
+            Err(error) => tracing::error!(%error, cause = %why, "the lessons' producer could not be built anew"),
+        }
+    }
+
     /// Produces every lesson, then waits until the broker has them all.
-    fn forward(&mut self, lessons: &[Recorded]) -> Result<(), String> {
+    fn send(&self, lessons: &[Recorded]) -> Result<(), KafkaError> {
         let mut deliveries = Vec::with_capacity(lessons.len());
         for r in lessons {
             let (topic, value, headers) = self.record_of(r);
@@ -111,19 +165,32 @@ impl Forward for TopicForward {
                 .key(r.id.as_bytes())
                 .payload(&*value)
                 .headers(headers);
-            let delivery = (self.producer.send_result(record))
-                .map_err(|(e, _)| format!("the lesson could not be queued for the broker: {e}"))?;
-            deliveries.push(delivery);
+            deliveries.push(self.producer.send_result(record).map_err(|(e, _)| e)?);
         }
         self.runtime.block_on(async {
             for delivery in deliveries {
                 match delivery.await {
                     Ok(Ok(_)) => {}
-                    Ok(Err((e, _))) => return Err(format!("the broker did not take the lesson: {e}")),
-                    Err(_) => return Err("the lesson's delivery was cancelled".to_string()),
+                    Ok(Err((e, _))) => return Err(e),
+                    Err(_) => return Err(KafkaError::Canceled),
                 }
             }
             Ok(())
+        })
+    }
+}
+
+impl Forward for TopicForward {
+    /// Sends the lessons (through a producer built anew first, when the
+    /// last one is broken for good); refused when the broker does not take
+    /// them all, the producer mended for the next ones.
+    fn forward(&mut self, lessons: &[Recorded]) -> Result<(), String> {
+        self.mend(None);
+        let sent = self.send(lessons);
+        crate::metrics::lessons_forwarding(sent.is_ok());
+        sent.map_err(|e| {
+            self.mend(Some(&e));
+            format!("the broker did not take the lesson: {e}")
         })
     }
 }
