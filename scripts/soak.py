@@ -43,6 +43,17 @@ lesson learned exactly once (a lesson learned but unanswered, sent again,
 is "already learned": labels are facts). On Kafka the learner takes the
 lessons (its lessons log is its own disk).
 
+Faults (issue 70): with --faults, the lessons soak also mixes in, at
+random while teaching, a full disk for a moment (the running daemon's
+file size limit set to its lessons log's size plus a few bytes, then
+lifted: the append fails part-way) and, on Kafka, a broker pause (SIGSTOP
+of the test broker for 2-6 s, then SIGCONT). A lesson refused under a
+fault must fail in its client (spamc exits 74, rspamc non-zero; spamc -C
+runs with -x) and be sent again; one that exits 0 must be learned: the
+final model is compared as above, and no lesson refused under a fault may
+have been applied (a refused lesson applied shows as a repeated label
+when it is sent again: only the answers a kill cut off may).
+
 To narrow a difference down: SOAK_KINDS=0,1 (only those kinds of lesson,
 by their place in lessons_of's list), SOAK_TERM=1 (SIGTERM instead of
 SIGKILL: a restart's state, not a crash's), SOAK_LOG=FILE (the daemons'
@@ -184,7 +195,7 @@ def soak_jsonl(stream, kills, rng, tmp):
     return report("jsonl", done, want, got, finished_early)
 
 
-def lessons_jsonl(stream, lessons, kills, rng, tmp):
+def lessons_jsonl(stream, lessons, kills, rng, tmp, faults=False):
     """The stream learned to its end (two directories alike), then the
     lessons soak over JSON-lines daemons that have nothing left to read."""
     ref, ck = os.path.join(tmp, "lref"), os.path.join(tmp, "lsoak")
@@ -194,10 +205,11 @@ def lessons_jsonl(stream, lessons, kills, rng, tmp):
     def daemon(d, spamd, controller):
         return [BIN, "run", "--input", stream, "--output", "/dev/null", "--checkpoint-dir", d, *FLAGS,
                 "--spamd-addr", spamd, "--rspamd-controller-addr", controller]
-    return soak_lessons("jsonl", daemon, lessons, kills, rng, ck, ref)
+    return soak_lessons("jsonl", daemon, lessons, kills, rng, ck, ref,
+                        faults=Faults(random.Random(rng.random()), ck) if faults else None)
 
 
-def lessons_kafka(stream, lessons, kills, rng, tmp, brokers):
+def lessons_kafka(stream, lessons, kills, rng, tmp, brokers, faults=False, broker_pid=None):
     """The stream loaded into a topic and drained by a learner (its
     reference on JSON lines), then the lessons soak over Kafka learners."""
     topic, labeled, n = kafka_topic(brokers, tmp, stream, "kl")
@@ -212,7 +224,8 @@ def lessons_kafka(stream, lessons, kills, rng, tmp, brokers):
             return [BIN, "run", "--input", labeled, "--output", "/dev/null", "--checkpoint-dir", d, *FLAGS,
                     "--spamd-addr", spamd, "--rspamd-controller-addr", controller]
         return [*args, "--spamd-addr", spamd, "--rspamd-controller-addr", controller]
-    return soak_lessons("kafka", daemon, lessons, kills, rng, ck, ref, drains=True)
+    faults = Faults(random.Random(rng.random()), ck, broker_pid) if faults else None
+    return soak_lessons("kafka", daemon, lessons, kills, rng, ck, ref, drains=True, faults=faults)
 
 
 def produce(brokers, topic, stream):
@@ -306,14 +319,19 @@ def teach(lesson, spamd, controller):
     client, args, raw = lesson
     if client == "spamc":
         host, port = spamd.rsplit(":", 1)
-        cmd = ["spamc", "-d", host, "-p", port, "-t", "10", "-u", "reviewer", *args]
+        # -x: without it spamc -C exits 0 for any failure (its "safe fallback").
+        cmd = ["spamc", "-x", "-d", host, "-p", port, "-t", "10", "-u", "reviewer", *args]
     else:
         cmd = ["rspamc", "-h", controller, "-t", "10", "-u", "reviewer", *args]
     try:
-        out = subprocess.run(cmd, input=raw, capture_output=True, timeout=20).stdout.decode(errors="replace")
+        done = subprocess.run(cmd, input=raw, capture_output=True, timeout=20)
     except subprocess.TimeoutExpired:
         return False
+    out = done.stdout.decode(errors="replace")
     acknowledged = any(s in out for s in ("successfully", "already", "success = true"))
+    if acknowledged != (done.returncode == 0):
+        raise RuntimeError(f"{client} {args} exited {done.returncode} but said {out!r}: "
+                           "a refusal must be a failure to the client, an answer a success")
     if acknowledged and os.environ.get("SOAK_ANSWERS"):
         with open(os.environ["SOAK_ANSWERS"], "a") as f:
             f.write(f"{client} {' '.join(args)} {raw[12:30]!r} {'already' if 'already' in out else 'done'}\n")
@@ -361,10 +379,57 @@ def settled(ck, quiet=4.0, deadline=300):
         time.sleep(0.5)
 
 
-def soak_lessons(name, daemon, lessons, kills, rng, ck, ref, drains=False):
+class Faults:
+    """The faults mixed into a lessons soak (--faults): a full disk for a
+    moment (a file size limit on the running daemon, just past its lessons
+    log), and on Kafka a broker pause. `on` says whether one is in force."""
+
+    def __init__(self, rng, ck, broker_pid=None):
+        self.rng, self.ck, self.broker_pid = rng, ck, broker_pid
+        self.on, self.count = False, {"full_disk": 0, "broker_pause": 0}
+
+    def log_bytes(self):
+        return sum(os.path.getsize(os.path.join(self.ck, f)) for f in os.listdir(self.ck)
+                   if f.startswith("lessons-"))
+
+    def maybe(self, pid):
+        """Now and then starts a fault on daemon `pid` (one at a time)."""
+        import resource
+        import threading
+        if self.on or self.rng.random() > 0.08:
+            return
+        self.on = True
+        if self.broker_pid and self.rng.random() < 0.3:
+            os.kill(self.broker_pid, signal.SIGSTOP)
+            self.count["broker_pause"] += 1
+
+            def lift():
+                os.kill(self.broker_pid, signal.SIGCONT)
+                self.on = False
+            threading.Timer(self.rng.uniform(2, 6), lift).start()
+            return
+        try:
+            _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+            resource.prlimit(pid, resource.RLIMIT_FSIZE, (self.log_bytes() + self.rng.randint(1, 40), hard))
+        except (ProcessLookupError, OSError):
+            self.on = False
+            return
+        self.count["full_disk"] += 1
+
+        def lift():
+            try:
+                resource.prlimit(pid, resource.RLIMIT_FSIZE, (hard, hard))
+            except (ProcessLookupError, OSError):
+                pass
+            self.on = False
+        threading.Timer(self.rng.uniform(0.05, 0.5), lift).start()
+
+
+def soak_lessons(name, daemon, lessons, kills, rng, ck, ref, drains=False, faults=None):
     """Teaches `lessons` to `daemon(ck, spamd, controller)` (a command line)
-    while killing it `kills` times, then to an uninterrupted one over
-    `ref`; whether both end with the same model."""
+    while killing it `kills` times (and with `faults`, mixing them in),
+    then to an uninterrupted one over `ref`; whether both end with the
+    same model."""
     spamd, controller = free_addr(), free_addr()
     p = serve(daemon(ref, spamd, controller), spamd)
     for lesson in lessons:
@@ -374,7 +439,7 @@ def soak_lessons(name, daemon, lessons, kills, rng, ck, ref, drains=False):
     p.wait()
     want = inspect(ref)
     import threading
-    done, at, retried = 0, 0, 0
+    done, at, retried, refused = 0, 0, 0, 0
     while at < len(lessons):
         p = serve(daemon(ck, spamd, controller), spamd)
         # The kill lands whenever it lands: between lessons, or in the
@@ -384,8 +449,14 @@ def soak_lessons(name, daemon, lessons, kills, rng, ck, ref, drains=False):
         if killer:
             killer.start()
         while at < len(lessons) and p.poll() is None:
+            if faults:
+                faults.maybe(p.pid)
             if teach(lessons[at], spamd, controller):
                 at += 1
+            elif p.poll() is None and faults and faults.on:
+                # Refused under a fault (the daemon lives): sent again.
+                refused += 1
+                time.sleep(0.05)
             else:
                 retried += 1
         if killer:
@@ -423,6 +494,11 @@ def soak_lessons(name, daemon, lessons, kills, rng, ck, ref, drains=False):
         again += extra
     print(f"{name} lessons: {len(lessons)} acknowledged, {retried} answers lost to a kill and sent again "
           f"({again} of them had been applied: repeated, not applied twice), {done} kills while teaching")
+    if faults:
+        print(f"{name} faults: {faults.count['full_disk']} full disks, {faults.count['broker_pause']} broker "
+              f"pauses; {refused} lessons refused under them (each a failure to its client) and sent again")
+    # Only answers a kill cut off may have been applied before their
+    # retry: a lesson refused under a fault never was.
     return report(f"{name} lessons", done, want, got) and 0 <= again <= retried
 
 
@@ -445,6 +521,8 @@ def main():
     ap.add_argument("--no-reporters", action="store_true")
     ap.add_argument("--no-corrections", action="store_true")
     ap.add_argument("--lessons", type=int, default=0, help="mail lessons to teach, with kills, after the stream")
+    ap.add_argument("--faults", action="store_true",
+                    help="with --lessons: mix in full disks (and on Kafka broker pauses) while teaching")
     a = ap.parse_args()
     subprocess.run(["cargo", "build", "--release", "-q"], cwd=ROOT, check=True)
     rng = random.Random(a.seed)
@@ -464,7 +542,7 @@ def main():
                 with_corrections(src, dst, random.Random(a.seed + 1))
         lessons = lessons_of(a.lessons, random.Random(a.seed + 2))
         if a.transport in ("jsonl", "both") and lessons:
-            ok &= lessons_jsonl(stream, lessons, a.kills, rng, tmp)
+            ok &= lessons_jsonl(stream, lessons, a.kills, rng, tmp, a.faults)
         elif a.transport in ("jsonl", "both"):
             ok &= soak_jsonl(stream, a.kills, rng, tmp)
         if a.transport in ("kafka", "both"):
@@ -478,7 +556,12 @@ def main():
                 started = True
             try:
                 if lessons:
-                    ok &= lessons_kafka(stream, lessons, a.kills, rng, tmp, brokers)
+                    pid = os.environ.get("KAFKA_BROKER_PID")
+                    if started:
+                        with open(os.path.join(os.environ["CLASSIFYD_BROKER_RUN"], "broker.pid")) as f:
+                            pid = f.read()
+                    ok &= lessons_kafka(stream, lessons, a.kills, rng, tmp, brokers, a.faults,
+                                        int(pid) if pid else None)
                 else:
                     ok &= soak_kafka(stream, a.kills, rng, tmp, brokers)
             finally:
