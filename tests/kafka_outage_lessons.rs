@@ -15,7 +15,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -25,31 +24,6 @@ fn broker_pid() -> i32 {
         .ok()
         .and_then(|p| p.trim().parse().ok())
         .expect("KAFKA_BROKER_PID is not set: run ./scripts/test.sh, which starts the broker and exports it")
-}
-
-/// `role` on `topics`, with `extra` flags.
-fn spawn(role: &str, topics: &Topics, group: &str, model_topic: &str, dir: &Path, extra: &[&str]) -> Child {
-    Command::new(BIN)
-        .arg("run")
-        .args(["--brokers", &bootstrap(), "--group-id", group, "--role", role])
-        .args(["--model-topic", model_topic])
-        .args(topics.flags())
-        .args(["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500"])
-        .args([
-            "--bits",
-            "16",
-            "--checkpoint-interval-secs",
-            "1",
-            "--model-publish-ms",
-            "200",
-        ])
-        .arg("--checkpoint-dir")
-        .arg(dir)
-        .args(extra)
-        .env("CLASSIFYD_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap()
 }
 
 /// The learner's count of labels learned, as its newest checkpoint says.
@@ -68,21 +42,12 @@ fn teach(addr: &str, n: usize, label: &str) -> i32 {
 #[test]
 fn a_predictors_lessons_after_a_broker_stall_are_learned_or_refused() {
     let pid = broker_pid();
-    let topics = Topics::create(1);
-    let (group, model_topic) = (unique("g"), unique("model"));
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("learner");
+    let d = common::deployment::Deployment::new();
+    let dir = d.dir.clone();
     let spamd = format!("127.0.0.1:{}", free_port());
-    let learner = spawn("learner", &topics, &group, &model_topic, &dir, &[]);
-    let predictor = spawn(
-        "predictor",
-        &topics,
-        &group,
-        &model_topic,
-        &tmp.path().join("predictor"),
-        &["--spamd-addr", &spamd],
-    );
-    produce(&topics.input, None, &lines_as_messages(&sms_lines()[..200]));
+    let learner = d.learner(&[]);
+    let predictor = d.predictor(&["--spamd-addr", &spamd]);
+    produce(&d.topics.input, None, &lines_as_messages(&sms_lines()[..200]));
     wait_for("the labels learned", Duration::from_secs(120), || learned(&dir) >= 200);
     common::mail::wait_listening(&spamd);
     assert_eq!(teach(&spamd, 0, "spam"), 0, "a lesson before the stall");
