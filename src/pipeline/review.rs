@@ -8,7 +8,12 @@
 //! them, or 2 / fraction if more; recomputed 25 times a window), so about
 //! that fraction of predictions falls in the band and is marked uncertain.
 //! Until the first window's first computation, all are; a confidence of 0
-//! (no evidence either way) always is.
+//! (no evidence either way) always is. Confidences tied at the band's
+//! edge share what the fraction leaves: a model whose scores do not tell
+//! messages apart yet (a fresh stack serves its bias alone until its
+//! members' weights grow: every confidence the same) still has that
+//! fraction marked, spread over the ties. A model that knows one class
+//! ([`Review::consider_blind`]) is asked at the budget's rate, at random.
 //!
 //! A marked message is asked for (written to the review output, or in
 //! `eval --label-budget`, learned) only while the budget allows: a token
@@ -81,6 +86,9 @@ pub struct Review {
     cfg: ReviewConfig,
     /// Confidences below this are uncertain.
     band: f64,
+    /// The share of confidences equal to `band` that are uncertain too
+    /// (what the fraction leaves once those below it are counted).
+    tie_share: f64,
     /// The last `window` confidences (a ring whose oldest, once full, is
     /// at `head`), and scratch to select in.
     recent: Vec<f32>,
@@ -113,6 +121,7 @@ impl Review {
         Review {
             cfg,
             band: f64::INFINITY,
+            tie_share: 0.0,
             recent: Vec::new(),
             head: 0,
             window,
@@ -136,21 +145,42 @@ impl Review {
 
     /// Judges one prediction of `confidence` at wall time `now_ms`: marks
     /// it, moves the band, and asks for it if the query wants it and the
-    /// budget allows (spending the budget).
+    /// budget allows (spending the budget). In the band: below its edge,
+    /// one of the ties at it in their share, or no evidence (0).
     pub fn consider(&mut self, confidence: f32, now_ms: u64) -> Verdict {
-        let f = self.cfg.fraction;
-        let uncertain = self.is_uncertain(confidence);
+        let c = f64::from(confidence);
+        let tied = c == self.band && self.draw(0x7E1E) < self.tie_share;
+        let uncertain = self.is_uncertain(confidence) || tied;
         self.remember(confidence);
+        self.spend(uncertain, uncertain, now_ms)
+    }
+
+    /// Judges a prediction of a model that cannot tell its classes apart
+    /// for this message (a single-label model that knows one class, or
+    /// scores its best two alike): uncertain, but
+    /// asked for at the budget's rate, at random, and kept out of the
+    /// band's window. Asking for every one would spend the whole budget
+    /// on a stream's opening run of one class (SpamAssassin's opens with
+    /// 133 spam) and leave none for the other class's first messages; and
+    /// their confidences of 0 in the window would hold the band at 0, so
+    /// that nothing is asked for a window after (with both, `eval
+    /// --label-budget 0.1` on SpamAssassin predicted spam for everything).
+    pub fn consider_blind(&mut self, now_ms: u64) -> Verdict {
+        let wanted = self.draw(0x0E0E) < self.cfg.fraction;
+        self.spend(true, wanted, now_ms)
+    }
+
+    /// Counts a prediction, marked `uncertain`, and asks for it when the
+    /// query wants it (`wanted`: by uncertainty) and the budget allows.
+    fn spend(&mut self, uncertain: bool, wanted: bool, now_ms: u64) -> Verdict {
+        let f = self.cfg.fraction;
         self.seen += 1;
         self.tokens = (self.tokens + f).min(self.burst);
         self.fill_minute(now_ms);
         let wanted = match self.cfg.query {
-            Query::Uncertainty => uncertain,
+            Query::Uncertainty => wanted,
             // A uniform draw below f: with probability f.
-            Query::Random => {
-                let draw = crate::eval::splitmix64(self.cfg.seed ^ self.seen.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                (draw >> 11) as f64 / (1u64 << 53) as f64 <= f
-            }
+            Query::Random => self.draw(0) <= f,
         };
         let ask = wanted && self.tokens >= 1.0 && (self.cfg.per_minute.is_none() || self.minute_tokens >= 1.0);
         if ask {
@@ -158,6 +188,13 @@ impl Review {
             self.minute_tokens -= 1.0;
         }
         Verdict { uncertain, ask }
+    }
+
+    /// A uniform draw in [0, 1) for the message at the stream position
+    /// `seen`, one stream of them per `salt` (reproducible from the seed).
+    fn draw(&self, salt: u64) -> f64 {
+        let x = crate::eval::splitmix64(self.cfg.seed ^ salt ^ self.seen.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        (x >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// Whether `confidence` falls in today's uncertain band, without
@@ -182,13 +219,18 @@ impl Review {
         self.scratch.clone_from(&self.recent);
         let k = ((self.cfg.fraction * self.scratch.len() as f64) as usize).min(self.scratch.len() - 1);
         let (_, kth, _) = self.scratch.select_nth_unstable_by(k, f32::total_cmp);
+        let kth = *kth;
         // At a fraction of 0 nothing is uncertain; else the k-th smallest
-        // is the first confidence outside the band.
-        self.band = if self.cfg.fraction > 0.0 {
-            f64::from(*kth)
+        // is the first confidence outside the band, and the k - below
+        // places left are shared by the confidences tied with it.
+        if self.cfg.fraction > 0.0 {
+            let below = self.scratch.iter().filter(|&&c| c < kth).count();
+            let ties = self.scratch.iter().filter(|&&c| c == kth).count().max(1);
+            self.band = f64::from(kth);
+            self.tie_share = (k - below.min(k)) as f64 / ties as f64;
         } else {
-            f64::NEG_INFINITY
-        };
+            (self.band, self.tie_share) = (f64::NEG_INFINITY, 0.0);
+        }
     }
 
     /// What a checkpoint keeps of it.
@@ -279,7 +321,15 @@ impl Pipeline {
             Some(_) => crate::clock::now_ms(),
             None => 0,
         };
-        let mut verdict = self.review.consider(c, now);
+        // Fewer than two classes known, or no gap between the best two
+        // (a fresh stack's bias at 0): no evidence to tell them apart.
+        // (A multi-label confidence of 0 is one label at its threshold:
+        // that message is worth asking for, as before.)
+        let blind = task == Task::SingleLabel && (scored.raw.len() < 2 || c <= 0.0);
+        let mut verdict = match blind {
+            true => self.review.consider_blind(now),
+            false => self.review.consider(c, now),
+        };
         verdict.ask &= sent;
         let counters = &mut self.counters;
         counters.uncertain += u64::from(verdict.uncertain);
@@ -338,11 +388,38 @@ mod tests {
         let asked = (0..100_000).filter(|_| r.consider(1e9, 0).ask).count();
         assert!((9_000..11_000).contains(&asked), "{asked}");
         // Uncertainty asks for all until the band is first computed (a
-        // cold model knows nothing), then for none of equally sure ones.
+        // cold model knows nothing), then, of equally sure ones, the
+        // fraction: the ties at the band's edge share it.
         let mut u = review(0.1, None, Query::Uncertainty);
-        let first = (0..100).filter(|_| u.consider(1e9, 0).ask).count();
+        let first = (0..8).filter(|_| u.consider(1e9, 0).ask).count();
         assert_eq!(first, 8);
-        assert_eq!((0..1000).filter(|_| u.consider(1e9, 0).ask).count(), 0);
+        assert!(
+            !u.consider(1e9, 0).uncertain,
+            "the band is computed: the next one is sure"
+        );
+        let ties = (0..1000).filter(|_| u.consider(1e9, 0).ask).count();
+        assert!((60..=140).contains(&ties), "{ties} of 1,000 equally sure asked");
+    }
+
+    /// A model that cannot tell its classes apart is asked at the
+    /// budget's rate (not for every message, which would spend the whole
+    /// budget on a stream's opening run of one class), and its messages
+    /// leave the band where it was.
+    #[test]
+    fn a_blind_model_is_asked_at_the_budgets_rate() {
+        let mut u = review(0.1, None, Query::Uncertainty);
+        for i in 0..400 {
+            u.consider((i % 100) as f32, 0);
+        }
+        let band = u.band();
+        let verdicts: Vec<Verdict> = (0..2000).map(|_| u.consider_blind(0)).collect();
+        assert!(verdicts.iter().all(|v| v.uncertain), "each marked uncertain");
+        let asked = verdicts.iter().filter(|v| v.ask).count();
+        assert!(
+            (150..=250).contains(&asked),
+            "{asked} of 2,000 asked at a fraction of 0.1"
+        );
+        assert_eq!(u.band(), band, "the band's window takes none of them");
     }
 
     #[test]
