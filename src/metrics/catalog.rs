@@ -316,7 +316,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     (
         "classifyd_lessons_forwarding",
         "gauge",
-        "A predictor: 1 while its lessons reach the learner's topics (the last forward succeeded), 0 while they are refused",
+        "On Kafka: 1 while a predictor's lessons reach the learner's topics (the last forward succeeded; 1 on an instance that forwards none), 0 while they are refused",
     ),
     (
         "classifyd_lessons_producer_rebuilds_total",

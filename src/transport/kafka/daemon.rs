@@ -157,6 +157,9 @@ impl<'a> Daemon<'a> {
         tracing::info!(brokers = %s.brokers, ?topics, role = %s.pipeline.role, "consuming");
         // Exported from the start, at 0, so a rate over it is defined before the first error.
         metrics::counter!("classifyd_consumer_errors_total").increment(0);
+        // And the forwarding of a predictor's lessons: 1 (none refused).
+        crate::metrics::lessons_forwarding(true);
+        metrics::counter!("classifyd_lessons_producer_rebuilds_total").increment(0);
         // A predictor sends the lessons it is taught (mail, console) to the learner
         // through the input topic; the learner keeps its own in its
         // lessons log. (Through the topic, a produce still in flight when
