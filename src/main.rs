@@ -32,6 +32,10 @@ fn main() -> ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(ansi)
+        // A log line that cannot be written (stderr on a full disk) is
+        // lost, not the daemon: by default tracing reports the failure
+        // with eprintln!, which panics when stderr cannot be written.
+        .log_internal_errors(false)
         .init();
     match classifyd::commands::execute(cli.command, &file) {
         Ok(()) => ExitCode::SUCCESS,
