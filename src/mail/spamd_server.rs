@@ -97,7 +97,8 @@ async fn connection(mut stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) {
 fn refuse(r: &Refusal, lesson: bool) -> Vec<u8> {
     crate::metrics::mail_refused("spamd", r.reason);
     if lesson {
-        tracing::warn!(reason = r.reason, detail = %r.detail, "a spamd TELL refused: closed without an answer");
+        // Debug-quoted: a detail may carry a client's bytes (no line breaks in the log).
+        tracing::warn!(reason = r.reason, detail = ?r.detail, "a spamd TELL refused: closed without an answer");
         return Vec::new();
     }
     spamd::refusal(r)
