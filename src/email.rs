@@ -26,6 +26,34 @@ use std::borrow::Cow;
 use mail_parser::decoders::html::html_to_text;
 use mail_parser::{Host, MessageParser, MimeHeaders, PartType};
 
+/// The id a raw e-mail is learned and checked under by every endpoint
+/// (spamd, rspamd, a console's scan): its Message-ID, else `mail-` and a
+/// hash of its bytes (so that the same bytes told again, or forgotten,
+/// name the same message).
+pub fn message_key(raw: &[u8]) -> String {
+    let head = &raw[..head_end(raw).unwrap_or(raw.len())];
+    MessageParser::default()
+        .parse_headers(head)
+        .and_then(|m| m.message_id().map(str::to_string))
+        .filter(|id| !id.is_empty() && id.len() <= 998)
+        .unwrap_or_else(|| format!("mail-{:032x}", xxhash_rust::xxh3::xxh3_128(raw)))
+}
+
+/// Where a head ends in `buf`: the index just past its blank line, if
+/// `buf` holds it (`\r\n\r\n`, or bare `\n\n` as some clients send).
+pub fn head_end(buf: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    while let Some(n) = buf[at..].iter().position(|&b| b == b'\n') {
+        let line_end = at + n;
+        let line = &buf[at..line_end];
+        if line.is_empty() || line == b"\r" {
+            return Some(line_end + 1);
+        }
+        at = line_end + 1;
+    }
+    None
+}
+
 /// Bytes of the raw message at the head of the document.
 pub const RAW_PREFIX_BYTES: usize = 3000;
 /// Most bytes of decoded text (subject, text parts) kept.

@@ -63,7 +63,7 @@ impl Common {
             mail: a
                 .mail
                 .settings(a.pipeline.max_message_bytes, a.http.http_max_concurrent, door),
-            console: a.console.settings(&a.mail, door),
+            console: a.console.settings(&a.mail, door).map_err(CommandError::Usage)?,
         })
     }
 }

@@ -4,8 +4,8 @@ use clap::Args;
 
 use super::at_least_one_usize;
 use super::mail::MailArgs;
-use crate::console::{ConsoleSettings, DEFAULT_HISTORY};
-use crate::serving::Bounds;
+use crate::console::{ConsoleSettings, DEFAULT_HISTORY, Reviewers};
+use crate::serving::{Bounds, Cidr};
 
 #[derive(Debug, Clone, Args)]
 pub struct ConsoleArgs {
@@ -32,6 +32,15 @@ pub struct ConsoleArgs {
     #[arg(long, env = "CLASSIFYD_CONSOLE_MAX_BODY_BYTES", default_value_t = crate::console::MAX_BODY_BYTES,
           value_parser = at_least_one_usize(), hide = true)]
     pub console_max_body_bytes: usize,
+    /// Named reviewers: a file of `name role secret` lines (role: read or
+    /// teach); a reviewer's lessons carry its name as reporter.
+    #[arg(long, env = "CLASSIFYD_CONSOLE_USERS", value_name = "FILE", hide = true)]
+    pub console_users: Option<std::path::PathBuf>,
+    /// Proxies (address blocks, comma-separated) whose X-Forwarded-For
+    /// names the console's client, for its slow-down and --learn-from.
+    #[arg(long, env = "CLASSIFYD_TRUSTED_PROXY", value_name = "CIDR", value_parser = Cidr::parse,
+          value_delimiter = ',', hide = true)]
+    pub trusted_proxy: Vec<Cidr>,
 }
 
 impl ConsoleArgs {
@@ -45,9 +54,15 @@ impl ConsoleArgs {
 
     /// The console's settings, if it is on; who may teach is the mail
     /// flags' (`--learn-password`, `--learn-from`).
-    pub fn settings(&self, mail: &MailArgs, door: Bounds) -> Option<ConsoleSettings> {
-        let addr = self.console_addr.as_ref()?;
-        Some(ConsoleSettings {
+    pub fn settings(&self, mail: &MailArgs, door: Bounds) -> Result<Option<ConsoleSettings>, String> {
+        let Some(addr) = self.console_addr.as_ref() else {
+            return Ok(None);
+        };
+        let users = match &self.console_users {
+            Some(path) => Reviewers::load(path)?,
+            None => Reviewers::default(),
+        };
+        Ok(Some(ConsoleSettings {
             addr: addr.clone(),
             read_password: self.console_password.clone(),
             write_password: mail.learn_password.clone(),
@@ -59,6 +74,8 @@ impl ConsoleArgs {
                 connections: crate::console::MAX_CONNECTIONS,
                 ..door
             },
-        })
+            users,
+            trusted_proxy: self.trusted_proxy.clone(),
+        }))
     }
 }

@@ -6,14 +6,14 @@
 //!
 //! | request | access | answer |
 //! |---|---|---|
-//! | `GET api/access` | read | what this login may do, the role, the classes |
+//! | `GET api/access` | read | what this login may do, its reviewer, the classes |
 //! | `GET api/status`, `GET api/series` | read | the status the loop posted; its series |
 //! | `POST api/history` `{label, user, min, max, q, uncertain, limit}` | read | predictions, newest first |
-//! | `POST api/review` `{limit}` | read | the uncertain predictions no one taught, oldest first, and how many |
+//! | `POST api/review` `{limit}` | read | the uncertain predictions no one taught, oldest first, how many, the classes |
 //! | `POST api/scan` `{text` or `email, user}` | read | the prediction, explained (kept in the history) |
 //! | `POST api/look` `{id}` | read | a history entry predicted again, explained (nothing kept) |
 //! | `GET api/model` | read | each class's strongest features |
-//! | `POST api/teach` `{id, label` or `forget, text` or `email, user}` | write | what the loop did |
+//! | `POST api/teach` `{id, label` or `forget, text` or `email, user}` | write | what the loop did (the reporter is the login's) |
 
 use std::convert::Infallible;
 use std::net::IpAddr;
@@ -30,6 +30,8 @@ use super::{Ctx, TIMEOUT, assets};
 use crate::pipeline::Raw;
 use crate::serving::board::Seen;
 use crate::serving::bounds::{BodyError, declared_length, read_body};
+use super::users::Role;
+use crate::serving::access::client_address;
 use crate::serving::{Lesson, TellDone, Told, same_secret};
 
 type Answer = Response<Full<Bytes>>;
@@ -47,12 +49,29 @@ const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-
                    connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; \
                    form-action 'self'";
 
-/// What a request may do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a request may do, and who asks.
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Access {
     read: bool,
     write: bool,
+    /// The named reviewer who logged in (`--console-users`).
+    name: Option<String>,
 }
+
+impl Access {
+    /// The reporter of this login's lessons: its reviewer, else "console"
+    /// (a single secret, or an address --learn-from allows).
+    fn reporter(&self) -> String {
+        self.name.clone().unwrap_or_else(|| ANONYMOUS.into())
+    }
+
+    fn role(&self) -> &'static str {
+        if self.write { "teach" } else { "read" }
+    }
+}
+
+/// The reporter of lessons no reviewer named.
+const ANONYMOUS: &str = "console";
 
 /// The API's calls, as the metrics name them.
 const CALLS: [&str; 9] = [
@@ -99,6 +118,8 @@ async fn route(req: Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Answer {
     let Some(call) = path.strip_prefix("/api/") else {
         return error(StatusCode::NOT_FOUND, "no such page");
     };
+    let forwarded = req.headers().get("x-forwarded-for").map(HeaderValue::as_bytes);
+    let peer = client_address(peer, forwarded, &ctx.settings.trusted_proxy);
     let access = match access(&req, peer, ctx).await {
         Ok(a) => a,
         Err(refused) => return refused,
@@ -115,8 +136,12 @@ async fn route(req: Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Answer {
         (Method::GET, "access") => json_ok(json!({
             "read": access.read,
             "write": access.write,
+            "name": access.name,
+            "role": access.role(),
+            "reporter": access.reporter(),
             "teaches": ctx.told.is_some(),
             "keep_text": ctx.settings.keep_text,
+            "classes": ctx.board.status().classes,
         })),
         (Method::GET, "status") => status(ctx),
         (Method::GET, "series") => json_ok(json!({ "points": ctx.board.series() })),
@@ -141,7 +166,7 @@ async fn route(req: Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Answer {
             "this login may read, not teach: teaching asks for the learning secret (--learn-password)",
         ),
         (Method::POST, "teach") => match serde_json::from_slice::<Teach>(&body) {
-            Ok(t) => teach(ctx, t).await,
+            Ok(t) => teach(ctx, t, access.reporter()).await,
             Err(e) => error(StatusCode::BAD_REQUEST, &format!("not a lesson: {e}")),
         },
         _ => error(StatusCode::NOT_FOUND, "no such call"),
@@ -159,6 +184,13 @@ async fn access(req: &Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Result<Acce
     let matches =
         |secret: &Option<String>| matches!((secret, given), (Some(s), Some(g)) if same_secret(s.as_bytes(), g));
     let s = &ctx.settings;
+    let named = given.and_then(|g| s.users.find(g));
+    if let Some(r) = named {
+        ctx.failures.succeeded(peer);
+        let write = r.role == Role::Teach;
+        let name = Some(r.name.clone());
+        return Ok(Access { read: true, write, name });
+    }
     let write = match &s.write_password {
         Some(_) => matches(&s.write_password),
         None => s.learn_from.iter().any(|c| c.contains(peer)),
@@ -183,7 +215,7 @@ async fn access(req: &Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Result<Acce
             .insert(hyper::header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return Err(a);
     }
-    Ok(Access { read, write })
+    Ok(Access { read, write, name: None })
 }
 
 /// The body of a POST, bounded.
@@ -271,7 +303,7 @@ struct ReviewQuery {
 
 fn review(ctx: &Ctx, q: &ReviewQuery) -> Answer {
     let (waiting, left) = ctx.board.oldest(q.limit.unwrap_or(20).min(MAX_LIMIT), in_queue);
-    json_ok(json!({ "left": left, "items": waiting }))
+    json_ok(json!({ "left": left, "items": waiting, "classes": ctx.board.status().classes }))
 }
 
 /// A message to scan (or a history entry to look at again: its `id`).
@@ -289,10 +321,17 @@ impl Message {
     /// Its id: the one given, else `console-` and a hash of its content
     /// (so that scanning it again, and teaching it, name the same message).
     fn id(&self) -> String {
-        self.id.clone().unwrap_or_else(|| {
-            let content = self.email.as_deref().or(self.text.as_deref()).unwrap_or("");
-            format!("console-{:016x}", xxhash_rust::xxh3::xxh3_64(content.as_bytes()))
-        })
+        if let Some(id) = &self.id {
+            return id.clone();
+        }
+        match (&self.email, &self.text) {
+            // As spamd and rspamd name it: one message, one lesson.
+            (Some(email), _) => crate::email::message_key(email.as_bytes()),
+            (None, text) => {
+                let text = text.as_deref().unwrap_or("");
+                format!("console-{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()))
+            }
+        }
     }
 
     /// It predicted (and kept, with `keep`) by `handle`.
@@ -364,11 +403,10 @@ struct Teach {
     text: Option<String>,
     email: Option<String>,
     user: Option<String>,
-    /// Who teaches (the reporter); "console" when unsaid.
-    reporter: Option<String>,
 }
 
-async fn teach(ctx: &Ctx, t: Teach) -> Answer {
+/// Applies lesson `t` from `reporter` (the login's: never the body's).
+async fn teach(ctx: &Ctx, t: Teach, reporter: String) -> Answer {
     let Some(to) = &ctx.told else {
         return error(StatusCode::CONFLICT, "this process neither learns nor forwards lessons");
     };
@@ -381,28 +419,36 @@ async fn teach(ctx: &Ctx, t: Teach) -> Answer {
         return error(StatusCode::BAD_REQUEST, "a lesson names its message's \"id\"");
     }
     let (reply, answered) = tokio::sync::oneshot::channel();
-    let taught = t.label.clone().unwrap_or_else(|| "forgotten".into());
+    // A forget takes the label back: the message waits for review again.
+    let taught = t.label.clone().filter(|_| !t.forget);
     let told = Told {
         id: t.id.clone(),
         email: t.email.map(String::into_bytes).unwrap_or_default(),
         text: t.text.filter(|_| !t.forget),
         lesson,
         user: t.user.filter(|u| !u.is_empty()),
-        reporter: Some(t.reporter.unwrap_or_else(|| "console".into())),
+        reporter: Some(reporter.clone()),
         reply,
     };
     if to.try_send(told).is_err() {
         return error(StatusCode::SERVICE_UNAVAILABLE, "too many lessons waiting; try again");
     }
     match answered.await {
-        Ok(TellDone::Changed) => {
-            ctx.board.taught(&t.id, Some(taught));
-            json_ok(json!({"changed": true}))
+        Ok(done @ (TellDone::Changed | TellDone::Unchanged)) => {
+            ctx.board.taught(&t.id, taught, &reporter);
+            json_ok(json!({"changed": done == TellDone::Changed, "by": reporter}))
         }
-        Ok(TellDone::Unchanged) => {
-            ctx.board.taught(&t.id, Some(taught));
-            json_ok(json!({"changed": false}))
+        Ok(TellDone::NotLabeled) => {
+            ctx.board.taught(&t.id, None, &reporter);
+            json_ok(json!({"changed": false, "labeled": false}))
         }
+        Ok(TellDone::Unmatched) => error(
+            StatusCode::NOT_FOUND,
+            &format!(
+                "the record does not hold message {:?} (never seen here, or past its window): teach it with its text or e-mail",
+                t.id
+            ),
+        ),
         Ok(TellDone::Bad(detail)) => error(StatusCode::BAD_REQUEST, &detail),
         Ok(TellDone::NotDurable(detail)) => error(StatusCode::SERVICE_UNAVAILABLE, &detail),
         Ok(TellDone::UnknownLabel(detail)) => error(StatusCode::BAD_REQUEST, &detail),

@@ -9,7 +9,10 @@
 //!
 //! Access: reading asks for the read secret (`--console-password`) or,
 //! without one, a loopback peer; teaching asks for the learning secret
-//! (`--learn-password`) or, without one, an address of `--learn-from`.
+//! (`--learn-password`) or, without one, an address of `--learn-from`; a
+//! named reviewer's secret (`--console-users`, [`users`]) reads or teaches
+//! as its role says, and its lessons carry its name. Behind a proxy of
+//! `--trusted-proxy`, the client's address is X-Forwarded-For's.
 //! Secrets come as `Authorization: Bearer` (never a cookie a cross-site
 //! page could ride), and each failure slows the next answer to that
 //! address. Message content is hostile: the page shows every field as text
@@ -30,6 +33,9 @@ use crate::serving::{Bounds, Cidr, Classify, Endpoint, Listener, ServeError, Tel
 
 mod api;
 mod assets;
+pub mod users;
+
+pub use users::Reviewers;
 
 /// Default `--console-history`: the predictions the history keeps.
 pub const DEFAULT_HISTORY: usize = 10_000;
@@ -67,6 +73,11 @@ pub struct ConsoleSettings {
     /// Connections open at once, per address, and the time to send a
     /// request.
     pub bounds: Bounds,
+    /// Named reviewers (`--console-users`), beside the two secrets.
+    pub users: Reviewers,
+    /// Proxies whose `X-Forwarded-For` names the client
+    /// (`--trusted-proxy`).
+    pub trusted_proxy: Vec<Cidr>,
 }
 
 impl ConsoleSettings {

@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use crate::pipeline::{Contribution, Prediction};
+pub use crate::email::message_key;
 pub use crate::serving::Cidr;
 use crate::serving::{Bounds, Classify, Teller};
 
@@ -154,18 +155,6 @@ impl Checked {
     pub fn symbol(&self) -> &'static str {
         if self.spam { "CLASSIFYD_SPAM" } else { "CLASSIFYD_HAM" }
     }
-}
-
-/// The id a message is learned and checked under: its Message-ID, else
-/// `mail-` and a hash of its bytes (so that the same bytes told again, or
-/// forgotten, name the same message).
-pub fn message_key(raw: &[u8]) -> String {
-    let head = &raw[..spamd::head_end(raw).unwrap_or(raw.len())];
-    mail_parser::MessageParser::default()
-        .parse_headers(head)
-        .and_then(|m| m.message_id().map(str::to_string))
-        .filter(|id| !id.is_empty() && id.len() <= 998)
-        .unwrap_or_else(|| format!("mail-{:032x}", xxhash_rust::xxh3::xxh3_128(raw)))
 }
 
 /// The mail endpoints a daemon serves; dropped, they stop.

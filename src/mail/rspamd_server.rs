@@ -281,7 +281,7 @@ async fn learn(raw: Vec<u8>, lesson: Lesson, user: Option<String>, ctx: &Ctx) ->
     match ctx.front.tell(raw, lesson, user).await {
         Ok(TellDone::Changed) => Ok((command, json(StatusCode::OK, rspamd::success_json()))),
         // rspamd's answer to a message learned already.
-        Ok(TellDone::Unchanged) => Ok((
+        Ok(TellDone::Unchanged | TellDone::NotLabeled) => Ok((
             command,
             error(
                 StatusCode::ALREADY_REPORTED,
@@ -289,6 +289,8 @@ async fn learn(raw: Vec<u8>, lesson: Lesson, user: Option<String>, ctx: &Ctx) ->
             ),
         )),
         Ok(TellDone::Bad(detail)) => Err(refused("bad_message", StatusCode::BAD_REQUEST, detail)),
+        // A mail lesson carries its message: never joined by id alone.
+        Ok(TellDone::Unmatched) => Err(refused("bad_message", StatusCode::BAD_REQUEST, "no such message")),
         Ok(TellDone::NotLearner) => Err(unanswered(Unanswered::NotLearner)),
         Ok(TellDone::NotDurable(detail)) => Err(refused("not_durable", StatusCode::SERVICE_UNAVAILABLE, detail)),
         Ok(TellDone::UnknownLabel(detail)) => Err(refused("unknown_label", StatusCode::BAD_REQUEST, detail)),

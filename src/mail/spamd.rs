@@ -139,20 +139,8 @@ impl Refusal {
     }
 }
 
-/// Where a head ends in `buf`: the index just past its blank line, if
-/// `buf` holds it (`\r\n\r\n`, or bare `\n\n` as some clients send).
-pub fn head_end(buf: &[u8]) -> Option<usize> {
-    let mut at = 0;
-    while let Some(n) = buf[at..].iter().position(|&b| b == b'\n') {
-        let line_end = at + n;
-        let line = &buf[at..line_end];
-        if line.is_empty() || line == b"\r" {
-            return Some(line_end + 1);
-        }
-        at = line_end + 1;
-    }
-    None
-}
+pub use crate::email::head_end;
+
 
 /// Whether the request whose head starts `buf` is a `TELL` (a lesson),
 /// read before (or without) a head that parses.

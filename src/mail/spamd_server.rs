@@ -256,10 +256,12 @@ async fn tell(req: &Request, body: Vec<u8>, peer: SocketAddr, ctx: &Ctx) -> Resu
         // "remote" too) is told done, since the message is where it was
         // asked to be (spamc would say "Unable to report/revoke" and the
         // client retry for ever).
-        Ok(TellDone::Unchanged) if req.set.iter().chain(&req.remove).any(|d| d.contains("remote")) => {
+        Ok(TellDone::Unchanged | TellDone::NotLabeled) if req.set.iter().chain(&req.remove).any(|d| d.contains("remote")) => {
             Ok(spamd::told(req.set.as_deref(), req.remove.as_deref()))
         }
-        Ok(TellDone::Unchanged) => Ok(spamd::told(None, None)),
+        Ok(TellDone::Unchanged | TellDone::NotLabeled) => Ok(spamd::told(None, None)),
+        // A mail lesson carries its message: never joined by id alone.
+        Ok(TellDone::Unmatched) => Err(Refusal::new(Status::DataErr, "bad_message", "no such message")),
         Ok(TellDone::Bad(detail)) => Err(Refusal::new(Status::DataErr, "bad_message", detail)),
         Ok(TellDone::NotLearner) => Err(unanswered(Unanswered::NotLearner)),
         Ok(TellDone::NotDurable(detail)) => Err(Refusal::new(Status::TempFail, "not_durable", detail)),

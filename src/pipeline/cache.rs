@@ -260,13 +260,6 @@ impl FeedbackCache {
         true
     }
 
-    /// Drops the message cached under `id` (a forget).
-    pub(super) fn remove(&mut self, id: &str) -> Option<CacheEntry> {
-        let e = self.map.remove(id)?;
-        self.bytes -= held(&e);
-        Some(e)
-    }
-
     /// Drops entries older than the TTL at event time `now_ms`.
     pub(super) fn expire(&mut self, now_ms: u64, ttl_ms: u64) {
         while let Some((_, e)) = self.map.front() {
@@ -402,10 +395,10 @@ mod tests {
         c.insert("d".into(), entry("0123456789", 1), &cfg);
         assert_eq!((c.len(), c.evicted), (3, 1));
         assert!(c.bytes() <= cfg.cache_bytes);
-        let gone = c.remove("b").unwrap();
-        assert_eq!(gone.taught.unwrap().labels, ["spam"]);
-        assert_eq!(c.bytes(), 2 * 10 + step);
-        assert!(c.remove("b").is_none());
+        // A label taken back gives its step's bytes back; the text stays.
+        assert!(c.teach("b", None));
+        assert_eq!(c.bytes(), 3 * 10 + step);
+        assert!(c.get("b").is_some_and(|e| e.taught.is_none()));
     }
 
     #[test]

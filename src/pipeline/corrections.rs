@@ -130,8 +130,11 @@ impl Pipeline {
     }
 
     /// `{"id": X, "forget": true}`: takes back what message X's label
-    /// taught (when its reporter may) and drops its record; an id not in
-    /// the record is counted.
+    /// taught (when its reporter may); the record keeps the message,
+    /// unlabeled, so that a label for it later (an undo, then another
+    /// decision) is learned. An id not in the record is counted; a message
+    /// never labeled has nothing to forget (`found: false`, nothing
+    /// counted).
     pub(super) fn forget(&mut self, id: &str, reporter: Option<String>, w: &mut Work) -> Outcome {
         let Some((taught, text, user)) = self.ledger.get(id).map(|e| {
             (
@@ -146,8 +149,11 @@ impl Pipeline {
         w.features.user = self.predictor.user_key(user.as_deref());
         let by = reporter.as_deref().unwrap_or(ANONYMOUS);
         let Some(old) = taught else {
-            // Nothing learned (unlabeled, or its label held): only the record goes.
-            self.ledger.remove(id);
+            if self.ledger.get(id).is_some_and(|e| e.held.is_none()) {
+                return Outcome::Forgotten { found: false };
+            }
+            // A label held, never learned: the record drops it.
+            self.ledger.forgotten(id);
             self.counters.labels_forgotten += 1;
             return Outcome::Forgotten { found: true };
         };
@@ -162,7 +168,7 @@ impl Pipeline {
                 .report_fingerprint(&text, self.predictor.model.task(), w.features.user);
             self.take_back(&old, fp, by, w);
         }
-        self.ledger.remove(id);
+        self.ledger.forgotten(id);
         self.counters.labels_forgotten += 1;
         Outcome::Forgotten { found: true }
     }
@@ -335,16 +341,23 @@ mod tests {
         let counts = |m: &Model| (0..m.doc_buckets() as u32).map(|b| m.doc_count(b)).collect::<Vec<_>>();
         assert_eq!(relabeled.model().doc_freq(), never.model().doc_freq());
         assert_eq!(counts(relabeled.model()), counts(never.model()));
-        // Gone from the record: a forget again, or a label, finds nothing.
+        // The record keeps the message, unlabeled: a forget again finds
+        // nothing to take back and counts nothing; a label is learned anew,
+        // as if the first had never been (an undo, then a decision).
+        let forgotten = relabeled.counters().labels_forgotten;
         assert_eq!(
             send(&mut relabeled, serde_json::json!({"id": "q", "forget": true})),
             Outcome::Forgotten { found: false }
         );
-        assert_eq!(
+        assert_eq!(relabeled.counters().labels_forgotten, forgotten);
+        assert!(matches!(
             send(&mut relabeled, serde_json::json!({"id": "q", "label": "ham"})),
-            Outcome::FeedbackUnmatched
-        );
-        assert_eq!(relabeled.counters().forgets_unmatched, 1);
+            Outcome::FeedbackMatched { taught: true, .. }
+        ));
+        assert_ne!(model_digest(relabeled.model()), model_digest(never.model()));
+        let taught = relabeled.cache().get("q").and_then(|e| e.taught.clone());
+        assert_eq!(taught.map(|t| t.labels), Some(vec!["ham".to_string()]));
+        assert_eq!(relabeled.counters().forgets_unmatched, 0);
     }
 
     /// The linear model: a replaced label's copy is scored on the new
@@ -419,6 +432,7 @@ mod tests {
             serde_json::json!({"id": "m-1", "forget": true, "reporter": "reviewer"}),
         );
         assert_ne!(model_digest(p.model()), digest);
-        assert!(p.cache().get("m-1").is_none());
+        let m1 = p.cache().get("m-1").unwrap();
+        assert!(m1.taught.is_none() && m1.held.is_none(), "kept, unlabeled");
     }
 }

@@ -74,9 +74,15 @@ impl Ledger {
         self.cache.insert(id, entry, cfg);
     }
 
-    /// Forgets the record of message `id`.
-    pub(super) fn remove(&mut self, id: &str) {
-        self.cache.remove(id);
+    /// Message `id`'s label taken back: the record keeps the message as
+    /// if never labeled, and as if nothing was published for it (its
+    /// prediction was scored by the label forgotten).
+    pub(super) fn forgotten(&mut self, id: &str) {
+        self.cache.teach(id, None);
+        if let Some(e) = self.cache.get_mut(id) {
+            e.predicted = None;
+            e.score = None;
+        }
     }
 
     /// Records what message `id` was taught (see [`FeedbackCache::teach`]);

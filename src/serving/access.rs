@@ -87,6 +87,30 @@ pub(crate) fn same_secret(want: &[u8], given: &[u8]) -> bool {
     want.len() == given.len() && want.iter().zip(given).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
+/// The client's address: `peer`, or when `peer` is a proxy of `trusted`,
+/// the nearest address of `forwarded_for` (an `X-Forwarded-For` value,
+/// each proxy appending the address it heard from) that is no trusted
+/// proxy. A client cannot spoof its way past a trusted proxy: only what
+/// the proxies appended is read, right to left; an entry that is no
+/// address stops the walk at the hop that wrote it.
+pub(crate) fn client_address(peer: IpAddr, forwarded_for: Option<&[u8]>, trusted: &[Cidr]) -> IpAddr {
+    let is_trusted = |ip: IpAddr| trusted.iter().any(|c| c.contains(ip));
+    let Some(list) = forwarded_for.filter(|_| is_trusted(peer)) else {
+        return peer;
+    };
+    let mut client = peer;
+    for hop in list.rsplit(|&b| b == b',') {
+        let Some(ip) = std::str::from_utf8(hop).ok().and_then(|h| h.trim().parse::<IpAddr>().ok()) else {
+            break;
+        };
+        client = ip;
+        if !is_trusted(ip) {
+            break;
+        }
+    }
+    client
+}
+
 /// Addresses remembered at most (the oldest failure forgotten past it).
 const FAILURES_KEPT: usize = 4096;
 /// The wait after each failure, doubling up to [`MAX_WAIT`].
@@ -151,6 +175,22 @@ mod tests {
         assert_eq!(f.wait("10.0.0.2".parse().unwrap()), Duration::ZERO);
         f.succeeded(peer);
         assert_eq!(f.wait(peer), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_trusted_proxy_names_the_client_and_nobody_else_does() {
+        let proxies = [Cidr::parse("10.0.0.0/24").unwrap()];
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let proxy = ip("10.0.0.5");
+        assert_eq!(client_address(proxy, Some(b"203.0.113.9"), &proxies), ip("203.0.113.9"));
+        // A client's own header, then what the proxies appended: the
+        // nearest untrusted hop, never the client's claim.
+        let spoofed = b"127.0.0.1, 198.51.100.7, 10.0.0.3";
+        assert_eq!(client_address(proxy, Some(spoofed), &proxies), ip("198.51.100.7"));
+        assert_eq!(client_address(ip("192.0.2.1"), Some(b"127.0.0.1"), &proxies), ip("192.0.2.1"), "not a proxy");
+        assert_eq!(client_address(proxy, None, &proxies), proxy);
+        assert_eq!(client_address(proxy, Some(b"junk, 10.0.0.3"), &proxies), ip("10.0.0.3"));
+        assert_eq!(client_address(proxy, Some(b"203.0.113.9"), &[]), proxy, "no proxy trusted");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! every part is bounded (`--console-history`), and nothing of it is
 //! checkpointed: a restart starts a fresh screen.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -14,7 +15,7 @@ use serde::Serialize;
 use super::lock;
 use crate::eval::drift::Watched;
 use crate::model::stack::Member;
-use crate::pipeline::{Contribution, Pipeline, Prediction};
+use crate::pipeline::{Contribution, Pipeline, Prediction, Raw};
 
 /// How often the loop posts its status (and a point of the series).
 pub(crate) const POST_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
@@ -24,6 +25,26 @@ pub(crate) const SERIES_POINTS: usize = 1800;
 
 /// The longest text a history entry keeps (a message's start).
 pub(crate) const ENTRY_TEXT_BYTES: usize = 4096;
+
+/// The raw e-mail `raw` carries, if it is one: a raw e-mail record, or a
+/// JSON message's "email" (its "email_base64" is not kept).
+pub(crate) fn email_in(raw: Raw<'_>) -> Option<Cow<'_, [u8]>> {
+    #[derive(serde::Deserialize)]
+    struct Email<'a> {
+        #[serde(borrow)]
+        email: Option<Cow<'a, str>>,
+    }
+    match raw {
+        Raw::Email { raw, .. } => Some(Cow::Borrowed(raw)),
+        Raw::Json { raw, .. } if memchr::memmem::find(raw, b"\"email\"").is_some() => {
+            match serde_json::from_slice::<Email<'_>>(raw).ok()?.email? {
+                Cow::Borrowed(e) => Some(Cow::Borrowed(e.as_bytes())),
+                Cow::Owned(e) => Some(Cow::Owned(e.into_bytes())),
+            }
+        }
+        Raw::Json { .. } => None,
+    }
+}
 
 /// The daemon's status, as the loop last posted it.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -128,8 +149,19 @@ pub(crate) struct Seen {
     /// The message's start, or with `--console-keep-text false` its
     /// subject or first line only.
     pub text: String,
-    /// What a person taught of it since: a label, or "forgotten".
+    /// What a person taught of it since: a label (`None` again once
+    /// forgotten).
     pub taught: Option<String>,
+    /// Who taught it (the reporter: a named reviewer, "console", a mail
+    /// user).
+    pub taught_by: Option<String>,
+    /// It came as a raw e-mail: a lesson from its row carries [`Seen::email`]
+    /// or, without it, names the message by id (never its shown text,
+    /// which is the e-mail rendered).
+    pub mail: bool,
+    /// The raw e-mail whole, when it is UTF-8 within the entry's cut and
+    /// the history keeps texts.
+    pub email: Option<String>,
 }
 
 /// The history: the last predictions, at most `cap`. Entries are shared,
@@ -200,12 +232,17 @@ impl Board {
         lock(&self.series).iter().copied().collect()
     }
 
-    /// Keeps `p`, made for `source` from `text` (when known), in the
-    /// history (the oldest entry goes past the bound).
-    pub(crate) fn saw(&self, p: &Prediction, text: Option<&str>, source: &'static str) {
+    /// Keeps `p`, made for `source` from `text` (when known) or from the
+    /// raw e-mail `email`, in the history (the oldest entry goes past the
+    /// bound).
+    pub(crate) fn saw(&self, p: &Prediction, text: Option<&str>, email: Option<&[u8]>, source: &'static str) {
         if self.cap == 0 {
             return;
         }
+        let whole = email
+            .filter(|e| self.keep_text && e.len() <= ENTRY_TEXT_BYTES)
+            .and_then(|e| std::str::from_utf8(e).ok())
+            .map(str::to_string);
         let label = p.labels.first().cloned().unwrap_or_default();
         let margin = (p.margins.iter()).find(|(c, _)| *c == label).map_or(0.0, |&(_, m)| m);
         let text = text.map(|t| self.kept(t)).unwrap_or_default();
@@ -227,6 +264,9 @@ impl Board {
             explanation: p.explanation.clone().unwrap_or_default(),
             text,
             taught: None,
+            taught_by: None,
+            mail: email.is_some(),
+            email: whole,
         }));
     }
 
@@ -269,12 +309,14 @@ impl Board {
         h.entries.iter().rev().find(|e| e.id == id).map(|e| Seen::clone(e))
     }
 
-    /// Marks what a person taught of message `id` (a label, "forgotten",
-    /// or `None`: taken back).
-    pub(crate) fn taught(&self, id: &str, what: Option<String>) {
+    /// Marks what reporter `by` taught of message `id` (a label, or
+    /// `None`: taken back, so that it waits for review again).
+    pub(crate) fn taught(&self, id: &str, what: Option<String>, by: &str) {
         let mut h = lock(&self.history);
         for e in h.entries.iter_mut().filter(|e| e.id == id) {
-            Arc::make_mut(e).taught.clone_from(&what);
+            let e = Arc::make_mut(e);
+            e.taught.clone_from(&what);
+            e.taught_by = what.is_some().then(|| by.to_string());
         }
     }
 
@@ -314,6 +356,7 @@ mod tests {
             board.saw(
                 &prediction(&format!("m{i}"), "spam", i as f32),
                 Some("Subject\nbody"),
+                None,
                 "stream",
             );
         }
@@ -334,15 +377,26 @@ mod tests {
             ("m3", 2),
             "the oldest first, and how many in all"
         );
-        board.taught("m3", Some("ham".into()));
-        assert_eq!(board.entry("m3").unwrap().taught.as_deref(), Some("ham"));
+        board.taught("m3", Some("ham".into()), "ann");
+        let m3 = board.entry("m3").unwrap();
+        assert_eq!((m3.taught.as_deref(), m3.taught_by.as_deref()), (Some("ham"), Some("ann")));
+        board.taught("m3", None, "ann");
+        assert_eq!(board.oldest(10, |e| e.taught.is_none() && e.margin > 2.5).1, 2, "forgotten, it waits again");
+
+        let mails = Board::new(2, true);
+        let short = b"Subject: hi\r\n\r\nbody";
+        mails.saw(&prediction("e1", "ham", 0.0), Some("hi body"), Some(short), "request");
+        mails.saw(&prediction("e2", "ham", 0.0), Some("big"), Some(&[b'x'; ENTRY_TEXT_BYTES + 1]), "request");
+        let (e1, e2) = (mails.entry("e1").unwrap(), mails.entry("e2").unwrap());
+        assert_eq!((e1.mail, e1.email.as_deref()), (true, Some("Subject: hi\r\n\r\nbody")));
+        assert_eq!((e2.mail, e2.email), (true, None), "past the cut: taught by id");
 
         let private = Board::new(3, false);
         let long = format!("\n  \nfirst line é\n{}", "x".repeat(10_000));
-        private.saw(&prediction("p", "ham", 0.0), Some(&long), "request");
+        private.saw(&prediction("p", "ham", 0.0), Some(&long), None, "request");
         assert_eq!(private.entry("p").unwrap().text, "first line é");
         let kept = Board::new(1, true);
-        kept.saw(&prediction("k", "ham", 0.0), Some(&"é".repeat(5000)), "request");
+        kept.saw(&prediction("k", "ham", 0.0), Some(&"é".repeat(5000)), None, "request");
         let text = kept.entry("k").unwrap().text;
         assert!(text.len() <= ENTRY_TEXT_BYTES && text.chars().all(|c| c == 'é'));
     }

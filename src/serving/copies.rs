@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
-use super::board::Board;
+use super::board::{Board, email_in};
 use super::{Classify, lock};
 use crate::message::{Bad, BadReason};
 use crate::pipeline::{ANSWERED_QUEUE, Answered, Pipeline, Prediction, Predictor, Prepared, Preparer, Raw};
@@ -151,7 +151,7 @@ impl Copies {
         };
         lock(&self.preparers).push((preparer, p));
         if let (Some(board), Ok(prediction), Some(answered)) = (&self.board, &answer, &answered) {
-            board.saw(prediction, answered.text(), "request");
+            board.saw(prediction, answered.text(), email_in(asked).as_deref(), "request");
         }
         if let (Some(to), Some(answered)) = (&self.forward, answered.filter(|a| a.kept)) {
             match to.try_send(answered) {

@@ -47,8 +47,15 @@ pub(crate) struct Told {
 pub(crate) enum TellDone {
     /// The model changed: learned (or relabeled), or forgotten.
     Changed,
-    /// Nothing to do: this label was learned already, or nothing to forget.
+    /// Nothing to do: this label was learned already.
     Unchanged,
+    /// A forget of a message with no label: not in the record, or never
+    /// labeled. Nothing changed, nothing counted.
+    NotLabeled,
+    /// A label by id alone for a message the record does not hold (never
+    /// seen here, or gone past its window): not learned; the lesson must
+    /// carry the message.
+    Unmatched,
     /// The message could not be read (the reason).
     Bad(String),
     /// This process does not learn (a predictor).
@@ -68,7 +75,9 @@ impl TellDone {
             Outcome::Learned { .. } | Outcome::FeedbackMatched { .. } | Outcome::Forgotten { found: true } => {
                 TellDone::Changed
             }
-            Outcome::Repeated | Outcome::Forgotten { found: false } | Outcome::FeedbackUnmatched => TellDone::Unchanged,
+            Outcome::Repeated => TellDone::Unchanged,
+            Outcome::Forgotten { found: false } => TellDone::NotLabeled,
+            Outcome::FeedbackUnmatched => TellDone::Unmatched,
             Outcome::Bad(bad) => TellDone::Bad(format!("{}: {}", bad.reason.as_str(), bad.detail)),
             Outcome::Passed => TellDone::NotLearner,
             Outcome::Predicted(_) | Outcome::Test | Outcome::Skipped => {
@@ -144,7 +153,8 @@ mod tests {
             TellDone::Changed
         );
         assert_eq!(TellDone::of(&Outcome::Forgotten { found: true }), TellDone::Changed);
-        assert_eq!(TellDone::of(&Outcome::Forgotten { found: false }), TellDone::Unchanged);
+        assert_eq!(TellDone::of(&Outcome::Forgotten { found: false }), TellDone::NotLabeled);
+        assert_eq!(TellDone::of(&Outcome::FeedbackUnmatched), TellDone::Unmatched);
         assert_eq!(TellDone::of(&Outcome::Repeated), TellDone::Unchanged);
         assert_eq!(TellDone::of(&Outcome::Passed), TellDone::NotLearner);
         let bad = Outcome::Bad(Bad::new(BadReason::BadEmail, "no header"));

@@ -16,7 +16,7 @@ use crate::console::{ConsoleServer, ConsoleSettings};
 use crate::http::{HttpServer, HttpSettings};
 use crate::mail::{MailServers, MailSettings};
 use crate::pipeline::{Outcome, Pipeline, Raw};
-use crate::serving::board::{Board, POST_EVERY, Status};
+use crate::serving::board::{Board, POST_EVERY, Status, email_in};
 use crate::serving::{Classify, Feed, Hooks, Told, Waker};
 
 /// The text a message shows on a screen: a JSON message's "text", or a
@@ -151,11 +151,12 @@ impl Service {
         let (Some((board, _)), Outcome::Predicted(p)) = (&self.board, outcome) else {
             return;
         };
+        let raw = raw();
         let text = pipeline
             .cache()
             .text_of(&p.id)
-            .or_else(|| text_of(raw()).map(Cow::Owned));
-        board.saw(p, text.as_deref(), "stream");
+            .or_else(|| text_of(raw).map(Cow::Owned));
+        board.saw(p, text.as_deref(), email_in(raw).as_deref(), "stream");
     }
 
     /// Posts `pipeline`'s status to the board, when one is shown and the

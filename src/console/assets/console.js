@@ -9,7 +9,7 @@ const state = {
   access: { read: false, write: false, teaches: false },
   classes: [],
   page: "status",
-  review: { items: [], at: 0, undo: [] },
+  review: { items: [], at: 0, undo: [], keys: [], busy: false },
   scanned: null,
   timer: null,
 };
@@ -86,8 +86,32 @@ function ago(ms) {
   return (s / 3600).toFixed(1) + " h ago";
 }
 
+// The most characters a field from a message shows until asked for whole.
+const FIELD_CHARS = 80;
+
+// A field from a message (an id, a user, a label, a reporter), isolated
+// from the page's own words (<bdi>: a right-to-left override in it turns
+// nothing around it) and cut to FIELD_CHARS; a click shows it whole.
+function field(value, cls) {
+  const v = value === null || value === undefined ? "" : String(value);
+  const b = el("bdi", { class: "field" + (cls ? " " + cls : ""), dir: "auto" });
+  if (v.length <= FIELD_CHARS) {
+    b.textContent = v;
+    return b;
+  }
+  const cut = v.slice(0, FIELD_CHARS) + "\u2026";
+  b.textContent = cut;
+  b.classList.add("cut");
+  b.title = `${v.length} characters: click to show whole`;
+  b.addEventListener("click", () => {
+    const whole = b.classList.toggle("whole");
+    b.textContent = whole ? v : cut;
+  });
+  return b;
+}
+
 function labelSpan(label) {
-  return el("span", { class: "label " + String(label).replace(/[^a-z0-9_-]/gi, "") }, label || "(none)");
+  return field(label || "(none)", "label " + String(label).replace(/[^a-z0-9_-]/gi, ""));
 }
 
 function row(cells, head) {
@@ -99,25 +123,48 @@ function row(cells, head) {
 async function login() {
   try {
     state.access = await api("access");
+    setClasses(state.access.classes);
     document.body.classList.toggle("readonly", !(state.access.write && state.access.teaches));
-    $("who").textContent = state.access.write ? "may read and teach" : "may read";
+    document.body.classList.add("in");
+    clear($("who")).append(state.access.write ? "may read and teach" : "may read");
+    if (state.access.name) $("who").append(" as ", field(state.access.name, "reviewer"));
     notice("");
     return true;
   } catch (e) {
     state.access = { read: false, write: false };
     document.body.classList.add("readonly");
+    document.body.classList.remove("in");
     $("who").textContent = "";
     notice(e.status === 401 ? "Log in: this console asks for a secret." : "Cannot reach the daemon: " + e.message);
     return false;
   }
 }
 
+// Forgets the secret this tab holds: the next request asks again.
+function logout() {
+  state.secret = "";
+  sessionStorage.removeItem("classifyd-secret");
+  state.access = { read: false, write: false };
+  state.review = { items: [], at: 0, undo: [], keys: [], busy: false };
+  document.body.classList.add("readonly");
+  document.body.classList.remove("in");
+  $("who").textContent = "";
+  for (const id of ["cards", "members", "bands", "drift", "chart", "history", "review-item", "review-keys", "scan-result", "model"]) clear($(id));
+  notice("Logged out.", true);
+}
+
+// The model's classes, as the daemon names them (every page needs them:
+// label buttons, number keys).
+function setClasses(classes) {
+  if (Array.isArray(classes) && classes.length) state.classes = classes;
+  fillLabels();
+}
+
 // ---- status ---------------------------------------------------------------
 
 async function showStatus() {
   const [s, series] = await Promise.all([api("status"), api("series")]);
-  state.classes = s.classes || [];
-  fillLabels();
+  setClasses(s.classes);
   $("review-count").textContent = s.review_left ? String(s.review_left) : "";
   const pts = series.points || [];
   let rate = "-";
@@ -225,14 +272,14 @@ async function showHistory() {
       // Explained on demand: the model as it stands now, nothing kept.
       why.appendChild(el("button", { type: "button", class: "why", on: { click: () => explainRow(e, why) } }, "why?"));
     }
-    const taught = e.taught ? el("span", { class: "taught" }, "taught: " + e.taught) : null;
+    const taught = e.taught ? el("span", { class: "taught" }, "taught: ", field(e.taught), e.taught_by ? [" by ", field(e.taught_by, "reviewer")] : null) : null;
     const tr = el("tr", { data: { id: e.id } },
       el("td", {}, new Date(e.at_ms).toLocaleTimeString()),
-      el("td", {}, e.id),
-      el("td", {}, e.user || ""),
+      el("td", { class: "id" }, field(e.id)),
+      el("td", {}, field(e.user || "")),
       el("td", {}, labelSpan(e.label), e.uncertain ? " ?" : ""),
       el("td", { class: "num" }, num2(e.margin)),
-      el("td", { class: "text" }, e.text),
+      el("td", { class: "text" }, el("bdi", { dir: "auto" }, e.text)),
       el("td", {}, why),
       el("td", {}, taught, teachButtons(e, showHistory)),
     );
@@ -255,21 +302,31 @@ function num2(v) {
 
 // ---- lessons --------------------------------------------------------------
 
+// A notice naming a message: the page's words, the message's fields
+// isolated (a right-to-left override in an id turns none of ours).
+function noticeOf(ok, ...parts) {
+  clear($("notice")).append(...parts.map((p) => (typeof p === "string" ? p : field(p.v))));
+  $("notice").classList.toggle("ok", ok);
+}
+
 async function teach(entry, label) {
   const lesson = { id: entry.id, label };
   // The message goes with its label when the page has it whole (a scan,
-  // or a kept text under the history's cut): a lesson then survives a
-  // crash whatever the record held. Else the label names the message the
-  // record knows by its id.
+  // a raw e-mail the history kept, a kept text under the history's cut):
+  // the lesson then survives a crash whatever the record held. An e-mail
+  // is never taught by the text shown (its rendering): without the e-mail
+  // itself, and for anything cut, the label names the message the record
+  // knows by its id.
   if (entry.email) lesson.email = entry.email;
-  else if (entry.text && state.access.keep_text !== false && entry.text.length < 4000) lesson.text = entry.text;
+  else if (!entry.mail && entry.text && state.access.keep_text !== false && entry.text.length < 4000) lesson.text = entry.text;
   if (entry.user) lesson.user = entry.user;
   try {
     const r = await api("teach", lesson);
-    notice(r.changed ? `Taught ${entry.id} as ${label}.` : `${entry.id} was ${label} already.`, true);
+    if (r.changed) noticeOf(true, "Taught ", { v: entry.id }, " as ", { v: label }, ".");
+    else noticeOf(true, { v: entry.id }, " was ", { v: label }, " already.");
     return r;
   } catch (e) {
-    notice("Not taught: " + e.message);
+    noticeOf(false, "Not taught: ", { v: e.message });
     throw e;
   }
 }
@@ -277,10 +334,11 @@ async function teach(entry, label) {
 async function forget(entry) {
   try {
     const r = await api("teach", { id: entry.id, forget: true });
-    notice(r.changed ? `Forgot the label of ${entry.id}.` : `${entry.id} had no label to forget.`, true);
+    if (r.changed) noticeOf(true, "Forgot the label of ", { v: entry.id }, ".");
+    else noticeOf(true, { v: entry.id }, " was never labeled: nothing to forget.");
     return r;
   } catch (e) {
-    notice("Not forgotten: " + e.message);
+    noticeOf(false, "Not forgotten: ", { v: e.message });
     throw e;
   }
 }
@@ -289,6 +347,7 @@ async function forget(entry) {
 
 async function loadReview() {
   const r = await api("review", { limit: 100 });
+  setClasses(r.classes);
   state.review.items = r.items;
   state.review.at = 0;
   $("review-count").textContent = r.left ? String(r.left) : "";
@@ -310,11 +369,11 @@ async function showReviewItem(left) {
   $("review-done").textContent = "";
   box.dataset.id = item.id;
   box.append(
-    el("p", {}, "Predicted ", labelSpan(item.label), ` (margin ${num2(item.margin)}) for `, el("code", {}, item.id), item.user ? " of " + item.user : ""),
-    el("pre", {}, item.text || "(no text kept)"),
+    el("p", {}, "Predicted ", labelSpan(item.label), ` (margin ${num2(item.margin)}) for `, el("code", {}, field(item.id)), item.user ? [" of ", field(item.user)] : null),
+    el("pre", {}, el("bdi", { dir: "auto" }, item.text || "(no text kept)")),
   );
   state.classes.forEach((c, i) => {
-    if (i < 9) $("review-keys").appendChild(el("button", { type: "button", class: "teach", on: { click: () => decide(c) } }, `${i + 1} ${c}`));
+    if (i < 9) $("review-keys").appendChild(el("button", { type: "button", class: "teach", data: { label: c }, on: { click: () => press(() => decide(c)) } }, `${i + 1} `, field(c)));
   });
   try {
     const look = await api("look", { id: item.id });
@@ -325,6 +384,32 @@ async function showReviewItem(left) {
   }
 }
 
+// Review keys are queued and applied one at a time, in order: each to the
+// message shown when its turn comes, that is after the answer to the key
+// before it (keys typed ahead teach the next messages, one each). A key
+// that fails drops the keys queued after it: they were meant for messages
+// the reviewer had not seen yet.
+function press(action) {
+  state.review.keys.push(action);
+  if (!state.review.busy) drain();
+}
+
+async function drain() {
+  state.review.busy = true;
+  try {
+    while (state.review.keys.length) {
+      const action = state.review.keys.shift();
+      try {
+        await action();
+      } catch (_) {
+        state.review.keys.length = 0;
+      }
+    }
+  } finally {
+    state.review.busy = false;
+  }
+}
+
 async function decide(label) {
   const item = state.review.items[state.review.at];
   if (!item || !state.access.write) return;
@@ -332,8 +417,14 @@ async function decide(label) {
   await teach(item, label);
   state.review.undo.push({ item, before });
   item.taught = label;
+  await next();
+}
+
+// The next message to review; past the last one loaded, the next ones.
+async function next() {
   state.review.at += 1;
-  await showReviewItem();
+  if (state.review.at >= state.review.items.length) await loadReview();
+  else await showReviewItem();
 }
 
 async function undo() {
@@ -342,7 +433,13 @@ async function undo() {
   if (last.before) await teach(last.item, last.before);
   else await forget(last.item);
   last.item.taught = last.before;
-  state.review.at = Math.max(0, state.review.items.indexOf(last.item));
+  // The message waits for review again: it is shown, to be decided anew.
+  let at = state.review.items.indexOf(last.item);
+  if (at < 0) {
+    state.review.items.splice(state.review.at, 0, last.item);
+    at = state.review.at;
+  }
+  state.review.at = at;
   await showReviewItem();
 }
 
@@ -359,17 +456,18 @@ function onKey(ev) {
     return;
   }
   if (state.page !== "review") return;
-  const item = state.review.items[state.review.at];
   if (/^[1-9]$/.test(ev.key)) {
-    const c = state.classes[Number(ev.key) - 1];
-    if (c) decide(c);
-  } else if (ev.key === "Enter" && item) {
-    decide(item.label);
+    const n = Number(ev.key) - 1;
+    press(() => (state.classes[n] ? decide(state.classes[n]) : null));
+  } else if (ev.key === "Enter") {
+    press(() => {
+      const shown = state.review.items[state.review.at];
+      return shown ? decide(shown.label) : null;
+    });
   } else if (ev.key === " ") {
-    state.review.at += 1;
-    showReviewItem();
+    press(next);
   } else if (ev.key === "Backspace" || (ev.key.toLowerCase() === "z" && (ev.ctrlKey || ev.metaKey))) {
-    undo();
+    press(undo);
   } else {
     return;
   }
@@ -396,11 +494,11 @@ async function scan(ev) {
 function showScanned(p) {
   const box = clear($("scan-result"));
   box.dataset.id = p.id;
-  const margins = pairs(p.margins).map(([c, m]) => `${c} ${num2(m)}`).join(", ");
+  const margins = pairs(p.margins).flatMap(([c, m], i) => [i ? ", " : "", field(c), ` ${num2(m)}`]);
   const label = p.label !== undefined ? p.label : (p.labels || [])[0];
   box.dataset.label = label || "";
   box.append(
-    el("p", {}, "Predicted ", labelSpan(label), " for ", el("code", {}, p.id), margins ? ` (margins: ${margins})` : ""),
+    el("p", {}, "Predicted ", labelSpan(label), " for ", el("code", {}, field(p.id)), margins.length ? [" (margins: ", ...margins, ")"] : ""),
     el("table", {}, row(["feature", "adds"], true), ...(p.explanation || []).map((c) => row([c.feature, num2(c.contribution)]))),
   );
   if (p.members) box.append(el("p", { class: "hint" }, "Members: " + pairs(p.members).map(([m, s]) => `${m} ${num2(s)}`).join(", ")));
@@ -448,6 +546,7 @@ function refresh() {
 }
 
 function start() {
+  $("logout").addEventListener("click", logout);
   $("login").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     state.secret = $("secret").value;
