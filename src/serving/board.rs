@@ -27,22 +27,29 @@ pub(crate) const SERIES_POINTS: usize = 1800;
 pub(crate) const ENTRY_TEXT_BYTES: usize = 4096;
 
 /// The raw e-mail `raw` carries, if it is one: a raw e-mail record, or a
-/// JSON message's "email" (its "email_base64" is not kept).
+/// JSON message's "email" or "email_base64" (decoded; undecodable, empty).
 pub(crate) fn email_in(raw: Raw<'_>) -> Option<Cow<'_, [u8]>> {
+    use base64::Engine as _;
     #[derive(serde::Deserialize)]
     struct Email<'a> {
         #[serde(borrow)]
         email: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        email_base64: Option<Cow<'a, str>>,
     }
-    match raw {
-        Raw::Email { raw, .. } => Some(Cow::Borrowed(raw)),
-        Raw::Json { raw, .. } if memchr::memmem::find(raw, b"\"email\"").is_some() => {
-            match serde_json::from_slice::<Email<'_>>(raw).ok()?.email? {
-                Cow::Borrowed(e) => Some(Cow::Borrowed(e.as_bytes())),
-                Cow::Owned(e) => Some(Cow::Owned(e.into_bytes())),
-            }
-        }
-        Raw::Json { .. } => None,
+    let json = match raw {
+        Raw::Email { raw, .. } => return Some(Cow::Borrowed(raw)),
+        Raw::Json { raw, .. } => raw,
+    };
+    memchr::memmem::find(json, b"\"email")?;
+    let e = serde_json::from_slice::<Email<'_>>(json).ok()?;
+    match (e.email, e.email_base64) {
+        (Some(Cow::Borrowed(e)), _) => Some(Cow::Borrowed(e.as_bytes())),
+        (Some(Cow::Owned(e)), _) => Some(Cow::Owned(e.into_bytes())),
+        (None, Some(b64)) => Some(Cow::Owned(
+            base64::engine::general_purpose::STANDARD.decode(b64.as_bytes()).unwrap_or_default(),
+        )),
+        (None, None) => None,
     }
 }
 

@@ -17,6 +17,15 @@ executable path (headless, no sandbox, no network), then checks:
 - a read-only login sees no teach controls, and a lesson sent with the
   read secret is refused (403);
 - the Status chart draws (a non-empty SVG) and updates;
+- issue 71: a reload on #review, then a number key, teaches; six keys with
+  no pause, then six 60 ms apart, teach six different messages each, with
+  the labels pressed; 2, Backspace, 2 on an e-mail taught by id (a daemon
+  of raw e-mails) and on a --console-keep-text false daemon: the last 2
+  changes the model and the record holds it (once more: unchanged); an id
+  and a user with a right-to-left override render isolated (the page's
+  own words keep their order); a 50,000-character id never makes the page
+  wider than the window, cut or shown whole; two named reviewers
+  (--console-users) teach from History under their names, and log out;
 - the assets' total size and the page's time to first render are printed.
 
     python3 tests/browser/console_test.py [--screenshots DIR]
@@ -44,6 +53,10 @@ BIN = os.environ.get("CLASSIFYD_BIN", os.path.join(ROOT, "target", "release", "c
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 SMS = os.path.join(ROOT, "..", "shared", "data", "sms_spam_collection", "stream.jsonl")
 READ, WRITE = "read-secret-1", "learn-secret-2"
+REVIEWERS = {"ann": "ann-secret-3", "bob": "bob-secret-4"}
+SPAMASSASSIN = os.path.join(ROOT, "..", "shared", "data", "spamassassin", "raw")
+RTL = {"id": "\u202eadmin-rtl", "user": "\u202eevil", "text": "are you coming to the rtl meeting later"}
+LONG = {"id": "L" * 50000, "text": "a message with a very long id indeed"}
 HOSTILE = {
     "id": "xss-1",
     "text": 'Subject: <script>alert("subject")</script> win\n'
@@ -64,16 +77,38 @@ def free_port():
         return s.getsockname()[1]
 
 
-def stream(path):
-    """1,500 labeled SMS, 300 unlabeled ones with ids, one hostile message."""
+def sms(labeled, unlabeled):
+    """`labeled` SMS, then `unlabeled` more with ids u<line>."""
     with open(SMS) as f:
-        lines = [json.loads(line) for line in f][:1800]
+        lines = [json.loads(line) for line in f][: labeled + unlabeled]
+    return [m if i < labeled else {"id": f"u{i}", "text": m["text"]} for i, m in enumerate(lines)]
+
+
+def emails(labeled, unlabeled):
+    """SpamAssassin's raw e-mails: `labeled` with labels, then `unlabeled`
+    of more than 4 KiB (past the history's cut: taught by id)."""
+    import base64
+    rows = [l.split("\t") for l in open(os.path.join(SPAMASSASSIN, "index.tsv")) if not l.startswith("#")]
+    out, big = [], 0
+    for _, id_, label, path in rows:
+        raw = open(os.path.join(SPAMASSASSIN, path.strip()), "rb").read()
+        m = {"id": id_, "email_base64": base64.b64encode(raw).decode()}
+        if len(out) < labeled:
+            out.append(dict(m, label=label))
+        elif len(raw) > 4096:
+            out.append(m)
+            big += 1
+            if big == unlabeled:
+                break
+    return out
+
+
+def stream(path):
+    """1,500 labeled SMS, 300 unlabeled ones with ids, a hostile message,
+    one with right-to-left overrides, one with a 50,000-character id."""
     with open(path, "w") as out:
-        for i, m in enumerate(lines):
-            if i >= 1500:
-                m = {"id": f"u{i}", "text": m["text"]}
+        for m in sms(1500, 300) + [HOSTILE, RTL, LONG]:
             out.write(json.dumps(m) + "\n")
-        out.write(json.dumps(HOSTILE) + "\n")
 
 
 class Api:
@@ -85,7 +120,8 @@ class Api:
     def call(self, path, body=None):
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.base + "api/" + path, data=data, method="POST" if data else "GET")
-        req.add_header("Authorization", "Bearer " + self.secret)
+        if self.secret:
+            req.add_header("Authorization", "Bearer " + self.secret)
         req.add_header("Content-Type", "application/json")
         try:
             with urllib.request.urlopen(req, timeout=10) as r:
@@ -126,12 +162,48 @@ class Api:
 
 def start_daemon(work, port):
     stream(os.path.join(work, "in.jsonl"))
+    users = os.path.join(work, "users")
+    with open(users, "w") as f:
+        f.write("".join(f"{name} teach {secret}\n" for name, secret in REVIEWERS.items()))
     args = [BIN, "--log", "warn", "run", "--input", os.path.join(work, "in.jsonl"),
             "--output", os.path.join(work, "out.jsonl"), "--checkpoint-dir", os.path.join(work, "ck"),
             "--console-addr", f"127.0.0.1:{port}", "--console-password", READ, "--learn-password", WRITE,
-            "--review-budget", "0.5"]
+            "--review-budget", "0.5", "--console-users", users]
     daemon = subprocess.Popen(args, stderr=open(os.path.join(work, "log"), "w"))
     return daemon
+
+
+class Side:
+    """A daemon of its own over `lines`, with a console on loopback (no
+    secrets), for one check; stopped on exit."""
+
+    def __init__(self, name, lines, extra=()):
+        self.work = tempfile.mkdtemp(prefix=f"classifyd-console-{name}-")
+        path = os.path.join(self.work, "in.jsonl")
+        with open(path, "w") as f:
+            for m in lines:
+                f.write(json.dumps(m) + "\n")
+        port = free_port()
+        self.base = f"http://127.0.0.1:{port}/"
+        self.daemon = subprocess.Popen(
+            [BIN, "--log", "warn", "run", "--input", path, "--output", os.path.join(self.work, "out.jsonl"),
+             "--checkpoint-dir", os.path.join(self.work, "ck"), "--console-addr", f"127.0.0.1:{port}",
+             # The reviewer is trusted: its label is learned in full even
+             # where it contradicts a confident prediction (e-mails' margins
+             # are wide), so that what the undo does is all that is seen.
+             "--review-budget", "0.5", "--trusted-reporter", "console", *extra],
+            stderr=open(os.path.join(self.work, "log"), "w"))
+        self.api = Api(self.base, "")
+        unlabeled = sum(1 for m in lines if "label" not in m)
+        self.api.wait(f"the {name} daemon", lambda: self.api.call("status")[0] == 200
+                      and self.api.get("status")["predicted"] >= unlabeled and self.api.get("status")["classes"], 90)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.daemon.send_signal(signal.SIGTERM)
+        self.daemon.wait(timeout=60)
 
 
 def review_by_keyboard(page, api):
@@ -145,13 +217,13 @@ def review_by_keyboard(page, api):
         current = page.get_attribute("#review-item", "data-id")
         if n == 49:
             # The model as the 49 labels left it, served by the copies.
-            s = api.status_when("49 labels", lambda s: s["learned"] == before["learned"] + 49)
+            s = api.status_when("49 labels", lambda s: s["progressive_examples"] == before["progressive_examples"] + 49)
             _, margins_before = api.settled(current, s)
         page.keyboard.press("Enter" if n % 2 else ("1" if n % 4 else "2"))
         page.wait_for_function("id => document.querySelector('#review-item').dataset.id !== id", arg=current)
         ids.append(current)
-    after = api.wait("the status to count 50 labels", lambda: (lambda s: s if s["learned"] >= before["learned"] + 50 else None)(api.get("status")))
-    check(after["learned"] == before["learned"] + 50, "the model learned exactly 50 labels from the keyboard")
+    after = api.wait("the status to count 50 labels", lambda: (lambda s: s if s["progressive_examples"] >= before["progressive_examples"] + 50 else None)(api.get("status")))
+    check(after["progressive_examples"] == before["progressive_examples"] + 50, "the model took exactly 50 labels from the keyboard")
     last = ids[-1]
     page.keyboard.press("Backspace")
     page.wait_for_function("id => document.querySelector('#review-item').dataset.id === id", arg=last)
@@ -169,10 +241,10 @@ def scan_and_teach(page, api):
     page.fill("#scan-text", "WINNER!! You have won a free cash prize. Text CLAIM to 80086 now")
     page.click("#scan-form button[type=submit]")
     page.wait_for_selector("#scan-result[data-id]")
-    learned = api.get("status")["learned"]
+    learned = api.get("status")["progressive_examples"]
     page.click("#scan-result button.teach[data-label=spam]")
     page.wait_for_function("() => document.querySelector('#notice').textContent.startsWith('Taught')")
-    api.wait("the scanned lesson", lambda: api.get("status")["learned"] == learned + 1)
+    api.wait("the scanned lesson", lambda: api.get("status")["progressive_examples"] == learned + 1)
     check(True, "a scanned message was taught from the Scan page")
     page.click("#scan-result button.teach[data-forget]")
     page.wait_for_function("() => document.querySelector('#notice').textContent.startsWith('Forgot')")
@@ -199,6 +271,142 @@ def history_and_hostile(page, api, dialogs):
     page.wait_for_function("() => document.querySelector('#notice').textContent.startsWith('Forgot')")
     check(True, "a History row was taught and forgotten")
     check(not dialogs, f"no script of the message ran (dialogs: {dialogs})")
+
+
+def current(page):
+    return page.get_attribute("#review-item", "data-id")
+
+
+def taught_of(api):
+    """What the history says was taught of each message: id -> (label, by)."""
+    return {e["id"]: (e["taught"], e.get("taught_by")) for e in api.get("history", {"limit": 1000})["entries"]}
+
+
+def reload_then_key(page, api, classes):
+    """Opened directly on #review (a reload), the page knows the classes:
+    a number key teaches."""
+    page.goto(api.base + "#review")
+    page.reload()
+    page.wait_for_selector("#review-item[data-id]")
+    page.wait_for_selector("#review-keys button.teach")
+    shown, learned = current(page), api.get("status")["progressive_examples"]
+    page.keyboard.press("1")
+    api.wait("the key's lesson", lambda: api.get("status")["progressive_examples"] == learned + 1)
+    check(taught_of(api)[shown][0] == classes[0], "a reload on #review, then a number key, teaches the message shown")
+
+
+def keys_in_order(page, api, classes, keys, pause_ms):
+    """`keys` pressed `pause_ms` apart teach the next len(keys) messages of
+    the queue, one each, with the labels pressed."""
+    page.wait_for_selector("#review-item[data-id]")
+    queue = [i["id"] for i in api.get("review", {"limit": len(keys)})["items"]]
+    check(current(page) == queue[0], "the page shows the queue's first message")
+    learned = api.get("status")["progressive_examples"]
+    for k in keys:
+        page.keyboard.press(k)
+        if pause_ms:
+            page.wait_for_timeout(pause_ms)
+    try:
+        api.wait(f"{len(keys)} lessons", lambda: api.get("status")["progressive_examples"] >= learned + len(keys))
+    except SystemExit:
+        print("notice:", page.text_content("#notice"), "labels:", api.get("status")["progressive_examples"] - learned)
+        raise
+    page.wait_for_function("id => document.querySelector('#review-item').dataset.id !== id", arg=queue[-1])
+    taught = taught_of(api)
+    got = [taught[i][0] for i in queue]
+    want = [classes[int(k) - 1] for k in keys]
+    check(got == want and len(set(queue)) == len(keys) and api.get("status")["progressive_examples"] == learned + len(keys),
+          f"{len(keys)} keys {pause_ms} ms apart taught {len(keys)} different messages as pressed ({got})")
+
+
+def undo_then_decide(page, side, what):
+    """2, Backspace, 2 with no pause on a message taught by id: the last 2
+    changes the model, and the record holds it."""
+    api = side.api
+    page.goto(side.base + "#review")
+    page.wait_for_selector("#review-item[data-id]")
+    page.wait_for_selector("#review-keys button.teach")
+    shown = current(page)
+    if what == "an e-mail":
+        check(page.get_attribute("#review-item", "data-mail") == "1", "the message shown is an e-mail")
+    entry = api.get("history", {"limit": 1000})["entries"]
+    entry = next(e for e in entry if e["id"] == shown)
+    check(entry.get("email") is None and (entry["mail"] or not side.keeps_text), f"{what}: it is taught by id")
+    s0 = api.get("status")
+    _, before = api.settled(shown, s0)
+    classes = s0["classes"]
+    for k in ["2", "Backspace", "2"]:
+        page.keyboard.press(k)
+    # A label by id is a late label: the model's version counts it (the
+    # stream's "learned" counts labeled messages).
+    s = api.status_when("2, Backspace, 2", lambda s: s["model_version"] >= s0["model_version"] + 2 and s["labels_forgotten"] == s0["labels_forgotten"] + 1)
+    api.wait("the last 2 recorded", lambda: taught_of(api)[shown][0] == classes[1])
+    _, after = api.settled(shown, s)
+    moved = max(abs(after[c] - before[c]) for c in before)
+    check(moved > 1e-3, f"{what}: after 2, Backspace, 2 the last 2 changed the model (margin moved {moved:.3f})")
+    code, again = api.call("teach", {"id": shown, "label": classes[1]})
+    check(code == 200 and again["changed"] is False, f"{what}: the record holds it (the same label again: unchanged)")
+
+
+def hostile_layout(page, api):
+    """Right-to-left overrides stay in their field; a 50,000-character id
+    never widens the page."""
+    page.goto(api.base + "#history")
+    page.fill("#f-q", "")
+    page.click("#history-filter button[type=submit]")
+    page.wait_for_selector("#history td.id bdi.field")
+    wide = "() => document.documentElement.scrollWidth - window.innerWidth"
+    check(page.evaluate(wide) <= 0, "the history with a 50,000-character id is no wider than the window")
+    long_id = "#history tr td.id bdi.cut"
+    check(page.locator(long_id).count() >= 1, "the long id is cut")
+    page.locator(long_id).first.click()
+    check(page.evaluate(wide) <= 0 and page.locator("#history bdi.whole").count() == 1,
+          "shown whole on a click, and still no wider than the window")
+    isolated = page.evaluate("""() => {
+        const tr = [...document.querySelectorAll('#history tr')].find(r => (r.dataset.id || '').startsWith('\u202e'));
+        return tr && [...tr.querySelectorAll('td.id bdi, td:nth-child(3) bdi')].map(b => getComputedStyle(b).unicodeBidi);
+    }""")
+    check(isolated == ["isolate", "isolate"], f"the id and user with an RTL override are isolated ({isolated})")
+    tr = page.locator("#history tr", has=page.locator("td.id bdi", has_text="admin-rtl"))
+    tr.locator("button.teach[data-label=ham]").click()
+    page.wait_for_function("() => document.querySelector('#notice').textContent.startsWith('Taught')")
+    # The page's own " as " after the id: 'a' left of 's' when the id's
+    # override stays in its field (reversed, "sa", when it leaks).
+    order = page.evaluate("""() => {
+        const n = [...document.querySelector('#notice').childNodes].find(c => c.nodeType === 3 && c.textContent === ' as ');
+        const at = (i) => { const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1); return r.getBoundingClientRect().left; };
+        return at(1) < at(2);
+    }""")
+    check(order, "the notice after an RTL id reads 'as' left to right")
+
+
+def named_reviewers(browser, base):
+    """ann and bob log in by name and teach one History row each; History
+    shows each lesson under its reviewer; a logout forgets the secret."""
+    rows = [e for e in Api(base, WRITE).get("history", {"limit": 1000})["entries"]
+            if not e["taught"] and e["id"].startswith("u")][:2]
+    for (name, secret), entry in zip(REVIEWERS.items(), rows):
+        ctx = browser.new_context()
+        page = ctx.new_page()
+        page.goto(base + "#history")
+        page.fill("#secret", secret)
+        page.click("#login button")
+        page.wait_for_function("n => document.querySelector('#who').textContent.endsWith('as ' + n)", arg=name)
+        page.fill("#f-q", entry["id"])
+        page.click("#history-filter button[type=submit]")
+        row = f"#history tr[data-id='{entry['id']}']"
+        page.wait_for_selector(row)
+        page.click(f"{row} button.teach[data-label=spam]")
+        page.wait_for_function("([r, n]) => { const t = document.querySelector(r + ' .taught'); return t && t.textContent === 'taught: spam by ' + n; }",
+                               arg=[row, name])
+        check(True, f"History shows {entry['id']} taught by {name}")
+        page.click("#logout")
+        page.wait_for_function("() => document.querySelector('#who').textContent === ''")
+        page.goto(base + "#status")
+        page.reload()
+        page.wait_for_function("() => document.querySelector('#notice').textContent.startsWith('Log in')")
+        check(True, f"{name} logged out: the page asks for a secret again")
+        ctx.close()
 
 
 def status_chart(page, api):
@@ -272,9 +480,15 @@ def main():
             page.click("#login button")
             page.wait_for_function("() => document.querySelector('#who').textContent === 'may read and teach'")
             status_chart(page, api)
+            classes = api.get("status")["classes"]
+            reload_then_key(page, api, classes)
+            keys_in_order(page, api, classes, ["2", "1", "2", "2", "1", "1"], 0)
+            keys_in_order(page, api, classes, ["1", "2", "2", "1", "2", "1"], 60)
             before = review_by_keyboard(page, api)
             scan_and_teach(page, api)
             history_and_hostile(page, api, dialogs)
+            hostile_layout(page, api)
+            named_reviewers(browser, base)
             page.goto(base + "#model")
             page.wait_for_selector("#model table tr:nth-child(2)")
             check(True, "the Model page names each class's strongest features")
@@ -283,6 +497,12 @@ def main():
             errors = [e for e in errors if "status of 401" not in e]
             check(not errors, f"no console errors ({errors})")
             read_only(browser, base)
+            for what, lines, extra in [("an e-mail", emails(300, 30), []),
+                                       ("--console-keep-text false", sms(600, 60), ["--console-keep-text", "false"])]:
+                with Side(what.split()[-1], lines, extra) as side:
+                    side.keeps_text = not extra
+                    page.goto("about:blank")
+                    undo_then_decide(page, side, what)
             if a.screenshots:
                 screenshots(page, base, a.screenshots)
             browser.close()
@@ -292,9 +512,16 @@ def main():
     inspected = json.loads(subprocess.run([BIN, "inspect", "--json", "--checkpoint-dir", os.path.join(work, "ck")],
                                           check=True, capture_output=True, text=True).stdout)
     feedback = inspected["feedback"]
-    taught = feedback["labels_in_full"] + feedback["labels_down_weighted"]
-    # 1,500 from the stream, 50 by keyboard, 1 scanned, 1 from a history row.
-    check(taught == 1500 + 50 + 2, f"inspect counts {taught} labels learned (1,500 + 50 + 2)")
+    # Labels taken: learned (in full or down-weighted), or held while the
+    # console's trust was low.
+    taught = feedback["labels_in_full"] + feedback["labels_down_weighted"] + feedback["labels_held"]
+    # 1,500 from the stream, 1 after a reload, 12 typed ahead, 50 by
+    # keyboard, 1 scanned, 1 from a history row, 1 on the RTL row, 2 by
+    # named reviewers.
+    want = 1500 + 1 + 12 + 50 + 1 + 1 + 1 + 2
+    check(taught == want, f"inspect counts {taught} labels learned ({want})")
+    names = {r["reporter"] for r in feedback["least_trusted"]}
+    check({"ann", "bob", "console"} <= names, f"inspect names the reviewers as reporters ({sorted(names)})")
     check(feedback["labels_forgotten"] == 3, "and 3 forgotten (the undo, the scan's, the row's)")
     print(f"before the review: {before['learned']} learned")
 

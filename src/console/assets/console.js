@@ -368,6 +368,7 @@ async function showReviewItem(left) {
   }
   $("review-done").textContent = "";
   box.dataset.id = item.id;
+  box.dataset.mail = item.mail ? "1" : "";
   box.append(
     el("p", {}, "Predicted ", labelSpan(item.label), ` (margin ${num2(item.margin)}) for `, el("code", {}, field(item.id)), item.user ? [" of ", field(item.user)] : null),
     el("pre", {}, el("bdi", { dir: "auto" }, item.text || "(no text kept)")),
