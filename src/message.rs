@@ -153,6 +153,10 @@ pub enum Message {
     /// `{"id": ..., "forget": true}`: undo what an earlier message's label
     /// taught, and drop its record (docs/feedback.md).
     Forget { id: String, reporter: Option<String> },
+    /// `{"forget_reporter": R}`: undo every label of reporter R's that the
+    /// record still holds (an operator taking a reporter back;
+    /// docs/feedback.md); `reporter` is who asks.
+    ForgetReporter { of: String, reporter: Option<String> },
 }
 
 impl Message {
@@ -161,7 +165,10 @@ impl Message {
     pub fn has_label(&self) -> bool {
         matches!(
             self,
-            Message::Example { gold: Some(_), .. } | Message::Feedback { .. } | Message::Forget { .. }
+            Message::Example { gold: Some(_), .. }
+                | Message::Feedback { .. }
+                | Message::Forget { .. }
+                | Message::ForgetReporter { .. }
         )
     }
 
@@ -176,7 +183,8 @@ impl Message {
                 ..
             }
             | Message::Feedback { reporter, .. }
-            | Message::Forget { reporter, .. } => *reporter = Some(name),
+            | Message::Forget { reporter, .. }
+            | Message::ForgetReporter { reporter, .. } => *reporter = Some(name),
             Message::Example { gold: None, .. } => {}
         }
     }
@@ -186,7 +194,7 @@ impl Message {
     pub fn set_user(&mut self, name: String) {
         match self {
             Message::Example { user, .. } | Message::Feedback { user, .. } => *user = Some(name),
-            Message::Forget { .. } => {}
+            Message::Forget { .. } | Message::ForgetReporter { .. } => {}
         }
     }
 }
@@ -291,6 +299,10 @@ struct Raw {
     reporter: Option<AnyString>,
     /// `true`: a feedback line that takes its message's label back.
     forget: Option<bool>,
+    /// A feedback line that takes back every label of this reporter's.
+    /// `None`: absent; `Some(None)`: not a string.
+    #[serde(default, deserialize_with = "present")]
+    forget_reporter: Option<AnyString>,
     /// Who the message is for. `None`: absent; `Some(None)`: not a string.
     #[serde(default, deserialize_with = "present")]
     user: Option<AnyString>,
@@ -418,6 +430,21 @@ fn forget(mut raw: Raw, labeled: bool) -> Result<Message, Bad> {
     Ok(Message::Forget { id, reporter })
 }
 
+/// A line that forgets a reporter: its name and who asks, nothing else.
+fn forget_reporter(mut raw: Raw, of: AnyString, labeled: bool) -> Result<Message, Bad> {
+    if labeled || raw.id.is_some() || raw.text.is_some() || raw.email.is_some() || raw.email_base64.is_some() {
+        return Err(Bad::new(
+            BadReason::WrongType,
+            "\"forget_reporter\" names a reporter whose labels to take back; it carries no id, label or text",
+        ));
+    }
+    let Some(of) = reporter_field(Some(of))? else {
+        return Err(Bad::new(BadReason::WrongType, "\"forget_reporter\" must be a string"));
+    };
+    let reporter = reporter_field(raw.reporter.take())?;
+    Ok(Message::ForgetReporter { of, reporter })
+}
+
 /// The `"label"` or `"labels"` field, checked: absent, or valid labels.
 fn gold_field(raw: &mut Raw) -> Result<Option<Gold>, Bad> {
     let gold = match (raw.label.take(), raw.labels.take()) {
@@ -525,6 +552,9 @@ pub fn parse_with(bytes: &[u8], reading: &Reading) -> Result<Message, Bad> {
     let gold = gold_field(&mut raw)?;
     if raw.forget == Some(true) {
         return forget(raw, gold.is_some());
+    }
+    if let Some(of) = raw.forget_reporter.take() {
+        return forget_reporter(raw, of, gold.is_some());
     }
     let split = match raw.split.as_deref() {
         None => None,

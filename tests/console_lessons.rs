@@ -5,7 +5,8 @@
 //! a label for a message the record does not hold is an error; a scanned
 //! e-mail is named as spamd names it; behind a trusted proxy each client
 //! waits for its own failed logins, and --learn-from reads the client's
-//! address.
+//! address; the operator forgets a reporter (durable: a kill -9 right
+//! after the answer loses nothing), a reviewer may not.
 
 mod common;
 
@@ -223,4 +224,49 @@ fn behind_a_trusted_proxy_each_client_waits_for_its_own_failures() {
         }
         learned.daemon.stop();
     }
+}
+
+/// The Reporters view lists a reviewer with its labels in the record; the
+/// operator (the learning secret) forgets that reviewer, a reviewer may
+/// not; the forget is durable before it is answered: killed right after,
+/// the restarted daemon's model is one that never had those labels.
+#[test]
+fn the_operator_forgets_a_reporter_and_a_crash_keeps_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let users = tmp.path().join("users");
+    std::fs::write(&users, "ann teach ann-secret-1\n").unwrap();
+    let addr = local_addr();
+    let users = users.to_str().unwrap().to_string();
+    let flags = ["--console-addr", &addr, "--console-users", &users, "--learn-password", "op-0"];
+    let learned = learned(Some(200), &flags);
+    let dir = learned.tmp.path().join("ckpt");
+    let console = Console::new(&addr);
+    let texts = ["win a car today", "claim your prize by text", "free entry for a cash draw"];
+    for (i, text) in texts.iter().enumerate() {
+        let lesson = json!({"id": format!("a-{i}"), "label": "spam", "text": text});
+        assert_eq!(console.teach(lesson, Some("ann-secret-1")).0, 200);
+    }
+    // ann's (labels given, labels in the record), once the status lists ann.
+    let ann = || {
+        let (code, r) = console.call("reporters", None, Some("op-0"), None);
+        (code == 200).then_some(())?;
+        (r["reporters"].as_array()?.iter())
+            .find(|r| r["name"] == "ann")
+            .map(|r| (r["labels"].as_u64().unwrap(), r["in_record"].as_u64().unwrap()))
+    };
+    wait_for("ann's lessons in the status", Duration::from_secs(10), || ann() == Some((3, 3)));
+    let forget = json!({"reporter": "ann"});
+    let (code, _) = console.call("forget_reporter", Some(forget.clone()), Some("ann-secret-1"), None);
+    assert_eq!(code, 403, "a reviewer may not forget a reporter");
+    let (code, said) = console.call("forget_reporter", Some(forget.clone()), Some("op-0"), None);
+    assert_eq!((code, &said["changed"]), (200, &json!(true)), "{said}");
+    learned.daemon.crash();
+    let restarted = spawn_mail(&learned.tmp.path().join("in.jsonl"), &dir, &flags);
+    wait_listening(&addr);
+    wait_for("the forget replayed", Duration::from_secs(20), || ann().is_some_and(|(n, held)| n >= 3 && held == 0));
+    let (_, again) = console.call("forget_reporter", Some(forget), Some("op-0"), None);
+    assert_eq!(again["changed"], json!(false), "nothing of ann's is left: {again}");
+    restarted.stop();
+    let feedback = &inspect(&dir)["feedback"];
+    assert_eq!(feedback["labels_forgotten"], 3, "{feedback}");
 }

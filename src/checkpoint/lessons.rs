@@ -34,8 +34,11 @@ use serde::{Deserialize, Serialize};
 pub struct Recorded {
     /// The message's id (its Message-ID, else a hash of its bytes).
     pub id: String,
-    /// The label it teaches; `None`: forget the id's label.
+    /// The label it teaches; `None`: forget the id's label (or, with
+    /// `forget_reporter`, that reporter's labels).
     pub learn: Option<String>,
+    /// Forget every label of this reporter's the record holds (no id).
+    pub forget_reporter: Option<String>,
     pub user: Option<String>,
     pub reporter: Option<String>,
     /// The raw e-mail (empty for a forget, a text, or a label for the
@@ -54,6 +57,8 @@ struct Line {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     forget: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    forget_reporter: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     user: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reporter: Option<String>,
@@ -68,7 +73,8 @@ impl Recorded {
         let line = Line {
             id: self.id.clone(),
             learn: self.learn.clone(),
-            forget: self.learn.is_none(),
+            forget: self.learn.is_none() && self.forget_reporter.is_none(),
+            forget_reporter: self.forget_reporter.clone(),
             user: self.user.clone(),
             reporter: self.reporter.clone(),
             email_base64: B64.encode(&self.email),
@@ -83,12 +89,14 @@ impl Recorded {
     /// The lesson of a whole line; `None` for a line that is not one.
     fn parse(line: &[u8]) -> Option<Self> {
         let l: Line = serde_json::from_slice(line).ok()?;
-        if l.forget == l.learn.is_some() {
+        // Exactly one of a label, a forget and a reporter's forget.
+        if usize::from(l.forget) + usize::from(l.learn.is_some()) + usize::from(l.forget_reporter.is_some()) != 1 {
             return None;
         }
         Some(Recorded {
             id: l.id,
             learn: l.learn,
+            forget_reporter: l.forget_reporter,
             user: l.user,
             reporter: l.reporter,
             email: B64.decode(l.email_base64.as_bytes()).ok()?,
@@ -321,6 +329,7 @@ mod tests {
         Recorded {
             id: id.into(),
             learn: learn.map(str::to_string),
+            forget_reporter: None,
             user: Some("u@x".into()),
             reporter: None,
             email: if learn.is_some() {
@@ -343,13 +352,15 @@ mod tests {
         // Never taught: no file, no position.
         assert_eq!((log.position(), generations(dir.path()).unwrap()), (None, vec![]));
         log.rotate();
-        let (a, b) = (lesson("a", Some("spam")), lesson("b", None));
+        let (a, mut b) = (lesson("a", Some("spam")), lesson("", None));
+        b.forget_reporter = Some("flip".into());
         log.append(&[a.clone(), b.clone()]).unwrap();
         drop(log);
-        // A crash: the checkpoint (none) says 0; both come back.
+        // A crash: the checkpoint (none) says 0; both come back (a label,
+        // and a reporter's forget).
         let (mut log, replay) = LessonsLog::open(dir.path(), 0).unwrap();
         assert_eq!(replay, [a.clone(), b.clone()]);
-        let c = lesson("c", Some("ham"));
+        let c = lesson("c", None);
         log.append(std::slice::from_ref(&c)).unwrap();
         drop(log);
         // A restart from a checkpoint before them: all three come back.

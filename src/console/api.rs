@@ -14,6 +14,8 @@
 //! | `POST api/look` `{id}` | read | a history entry predicted again, explained (nothing kept) |
 //! | `GET api/model` | read | each class's strongest features |
 //! | `POST api/teach` `{id, label` or `forget, text` or `email, user}` | write | what the loop did (the reporter is the login's) |
+//! | `GET api/reporters` | read | every reporter lately heard from: trust, labels, those in the record, the latest |
+//! | `POST api/forget_reporter` `{reporter}` | the operator's | every label of that reporter's the record holds, taken back |
 
 use std::convert::Infallible;
 use std::net::IpAddr;
@@ -68,14 +70,30 @@ impl Access {
     fn role(&self) -> &'static str {
         if self.write { "teach" } else { "read" }
     }
+
+    /// Whether this login is the operator's (the learning secret, or an
+    /// address --learn-from allows): who may forget a reporter.
+    fn operator(&self) -> bool {
+        self.write && self.name.is_none()
+    }
 }
 
 /// The reporter of lessons no reviewer named.
 const ANONYMOUS: &str = "console";
 
 /// The API's calls, as the metrics name them.
-const CALLS: [&str; 9] = [
-    "access", "status", "series", "history", "review", "scan", "look", "model", "teach",
+const CALLS: [&str; 11] = [
+    "access",
+    "status",
+    "series",
+    "history",
+    "review",
+    "scan",
+    "look",
+    "model",
+    "teach",
+    "reporters",
+    "forget_reporter",
 ];
 
 /// What a request to `path` calls: an API call, "asset", or "other".
@@ -140,6 +158,7 @@ async fn route(req: Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Answer {
             "role": access.role(),
             "reporter": access.reporter(),
             "teaches": ctx.told.is_some(),
+            "operator": access.operator(),
             "keep_text": ctx.settings.keep_text,
             "classes": ctx.board.status().classes,
         })),
@@ -161,6 +180,15 @@ async fn route(req: Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Answer {
             })
             .await
         }
+        (Method::GET, "reporters") => json_ok(json!({ "reporters": ctx.board.status().reporters })),
+        (Method::POST, "forget_reporter") if !access.operator() => error(
+            StatusCode::FORBIDDEN,
+            "forgetting a reporter asks for the operator's learning secret (--learn-password), not a reviewer's",
+        ),
+        (Method::POST, "forget_reporter") => match serde_json::from_slice::<ForgetReporter>(&body) {
+            Ok(f) => forget_reporter(ctx, f.reporter, access.reporter()).await,
+            Err(e) => error(StatusCode::BAD_REQUEST, &format!("not a reporter to forget: {e}")),
+        },
         (Method::POST, "teach") if !access.write => error(
             StatusCode::FORBIDDEN,
             "this login may read, not teach: teaching asks for the learning secret (--learn-password)",
@@ -453,6 +481,46 @@ async fn teach(ctx: &Ctx, t: Teach, reporter: String) -> Answer {
         Ok(TellDone::NotDurable(detail)) => error(StatusCode::SERVICE_UNAVAILABLE, &detail),
         Ok(TellDone::UnknownLabel(detail)) => error(StatusCode::BAD_REQUEST, &detail),
         Ok(TellDone::NotLearner) | Err(_) => {
+            error(StatusCode::CONFLICT, "this process neither learns nor forwards lessons")
+        }
+    }
+}
+
+/// A reporter to forget: every label of its the record holds.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ForgetReporter {
+    reporter: String,
+}
+
+/// Forgets every label of `of`'s the record holds, asked by `by` (a
+/// lesson like any other: durable before it is answered).
+async fn forget_reporter(ctx: &Ctx, of: String, by: String) -> Answer {
+    let Some(to) = &ctx.told else {
+        return error(StatusCode::CONFLICT, "this process neither learns nor forwards lessons");
+    };
+    if of.is_empty() {
+        return error(StatusCode::BAD_REQUEST, "name the \"reporter\" to forget");
+    }
+    let (reply, answered) = tokio::sync::oneshot::channel();
+    let told = Told {
+        id: String::new(),
+        email: Vec::new(),
+        text: None,
+        lesson: Lesson::ForgetReporter(of.clone()),
+        user: None,
+        reporter: Some(by),
+        reply,
+    };
+    if to.try_send(told).is_err() {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "too many lessons waiting; try again");
+    }
+    match answered.await {
+        Ok(TellDone::Changed) => json_ok(json!({"changed": true})),
+        Ok(TellDone::NotLabeled | TellDone::Unchanged) => json_ok(json!({"changed": false})),
+        Ok(TellDone::Bad(detail) | TellDone::UnknownLabel(detail)) => error(StatusCode::BAD_REQUEST, &detail),
+        Ok(TellDone::NotDurable(detail)) => error(StatusCode::SERVICE_UNAVAILABLE, &detail),
+        Ok(TellDone::Unmatched | TellDone::NotLearner) | Err(_) => {
             error(StatusCode::CONFLICT, "this process neither learns nor forwards lessons")
         }
     }

@@ -274,7 +274,7 @@ async fn check(raw: Vec<u8>, user: Option<String>, ctx: &Ctx) -> Routed {
 
 async fn learn(raw: Vec<u8>, lesson: Lesson, user: Option<String>, ctx: &Ctx) -> Routed {
     let command = match &lesson {
-        Lesson::Forget => "forget",
+        Lesson::Forget | Lesson::ForgetReporter(_) => "forget",
         Lesson::Learn(l) if *l == ctx.front.spam_label => "learnspam",
         Lesson::Learn(_) => "learnham",
     };

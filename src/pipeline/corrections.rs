@@ -136,6 +136,37 @@ impl Pipeline {
     /// never labeled has nothing to forget (`found: false`, nothing
     /// counted).
     pub(super) fn forget(&mut self, id: &str, reporter: Option<String>, w: &mut Work) -> Outcome {
+        self.forget_as(id, reporter.as_deref().unwrap_or(ANONYMOUS), false, w)
+    }
+
+    /// `{"forget_reporter": R}`: takes back every label of R's the record
+    /// still holds, learned or held, the newest first (each as a forget of
+    /// its message: the record keeps the messages, unlabeled). An
+    /// operator's act: R's own standing, or a trusted R, does not stand in
+    /// the way. `found` when it took anything back.
+    pub(super) fn forget_reporter(&mut self, of: &str, by: Option<&str>, w: &mut Work) -> Outcome {
+        let ids = self.ledger.ids_of(of);
+        let mut taken = 0usize;
+        for id in ids.iter().rev() {
+            let learned_by_of = (self.ledger.get(id))
+                .and_then(|e| e.taught.as_ref())
+                .is_some_and(|t| t.reporter == of);
+            if learned_by_of {
+                taken += usize::from(self.forget_as(id, of, true, w) == (Outcome::Forgotten { found: true }));
+            } else if let Some(e) = self.ledger.get_mut(id) {
+                // Only a label of R's held on a message someone else taught.
+                e.held = None;
+                self.counters.labels_forgotten += 1;
+                taken += 1;
+            }
+        }
+        tracing::info!(reporter = of, by = by.unwrap_or(ANONYMOUS), labels = taken, "forgot a reporter's labels");
+        Outcome::Forgotten { found: taken > 0 }
+    }
+
+    /// Forgets message `id`'s label on behalf of `by`; `operator`: whoever
+    /// gave it (a reporter's labels taken back together).
+    fn forget_as(&mut self, id: &str, by: &str, operator: bool, w: &mut Work) -> Outcome {
         let Some((taught, text, user)) = self.ledger.get(id).map(|e| {
             (
                 e.taught.clone(),
@@ -147,7 +178,6 @@ impl Pipeline {
             return Outcome::Forgotten { found: false };
         };
         w.features.user = self.predictor.user_key(user.as_deref());
-        let by = reporter.as_deref().unwrap_or(ANONYMOUS);
         let Some(old) = taught else {
             if self.ledger.get(id).is_some_and(|e| e.held.is_none()) {
                 return Outcome::Forgotten { found: false };
@@ -157,7 +187,7 @@ impl Pipeline {
             self.counters.labels_forgotten += 1;
             return Outcome::Forgotten { found: true };
         };
-        if !self.ledger.may_override(&self.cfg.trust, &old.reporter, by) {
+        if !operator && !self.ledger.may_override(&self.cfg.trust, &old.reporter, by) {
             self.counters.forgets_refused += 1;
             return Outcome::Forgotten { found: true };
         }
@@ -358,6 +388,52 @@ mod tests {
         let taught = relabeled.cache().get("q").and_then(|e| e.taught.clone());
         assert_eq!(taught.map(|t| t.labels), Some(vec!["ham".to_string()]));
         assert_eq!(relabeled.counters().forgets_unmatched, 0);
+    }
+
+    /// Forgetting a reporter takes back every label of its that the record
+    /// holds, whoever else taught since, and leaves naive Bayes's counts as
+    /// if it had never spoken; a line that names nobody is bad input.
+    #[test]
+    fn a_reporter_is_forgotten_whole() {
+        let nb = || {
+            let features = FeatureConfig {
+                bits: 12,
+                ..FeatureConfig::default()
+            };
+            learned(Pipeline::new(
+                Model::new(Hyper::defaults(Learner::NaiveBayes), features),
+                PipelineConfig::default(),
+            ))
+        };
+        let (mut forgot, never) = (nb(), nb());
+        let extra = ["win a free phone today", "meet me at the cafe", "claim your cash reward"];
+        for (i, text) in extra.iter().enumerate() {
+            send(&mut forgot, serde_json::json!({"id": format!("x-{i}"), "text": text}));
+            send(
+                &mut forgot,
+                serde_json::json!({"id": format!("x-{i}"), "label": "ham", "reporter": "flip"}),
+            );
+        }
+        let mut never = never;
+        for (i, text) in extra.iter().enumerate() {
+            send(&mut never, serde_json::json!({"id": format!("x-{i}"), "text": text}));
+        }
+        let before = forgot.counters().labels_forgotten;
+        let out = send(&mut forgot, serde_json::json!({"forget_reporter": "flip", "reporter": "admin"}));
+        assert_eq!(out, Outcome::Forgotten { found: true });
+        assert_eq!(forgot.counters().labels_forgotten, before + 3);
+        same_counts(forgot.model(), never.model());
+        assert!(forgot.cache().get("x-0").is_some_and(|e| e.taught.is_none()), "kept, unlabeled");
+        assert!(forgot.cache().get("m-0").is_some_and(|e| e.taught.is_some()), "r1's labels stay");
+        let again = send(&mut forgot, serde_json::json!({"forget_reporter": "flip"}));
+        assert_eq!(again, Outcome::Forgotten { found: false }, "nothing left to take back");
+        for bad in [
+            serde_json::json!({"forget_reporter": 5}),
+            serde_json::json!({"forget_reporter": "flip", "id": "x-0"}),
+            serde_json::json!({"forget_reporter": "flip", "label": "ham"}),
+        ] {
+            assert!(matches!(send(&mut forgot, bad), Outcome::Bad(_)));
+        }
     }
 
     /// The linear model: a replaced label's copy is scored on the new

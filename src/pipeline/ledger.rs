@@ -74,6 +74,18 @@ impl Ledger {
         self.cache.insert(id, entry, cfg);
     }
 
+    /// The ids whose label (learned or held) reporter `of` gave, oldest
+    /// first.
+    pub(super) fn ids_of(&self, of: &str) -> Vec<String> {
+        let gave = |e: &CacheEntry| {
+            e.taught.as_ref().is_some_and(|t| t.reporter == of) || e.held.as_ref().is_some_and(|h| h.reporter == of)
+        };
+        (self.cache.entries().into_iter())
+            .filter(|(_, e)| gave(e))
+            .map(|(id, _)| id.to_string())
+            .collect()
+    }
+
     /// Message `id`'s label taken back: the record keeps the message as
     /// if never labeled, and as if nothing was published for it (its
     /// prediction was scored by the label forgotten).

@@ -352,6 +352,7 @@ impl Pipeline {
                 user,
             }) => self.feedback(&id, gold, reporter, user, &mut w),
             Ok(Message::Forget { id, reporter }) => self.forget(&id, reporter, &mut w),
+            Ok(Message::ForgetReporter { of, reporter }) => self.forget_reporter(&of, reporter.as_deref(), &mut w),
             Ok(Message::Example {
                 id,
                 text,

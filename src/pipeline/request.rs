@@ -99,7 +99,7 @@ impl Predictor {
                 (id.unwrap_or_else(default_id), text, user, buckets)
             }
             Some((Err(bad), _)) => return Err(bad),
-            Some((Ok(Message::Feedback { .. } | Message::Forget { .. }), _)) => {
+            Some((Ok(Message::Feedback { .. } | Message::Forget { .. } | Message::ForgetReporter { .. }), _)) => {
                 return Err(Bad::new(
                     BadReason::MissingText,
                     "a feedback label has no text to predict: labels go to the feedback topic",
@@ -166,7 +166,7 @@ impl Predictor {
                 self.work = w;
                 Ok(prediction)
             }
-            Message::Feedback { .. } | Message::Forget { .. } => Err(Bad::new(
+            Message::Feedback { .. } | Message::Forget { .. } | Message::ForgetReporter { .. } => Err(Bad::new(
                 BadReason::MissingText,
                 "a feedback line has no text to predict",
             )),

@@ -82,7 +82,61 @@ pub(crate) struct Status {
     pub user_bands: Vec<(String, u64, u64)>,
     /// Each drift test: (stream, statistic, detections).
     pub drift: Vec<(String, f64, u64)>,
+    /// The reporters heard from most lately, at most [`REPORTERS_SHOWN`].
+    pub reporters: Vec<ReporterRow>,
     pub at_ms: u64,
+}
+
+/// Reporters a status lists (the most lately heard from).
+pub(crate) const REPORTERS_SHOWN: usize = 200;
+/// A reporter's latest lessons a status names.
+const LATEST_SHOWN: usize = 3;
+
+/// One reporter, as the Reporters view lists it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub(crate) struct ReporterRow {
+    /// Its name ("" for labels that named nobody).
+    pub name: String,
+    pub trust: f32,
+    /// Trusted outright (`--trusted-reporter`).
+    pub trusted: bool,
+    pub labels: u64,
+    pub held: u64,
+    pub overridden: u64,
+    /// Its labels the record still holds: what forgetting it takes back.
+    pub in_record: u64,
+    /// The ids of its latest lessons the record holds, newest first.
+    pub latest: Vec<String>,
+}
+
+/// `p`'s reporters heard from most lately, with what the record holds of
+/// each (one pass over the record, newest first).
+fn reporters_of(p: &Pipeline) -> Vec<ReporterRow> {
+    let heard: Vec<(&str, &crate::pipeline::Reporter)> = p.reporters().iter().collect();
+    let mut rows: Vec<ReporterRow> = (heard.iter().rev().take(REPORTERS_SHOWN))
+        .map(|&(name, r)| ReporterRow {
+            name: name.to_string(),
+            trust: r.trust(),
+            trusted: p.config().trust.trusts(name),
+            labels: r.labels,
+            held: r.held,
+            overridden: r.overridden,
+            ..ReporterRow::default()
+        })
+        .collect();
+    let at: std::collections::HashMap<String, usize> = (rows.iter().enumerate())
+        .map(|(i, r)| (r.name.clone(), i))
+        .collect();
+    for (id, e) in p.cache().entries().into_iter().rev() {
+        let by = (e.taught.as_ref().map(|t| t.reporter.as_str())).or(e.held.as_ref().map(|h| h.reporter.as_str()));
+        if let Some(row) = by.and_then(|b| at.get(b)).map(|&i| &mut rows[i]) {
+            row.in_record += 1;
+            if row.latest.len() < LATEST_SHOWN {
+                row.latest.push(id.to_string());
+            }
+        }
+    }
+    rows
 }
 
 impl Status {
@@ -122,6 +176,7 @@ impl Status {
             uncertain: c.uncertain,
             user_bands: p.user_bands().tallies().collect(),
             drift: drift.collect(),
+            reporters: reporters_of(p),
             at_ms: crate::clock::now_ms(),
         }
     }

@@ -20,6 +20,9 @@ pub(crate) enum Lesson {
     Learn(String),
     /// Take its label back.
     Forget,
+    /// Take back every label of this reporter's that the record holds
+    /// (an operator's act; the lesson names no message).
+    ForgetReporter(String),
 }
 
 /// A lesson, for the daemon's loop to apply: about a raw e-mail (`email`),

@@ -176,7 +176,7 @@ fn known_labels(batch: Vec<Told>, pipeline: &Pipeline) -> (Vec<Told>, Vec<Answer
         .filter_map(|t| {
             let why = match &t.lesson {
                 Lesson::Learn(label) => trust.unknown_lesson_label(label, classes),
-                Lesson::Forget => None,
+                Lesson::Forget | Lesson::ForgetReporter(_) => None,
             };
             match why {
                 Some(why) => {
@@ -198,9 +198,13 @@ fn known_labels(batch: Vec<Told>, pipeline: &Pipeline) -> (Vec<Told>, Vec<Answer
 fn split(t: Told) -> (Recorded, tokio::sync::oneshot::Sender<TellDone>) {
     let recorded = Recorded {
         id: t.id,
-        learn: match t.lesson {
-            Lesson::Learn(label) => Some(label),
-            Lesson::Forget => None,
+        learn: match &t.lesson {
+            Lesson::Learn(label) => Some(label.clone()),
+            Lesson::Forget | Lesson::ForgetReporter(_) => None,
+        },
+        forget_reporter: match t.lesson {
+            Lesson::ForgetReporter(of) => Some(of),
+            Lesson::Learn(_) | Lesson::Forget => None,
         },
         user: t.user,
         reporter: t.reporter,
@@ -238,12 +242,13 @@ fn learn(pipeline: &mut Pipeline, r: &Recorded) -> Outcome {
 }
 
 /// A lesson that is no e-mail as the input's JSON: a labeled text, a late
-/// label for the id, or a forget.
+/// label for the id, a forget, or a reporter's forget.
 pub(crate) fn json_of(r: &Recorded) -> serde_json::Value {
-    match (&r.learn, &r.text) {
-        (Some(label), Some(text)) => serde_json::json!({"id": r.id, "text": text, "label": label}),
-        (Some(label), None) => serde_json::json!({"id": r.id, "label": label}),
-        (None, _) => serde_json::json!({"id": r.id, "forget": true}),
+    match (&r.learn, &r.text, &r.forget_reporter) {
+        (Some(label), Some(text), _) => serde_json::json!({"id": r.id, "text": text, "label": label}),
+        (Some(label), None, _) => serde_json::json!({"id": r.id, "label": label}),
+        (None, _, Some(of)) => serde_json::json!({"forget_reporter": of}),
+        (None, _, None) => serde_json::json!({"id": r.id, "forget": true}),
     }
 }
 

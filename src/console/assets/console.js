@@ -149,7 +149,7 @@ function logout() {
   document.body.classList.add("readonly");
   document.body.classList.remove("in");
   $("who").textContent = "";
-  for (const id of ["cards", "members", "bands", "drift", "chart", "history", "review-item", "review-keys", "scan-result", "model"]) clear($(id));
+  for (const id of ["cards", "members", "bands", "drift", "chart", "history", "review-item", "review-keys", "reporters", "scan-result", "model"]) clear($(id));
   notice("Logged out.", true);
 }
 
@@ -475,6 +475,49 @@ function onKey(ev) {
   ev.preventDefault();
 }
 
+// ---- reporters ------------------------------------------------------------
+
+async function showReporters() {
+  const { reporters } = await api("reporters");
+  const table = clear($("reporters"));
+  table.appendChild(row(["reporter", "trust", "labels", "held", "overridden", "in the record", "latest lessons", ""], true));
+  for (const r of reporters) {
+    const forgetting = state.access.operator && r.in_record ? forgetReporterButton(r) : null;
+    table.appendChild(el("tr", { data: { reporter: r.name } },
+      el("td", {}, field(r.name === "" ? "(nobody named)" : r.name, "reviewer")),
+      el("td", { class: "num" }, r.trusted ? "trusted" : num(r.trust, 3)),
+      el("td", { class: "num" }, r.labels),
+      el("td", { class: "num" }, r.held),
+      el("td", { class: "num" }, r.overridden),
+      el("td", { class: "num" }, r.in_record),
+      el("td", {}, r.latest.flatMap((id, i) => [i ? ", " : "", field(id)])),
+      el("td", {}, forgetting),
+    ));
+  }
+}
+
+// Forgets every label of a reporter's the record holds: a second click
+// confirms (no dialog: a page of hostile content keeps dialogs for alarms).
+function forgetReporterButton(r) {
+  const b = el("button", { type: "button", class: "teach forget-reporter" }, "forget");
+  b.addEventListener("click", async () => {
+    if (!b.dataset.armed) {
+      b.dataset.armed = "1";
+      clear(b).append("forget ", String(r.in_record), " labels? click again");
+      return;
+    }
+    try {
+      const res = await api("forget_reporter", { reporter: r.name });
+      if (res.changed) noticeOf(true, "Forgot every label of ", { v: r.name }, " the record held.");
+      else noticeOf(true, { v: r.name }, " has no label in the record.");
+    } catch (e) {
+      noticeOf(false, "Not forgotten: ", { v: e.message });
+    }
+    await showReporters();
+  });
+  return b;
+}
+
 // ---- scan -----------------------------------------------------------------
 
 async function scan(ev) {
@@ -527,7 +570,7 @@ async function showModel() {
 
 // ---- pages ----------------------------------------------------------------
 
-const pages = { status: showStatus, history: showHistory, review: loadReview, scan: async () => {}, model: showModel };
+const pages = { status: showStatus, history: showHistory, review: loadReview, reporters: showReporters, scan: async () => {}, model: showModel };
 
 async function show(page) {
   state.page = pages[page] ? page : "status";
