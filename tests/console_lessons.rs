@@ -41,7 +41,10 @@ impl Console {
         };
         let mut r = answer.expect("an answer");
         let code = r.status().as_u16();
-        (code, serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap_or(Value::Null))
+        (
+            code,
+            serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap_or(Value::Null),
+        )
     }
 
     fn teach(&self, body: Value, secret: Option<&str>) -> (u16, Value) {
@@ -76,14 +79,29 @@ fn inspect(dir: &std::path::Path) -> Value {
 fn named_reviewers_teach_under_their_names() {
     let tmp = tempfile::tempdir().unwrap();
     let users = tmp.path().join("users");
-    std::fs::write(&users, "# reviewers\nann teach ann-secret-1\nbob teach bob-secret-2\ncat read cat-secret-3\n").unwrap();
+    std::fs::write(
+        &users,
+        "# reviewers\nann teach ann-secret-1\nbob teach bob-secret-2\ncat read cat-secret-3\n",
+    )
+    .unwrap();
     let addr = local_addr();
     let users = users.to_str().unwrap().to_string();
-    let flags = ["--console-addr", &addr, "--console-users", &users, "--learn-password", "learn-0"];
+    let flags = [
+        "--console-addr",
+        &addr,
+        "--console-users",
+        &users,
+        "--learn-password",
+        "learn-0",
+    ];
     let learned = learned(Some(200), &flags);
     let console = Console::new(&addr);
     let (_, who) = console.call("access", None, Some("ann-secret-1"), None);
-    assert_eq!((who["name"].as_str(), who["role"].as_str()), (Some("ann"), Some("teach")), "{who}");
+    assert_eq!(
+        (who["name"].as_str(), who["role"].as_str()),
+        (Some("ann"), Some("teach")),
+        "{who}"
+    );
     for (i, secret) in ["ann-secret-1", "bob-secret-2", "learn-0"].iter().enumerate() {
         let text = format!("win a prize number {i} now");
         let scan = json!({"id": format!("n-{i}"), "text": text});
@@ -92,14 +110,22 @@ fn named_reviewers_teach_under_their_names() {
         let (code, said) = console.teach(body, Some(secret));
         assert_eq!(code, 200, "{said}");
     }
-    let (code, _) = console.teach(json!({"id": "n-9", "label": "spam", "text": "x y"}), Some("cat-secret-3"));
+    let (code, _) = console.teach(
+        json!({"id": "n-9", "label": "spam", "text": "x y"}),
+        Some("cat-secret-3"),
+    );
     assert_eq!(code, 403, "a read reviewer may not teach");
     let spoof = json!({"id": "n-8", "label": "spam", "text": "x y", "reporter": "ann"});
     let (code, said) = console.teach(spoof, Some("bob-secret-2"));
     assert_eq!(code, 400, "a body names no reporter: {said}");
     let (_, history) = console.call("history", Some(json!({"q": "prize"})), Some("learn-0"), None);
     let by: Vec<(String, String)> = (history["entries"].as_array().unwrap().iter())
-        .map(|e| (e["id"].as_str().unwrap().into(), e["taught_by"].as_str().unwrap_or("").into()))
+        .map(|e| {
+            (
+                e["id"].as_str().unwrap().into(),
+                e["taught_by"].as_str().unwrap_or("").into(),
+            )
+        })
         .collect();
     for (id, name) in [("n-0", "ann"), ("n-1", "bob"), ("n-2", "console")] {
         assert!(by.contains(&(id.into(), name.into())), "{id} by {name} in {by:?}");
@@ -121,7 +147,14 @@ fn a_bad_users_file_is_refused_at_start() {
     let users = tmp.path().join("users");
     std::fs::write(&users, "ann teach s1\nbob admin s2\n").unwrap();
     let out = std::process::Command::new(BIN)
-        .args(["run", "--input", "/dev/null", "--console-addr", &local_addr(), "--console-users"])
+        .args([
+            "run",
+            "--input",
+            "/dev/null",
+            "--console-addr",
+            &local_addr(),
+            "--console-users",
+        ])
         .arg(&users)
         .output()
         .unwrap();
@@ -139,7 +172,12 @@ fn an_undone_label_is_learned_when_given_again() {
     let addr = local_addr();
     let learned = learned(Some(200), &["--console-addr", &addr]);
     let console = Console::new(&addr);
-    let (code, scanned) = console.call("scan", Some(json!({"text": "are we still on for dinner at eight"})), None, None);
+    let (code, scanned) = console.call(
+        "scan",
+        Some(json!({"text": "are we still on for dinner at eight"})),
+        None,
+        None,
+    );
     assert_eq!(code, 200, "{scanned}");
     let id = scanned["id"].as_str().unwrap().to_string();
     let by_id = |label: Option<&str>| match label {
@@ -147,7 +185,11 @@ fn an_undone_label_is_learned_when_given_again() {
         None => console.teach(json!({"id": id, "forget": true}), None),
     };
     let (code, never) = by_id(None);
-    assert_eq!((code, &never["changed"], &never["labeled"]), (200, &json!(false), &json!(false)), "{never}");
+    assert_eq!(
+        (code, &never["changed"], &never["labeled"]),
+        (200, &json!(false), &json!(false)),
+        "{never}"
+    );
     for (step, label, changed) in [
         ("label", Some("spam"), true),
         ("undo", None, true),
@@ -155,7 +197,11 @@ fn an_undone_label_is_learned_when_given_again() {
         ("once more", Some("spam"), false),
     ] {
         let (code, said) = by_id(label);
-        assert_eq!((code, said["changed"].as_bool()), (200, Some(changed)), "{step}: {said}");
+        assert_eq!(
+            (code, said["changed"].as_bool()),
+            (200, Some(changed)),
+            "{step}: {said}"
+        );
     }
     let (code, said) = console.teach(json!({"id": "never-seen-here", "label": "ham"}), None);
     assert_eq!(code, 404, "{said}");
@@ -163,7 +209,10 @@ fn an_undone_label_is_learned_when_given_again() {
     let dir = learned.tmp.path().join("ckpt");
     learned.daemon.stop();
     let feedback = &inspect(&dir)["feedback"];
-    assert_eq!(feedback["labels_forgotten"], 1, "the forget of nothing counts nothing: {feedback}");
+    assert_eq!(
+        feedback["labels_forgotten"], 1,
+        "the forget of nothing counts nothing: {feedback}"
+    );
 }
 
 /// A scanned e-mail is named by its Message-ID (else a digest of its
@@ -212,7 +261,10 @@ fn behind_a_trusted_proxy_each_client_waits_for_its_own_failures() {
             assert!(other < Duration::from_millis(900), "another client waited {other:?}");
             assert!(guesser >= Duration::from_millis(900), "the guesser waited {guesser:?}");
         } else {
-            assert!(other >= Duration::from_millis(900), "one peer, one slow-down: {other:?}");
+            assert!(
+                other >= Duration::from_millis(900),
+                "one peer, one slow-down: {other:?}"
+            );
         }
         let lesson = json!({"id": "p-1", "label": "spam", "text": "win cash now"});
         let (allowed, _) = console.call("teach", Some(lesson.clone()), None, Some("203.0.113.5"));
@@ -237,11 +289,22 @@ fn the_operator_forgets_a_reporter_and_a_crash_keeps_it() {
     std::fs::write(&users, "ann teach ann-secret-1\n").unwrap();
     let addr = local_addr();
     let users = users.to_str().unwrap().to_string();
-    let flags = ["--console-addr", &addr, "--console-users", &users, "--learn-password", "op-0"];
+    let flags = [
+        "--console-addr",
+        &addr,
+        "--console-users",
+        &users,
+        "--learn-password",
+        "op-0",
+    ];
     let learned = learned(Some(200), &flags);
     let dir = learned.tmp.path().join("ckpt");
     let console = Console::new(&addr);
-    let texts = ["win a car today", "claim your prize by text", "free entry for a cash draw"];
+    let texts = [
+        "win a car today",
+        "claim your prize by text",
+        "free entry for a cash draw",
+    ];
     for (i, text) in texts.iter().enumerate() {
         let lesson = json!({"id": format!("a-{i}"), "label": "spam", "text": text});
         assert_eq!(console.teach(lesson, Some("ann-secret-1")).0, 200);
@@ -254,7 +317,9 @@ fn the_operator_forgets_a_reporter_and_a_crash_keeps_it() {
             .find(|r| r["name"] == "ann")
             .map(|r| (r["labels"].as_u64().unwrap(), r["in_record"].as_u64().unwrap()))
     };
-    wait_for("ann's lessons in the status", Duration::from_secs(10), || ann() == Some((3, 3)));
+    wait_for("ann's lessons in the status", Duration::from_secs(10), || {
+        ann() == Some((3, 3))
+    });
     let forget = json!({"reporter": "ann"});
     let (code, _) = console.call("forget_reporter", Some(forget.clone()), Some("ann-secret-1"), None);
     assert_eq!(code, 403, "a reviewer may not forget a reporter");
@@ -263,7 +328,9 @@ fn the_operator_forgets_a_reporter_and_a_crash_keeps_it() {
     learned.daemon.crash();
     let restarted = spawn_mail(&learned.tmp.path().join("in.jsonl"), &dir, &flags);
     wait_listening(&addr);
-    wait_for("the forget replayed", Duration::from_secs(20), || ann().is_some_and(|(n, held)| n >= 3 && held == 0));
+    wait_for("the forget replayed", Duration::from_secs(20), || {
+        ann().is_some_and(|(n, held)| n >= 3 && held == 0)
+    });
     let (_, again) = console.call("forget_reporter", Some(forget), Some("op-0"), None);
     assert_eq!(again["changed"], json!(false), "nothing of ann's is left: {again}");
     restarted.stop();

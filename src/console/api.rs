@@ -8,7 +8,9 @@
 //! |---|---|---|
 //! | `GET api/access` | read | what this login may do, its reviewer, the classes |
 //! | `GET api/status`, `GET api/series` | read | the status the loop posted; its series |
-//! | `POST api/history` `{label, user, min, max, q, uncertain, limit}` | read | predictions, newest first |
+//! | `POST api/history` `{label, user, min, max, q, uncertain, limit, before}` | read | predictions, newest first, and whether older ones match |
+//! | `POST api/export` (the history's filters) | read | every matching entry, as a JSON-lines file |
+//! | `GET api/dead` | read | the last dead letters (reason, detail) and how many in all |
 //! | `POST api/review` `{limit}` | read | the uncertain predictions no one taught, oldest first, how many, the classes |
 //! | `POST api/scan` `{text` or `email, user}` | read | the prediction, explained (kept in the history) |
 //! | `POST api/look` `{id}` | read | a history entry predicted again, explained (nothing kept) |
@@ -28,12 +30,12 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::users::Role;
 use super::{Ctx, TIMEOUT, assets};
 use crate::pipeline::Raw;
+use crate::serving::access::client_address;
 use crate::serving::board::Seen;
 use crate::serving::bounds::{BodyError, declared_length, read_body};
-use super::users::Role;
-use crate::serving::access::client_address;
 use crate::serving::{Lesson, TellDone, Told, same_secret};
 
 type Answer = Response<Full<Bytes>>;
@@ -82,7 +84,7 @@ impl Access {
 const ANONYMOUS: &str = "console";
 
 /// The API's calls, as the metrics name them.
-const CALLS: [&str; 11] = [
+const CALLS: [&str; 13] = [
     "access",
     "status",
     "series",
@@ -94,6 +96,8 @@ const CALLS: [&str; 11] = [
     "teach",
     "reporters",
     "forget_reporter",
+    "dead",
+    "export",
 ];
 
 /// What a request to `path` calls: an API call, "asset", or "other".
@@ -150,8 +154,17 @@ async fn route(req: Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Answer {
         },
         None => Bytes::new(),
     };
-    match (method, call) {
-        (Method::GET, "access") => json_ok(json!({
+    match method {
+        Method::GET => get(call, &access, ctx).await,
+        Method::POST => post(call, &body, &access, ctx).await,
+        _ => error(StatusCode::NOT_FOUND, "no such call"),
+    }
+}
+
+/// A read of the API (`GET api/<call>`).
+async fn get(call: &str, access: &Access, ctx: &Ctx) -> Answer {
+    match call {
+        "access" => json_ok(json!({
             "read": access.read,
             "write": access.write,
             "name": access.name,
@@ -162,38 +175,51 @@ async fn route(req: Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Answer {
             "keep_text": ctx.settings.keep_text,
             "classes": ctx.board.status().classes,
         })),
-        (Method::GET, "status") => status(ctx),
-        (Method::GET, "series") => json_ok(json!({ "points": ctx.board.series() })),
-        (Method::POST, "history") => parsed(&body, |q: HistoryQuery| history(ctx, &q)),
-        (Method::POST, "review") => parsed(&body, |q: ReviewQuery| review(ctx, &q)),
-        (Method::POST, "scan") => match serde_json::from_slice::<Message>(&body) {
-            Ok(m) => blocking(ctx, move |handle| scan(&*handle, &m)).await,
-            Err(e) => error(StatusCode::BAD_REQUEST, &format!("not a message: {e}")),
-        },
-        (Method::POST, "look") => match serde_json::from_slice::<Message>(&body) {
-            Ok(m) => look(ctx, m).await,
-            Err(e) => error(StatusCode::BAD_REQUEST, &format!("not a message: {e}")),
-        },
-        (Method::GET, "model") => {
+        "status" => status(ctx),
+        "series" => json_ok(json!({ "points": ctx.board.series() })),
+        "model" => {
             blocking(ctx, |handle| {
                 json_ok(json!({ "classes": handle.strongest(MODEL_FEATURES) }))
             })
             .await
         }
-        (Method::GET, "reporters") => json_ok(json!({ "reporters": ctx.board.status().reporters })),
-        (Method::POST, "forget_reporter") if !access.operator() => error(
+        "dead" => json_ok(json!({
+            "dead": ctx.board.dead_letters(),
+            "total": ctx.board.status().bad,
+            "kept": crate::serving::board::DEAD_KEPT,
+        })),
+        "reporters" => json_ok(json!({ "reporters": ctx.board.status().reporters })),
+        _ => error(StatusCode::NOT_FOUND, "no such call"),
+    }
+}
+
+/// A query or a lesson (`POST api/<call>` with `body`).
+async fn post(call: &str, body: &[u8], access: &Access, ctx: &Ctx) -> Answer {
+    match call {
+        "history" => parsed(body, |q: HistoryQuery| history(ctx, &q)),
+        "export" => parsed(body, |q: HistoryQuery| export(ctx, &q)),
+        "review" => parsed(body, |q: ReviewQuery| review(ctx, &q)),
+        "scan" => match serde_json::from_slice::<Message>(body) {
+            Ok(m) => blocking(ctx, move |handle| scan(&*handle, &m)).await,
+            Err(e) => error(StatusCode::BAD_REQUEST, &format!("not a message: {e}")),
+        },
+        "look" => match serde_json::from_slice::<Message>(body) {
+            Ok(m) => look(ctx, m).await,
+            Err(e) => error(StatusCode::BAD_REQUEST, &format!("not a message: {e}")),
+        },
+        "forget_reporter" if !access.operator() => error(
             StatusCode::FORBIDDEN,
             "forgetting a reporter asks for the operator's learning secret (--learn-password), not a reviewer's",
         ),
-        (Method::POST, "forget_reporter") => match serde_json::from_slice::<ForgetReporter>(&body) {
+        "forget_reporter" => match serde_json::from_slice::<ForgetReporter>(body) {
             Ok(f) => forget_reporter(ctx, f.reporter, access.reporter()).await,
             Err(e) => error(StatusCode::BAD_REQUEST, &format!("not a reporter to forget: {e}")),
         },
-        (Method::POST, "teach") if !access.write => error(
+        "teach" if !access.write => error(
             StatusCode::FORBIDDEN,
             "this login may read, not teach: teaching asks for the learning secret (--learn-password)",
         ),
-        (Method::POST, "teach") => match serde_json::from_slice::<Teach>(&body) {
+        "teach" => match serde_json::from_slice::<Teach>(body) {
             Ok(t) => teach(ctx, t, access.reporter()).await,
             Err(e) => error(StatusCode::BAD_REQUEST, &format!("not a lesson: {e}")),
         },
@@ -217,7 +243,11 @@ async fn access(req: &Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Result<Acce
         ctx.failures.succeeded(peer);
         let write = r.role == Role::Teach;
         let name = Some(r.name.clone());
-        return Ok(Access { read: true, write, name });
+        return Ok(Access {
+            read: true,
+            write,
+            name,
+        });
     }
     let write = match &s.write_password {
         Some(_) => matches(&s.write_password),
@@ -243,7 +273,11 @@ async fn access(req: &Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Result<Acce
             .insert(hyper::header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return Err(a);
     }
-    Ok(Access { read, write, name: None })
+    Ok(Access {
+        read,
+        write,
+        name: None,
+    })
 }
 
 /// The body of a POST, bounded.
@@ -281,7 +315,7 @@ fn status(ctx: &Ctx) -> Answer {
 }
 
 /// Filters of the history.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct HistoryQuery {
     label: Option<String>,
@@ -292,15 +326,53 @@ struct HistoryQuery {
     q: Option<String>,
     uncertain: Option<bool>,
     limit: Option<usize>,
+    /// Only entries older than this place in the history (the page after
+    /// one whose oldest entry had it).
+    before: Option<u64>,
 }
 
 fn history(ctx: &Ctx, q: &HistoryQuery) -> Answer {
+    let limit = q.limit.unwrap_or(200).min(MAX_LIMIT);
+    let entries = ctx.board.history(limit, filter(q));
+    let more = entries.last().is_some_and(|last| {
+        let older = HistoryQuery {
+            before: Some(last.seq),
+            ..q.clone()
+        };
+        !ctx.board.history(1, filter(&older)).is_empty()
+    });
+    json_ok(json!({ "entries": entries, "more": more }))
+}
+
+/// Every entry the filters keep, newest first, as JSON lines (a file to
+/// save): at most the history's bound.
+fn export(ctx: &Ctx, q: &HistoryQuery) -> Answer {
+    let mut out = Vec::new();
+    for e in ctx.board.history(usize::MAX, filter(q)) {
+        // A struct of strings and numbers always serializes.
+        let _ = serde_json::to_writer(&mut out, &e);
+        out.push(b'\n');
+    }
+    let mut r = Response::new(Full::new(Bytes::from(out)));
+    let h = r.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        hyper::header::CONTENT_DISPOSITION,
+        HeaderValue::from_static("attachment; filename=\"classifyd-history.jsonl\""),
+    );
+    r
+}
+
+/// What the history's filters `q` keep.
+fn filter(q: &HistoryQuery) -> impl Fn(&Seen) -> bool + '_ {
     let words: Vec<String> = (q.q.iter())
         .flat_map(|q| q.split_whitespace())
         .map(str::to_lowercase)
         .collect();
-    let keep = |e: &Seen| {
-        q.label.as_ref().is_none_or(|l| l.is_empty() || *l == e.label)
+    move |e: &Seen| {
+        q.before.is_none_or(|b| e.seq < b)
+            && q.label.as_ref().is_none_or(|l| l.is_empty() || *l == e.label)
             && q.user
                 .as_ref()
                 .is_none_or(|u| u.is_empty() || Some(u) == e.user.as_ref())
@@ -313,14 +385,13 @@ fn history(ctx: &Ctx, q: &HistoryQuery) -> Answer {
                     .iter()
                     .all(|w| text.contains(w.as_str()) || id.contains(w.as_str()))
             })
-    };
-    let limit = q.limit.unwrap_or(200).min(MAX_LIMIT);
-    json_ok(json!({ "entries": ctx.board.history(limit, keep) }))
+    }
 }
 
-/// An entry waits for review: uncertain, and nobody taught it yet.
+/// An entry waits for review: uncertain, nobody taught it yet, and no
+/// person scanned it (they judged it already).
 fn in_queue(e: &Seen) -> bool {
-    e.uncertain && e.taught.is_none()
+    e.uncertain && e.taught.is_none() && e.source != "scan"
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -380,7 +451,7 @@ impl Message {
             (None, None) => return error(StatusCode::BAD_REQUEST, "a message has \"text\" or \"email\""),
         };
         let predicted = if keep {
-            handle.classify(raw, Some(EXPLAIN))
+            handle.scan(raw, EXPLAIN)
         } else {
             handle.look(raw, EXPLAIN)
         };
@@ -435,9 +506,6 @@ struct Teach {
 
 /// Applies lesson `t` from `reporter` (the login's: never the body's).
 async fn teach(ctx: &Ctx, t: Teach, reporter: String) -> Answer {
-    let Some(to) = &ctx.told else {
-        return error(StatusCode::CONFLICT, "this process neither learns nor forwards lessons");
-    };
     let lesson = match (&t.label, t.forget) {
         (Some(l), false) if !l.is_empty() => Lesson::Learn(l.clone()),
         (None, true) => Lesson::Forget,
@@ -446,10 +514,9 @@ async fn teach(ctx: &Ctx, t: Teach, reporter: String) -> Answer {
     if t.id.is_empty() {
         return error(StatusCode::BAD_REQUEST, "a lesson names its message's \"id\"");
     }
-    let (reply, answered) = tokio::sync::oneshot::channel();
     // A forget takes the label back: the message waits for review again.
     let taught = t.label.clone().filter(|_| !t.forget);
-    let told = Told {
+    let told = |reply| Told {
         id: t.id.clone(),
         email: t.email.map(String::into_bytes).unwrap_or_default(),
         text: t.text.filter(|_| !t.forget),
@@ -458,10 +525,7 @@ async fn teach(ctx: &Ctx, t: Teach, reporter: String) -> Answer {
         reporter: Some(reporter.clone()),
         reply,
     };
-    if to.try_send(told).is_err() {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "too many lessons waiting; try again");
-    }
-    match answered.await {
+    match tell(ctx, told).await {
         Ok(done @ (TellDone::Changed | TellDone::Unchanged)) => {
             ctx.board.taught(&t.id, taught, &reporter);
             json_ok(json!({"changed": done == TellDone::Changed, "by": reporter}))
@@ -477,14 +541,36 @@ async fn teach(ctx: &Ctx, t: Teach, reporter: String) -> Answer {
                 t.id
             ),
         ),
-        Ok(TellDone::Bad(detail)) => error(StatusCode::BAD_REQUEST, &detail),
-        Ok(TellDone::NotDurable(detail)) => error(StatusCode::SERVICE_UNAVAILABLE, &detail),
-        Ok(TellDone::UnknownLabel(detail)) => error(StatusCode::BAD_REQUEST, &detail),
-        Ok(TellDone::NotLearner) | Err(_) => {
-            error(StatusCode::CONFLICT, "this process neither learns nor forwards lessons")
-        }
+        Ok(_) => error(StatusCode::CONFLICT, "this process neither learns nor forwards lessons"),
+        Err(refused) => refused,
     }
 }
+
+/// Hands the lesson `told` makes (with the reply it is given) to the
+/// loop and waits for what it did; a refusal is answered here (the
+/// client is told: never "already learned" for a lesson not learned).
+async fn tell(ctx: &Ctx, told: impl FnOnce(Reply) -> Told) -> Result<TellDone, Answer> {
+    let gone = || error(StatusCode::CONFLICT, "this process neither learns nor forwards lessons");
+    let Some(to) = &ctx.told else {
+        return Err(gone());
+    };
+    let (reply, answered) = tokio::sync::oneshot::channel();
+    if to.try_send(told(reply)).is_err() {
+        return Err(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many lessons waiting; try again",
+        ));
+    }
+    match answered.await {
+        Ok(TellDone::Bad(detail) | TellDone::UnknownLabel(detail)) => Err(error(StatusCode::BAD_REQUEST, &detail)),
+        Ok(TellDone::NotDurable(detail)) => Err(error(StatusCode::SERVICE_UNAVAILABLE, &detail)),
+        Ok(TellDone::NotLearner) | Err(_) => Err(gone()),
+        Ok(done) => Ok(done),
+    }
+}
+
+/// Where the loop answers a lesson.
+type Reply = tokio::sync::oneshot::Sender<TellDone>;
 
 /// A reporter to forget: every label of its the record holds.
 #[derive(Debug, Deserialize)]
@@ -496,33 +582,22 @@ struct ForgetReporter {
 /// Forgets every label of `of`'s the record holds, asked by `by` (a
 /// lesson like any other: durable before it is answered).
 async fn forget_reporter(ctx: &Ctx, of: String, by: String) -> Answer {
-    let Some(to) = &ctx.told else {
-        return error(StatusCode::CONFLICT, "this process neither learns nor forwards lessons");
-    };
     if of.is_empty() {
         return error(StatusCode::BAD_REQUEST, "name the \"reporter\" to forget");
     }
-    let (reply, answered) = tokio::sync::oneshot::channel();
-    let told = Told {
+    let told = |reply| Told {
         id: String::new(),
         email: Vec::new(),
         text: None,
-        lesson: Lesson::ForgetReporter(of.clone()),
+        lesson: Lesson::ForgetReporter(of),
         user: None,
         reporter: Some(by),
         reply,
     };
-    if to.try_send(told).is_err() {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "too many lessons waiting; try again");
-    }
-    match answered.await {
+    match tell(ctx, told).await {
         Ok(TellDone::Changed) => json_ok(json!({"changed": true})),
-        Ok(TellDone::NotLabeled | TellDone::Unchanged) => json_ok(json!({"changed": false})),
-        Ok(TellDone::Bad(detail) | TellDone::UnknownLabel(detail)) => error(StatusCode::BAD_REQUEST, &detail),
-        Ok(TellDone::NotDurable(detail)) => error(StatusCode::SERVICE_UNAVAILABLE, &detail),
-        Ok(TellDone::Unmatched | TellDone::NotLearner) | Err(_) => {
-            error(StatusCode::CONFLICT, "this process neither learns nor forwards lessons")
-        }
+        Ok(_) => json_ok(json!({"changed": false})),
+        Err(refused) => refused,
     }
 }
 
@@ -561,4 +636,47 @@ fn json_answer(code: StatusCode, v: &Value) -> Answer {
     h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(seq: u64, source: &'static str, uncertain: bool) -> Seen {
+        Seen {
+            seq,
+            at_ms: 0,
+            id: format!("m{seq}"),
+            user: None,
+            label: "spam".into(),
+            margin: 0.1,
+            uncertain,
+            source,
+            explanation: Vec::new(),
+            text: "win a prize".into(),
+            taught: None,
+            taught_by: None,
+            mail: false,
+            email: None,
+        }
+    }
+
+    /// The review queue holds the uncertain predictions nobody taught or
+    /// scanned; a page of the history starts below the one before.
+    #[test]
+    fn scans_stay_out_of_the_queue_and_pages_go_back_in_time() {
+        assert!(in_queue(&seen(1, "stream", true)) && in_queue(&seen(1, "request", true)));
+        assert!(!in_queue(&seen(1, "scan", true)), "a person scanned it: judged already");
+        assert!(!in_queue(&seen(1, "stream", false)));
+        let mut taught = seen(1, "stream", true);
+        taught.taught = Some("ham".into());
+        assert!(!in_queue(&taught));
+        let q = HistoryQuery {
+            before: Some(5),
+            q: Some("PRIZE".into()),
+            ..HistoryQuery::default()
+        };
+        let keep = filter(&q);
+        assert!(keep(&seen(4, "stream", false)) && !keep(&seen(5, "stream", false)));
+    }
 }

@@ -44,6 +44,8 @@ mod tests {
         assert!(!INDEX.contains("<script>") && !INDEX.contains(" onclick="));
         assert!(!INDEX.contains("http://") && !INDEX.contains("https://"));
         assert!(!SCRIPT.contains("innerHTML") && !SCRIPT.contains("eval("));
+        // style-src 'self' refuses style attributes: classes only.
+        assert!(!SCRIPT.contains("style:") && !SCRIPT.contains(".style.") && !INDEX.contains(" style="));
         assert!(get("/index.html").is_some() && get("/api/status").is_none());
     }
 }

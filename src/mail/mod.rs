@@ -12,8 +12,8 @@
 
 use std::time::Duration;
 
-use crate::pipeline::{Contribution, Prediction};
 pub use crate::email::message_key;
+use crate::pipeline::{Contribution, Prediction};
 pub use crate::serving::Cidr;
 use crate::serving::{Bounds, Classify, Teller};
 

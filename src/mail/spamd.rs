@@ -141,7 +141,6 @@ impl Refusal {
 
 pub use crate::email::head_end;
 
-
 /// Whether the request whose head starts `buf` is a `TELL` (a lesson),
 /// read before (or without) a head that parses.
 pub fn is_tell(buf: &[u8]) -> bool {

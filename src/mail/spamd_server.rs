@@ -256,7 +256,9 @@ async fn tell(req: &Request, body: Vec<u8>, peer: SocketAddr, ctx: &Ctx) -> Resu
         // "remote" too) is told done, since the message is where it was
         // asked to be (spamc would say "Unable to report/revoke" and the
         // client retry for ever).
-        Ok(TellDone::Unchanged | TellDone::NotLabeled) if req.set.iter().chain(&req.remove).any(|d| d.contains("remote")) => {
+        Ok(TellDone::Unchanged | TellDone::NotLabeled)
+            if req.set.iter().chain(&req.remove).any(|d| d.contains("remote")) =>
+        {
             Ok(spamd::told(req.set.as_deref(), req.remove.as_deref()))
         }
         Ok(TellDone::Unchanged | TellDone::NotLabeled) => Ok(spamd::told(None, None)),

@@ -160,7 +160,12 @@ impl Pipeline {
                 taken += 1;
             }
         }
-        tracing::info!(reporter = of, by = by.unwrap_or(ANONYMOUS), labels = taken, "forgot a reporter's labels");
+        tracing::info!(
+            reporter = of,
+            by = by.unwrap_or(ANONYMOUS),
+            labels = taken,
+            "forgot a reporter's labels"
+        );
         Outcome::Forgotten { found: taken > 0 }
     }
 
@@ -406,7 +411,11 @@ mod tests {
             ))
         };
         let (mut forgot, never) = (nb(), nb());
-        let extra = ["win a free phone today", "meet me at the cafe", "claim your cash reward"];
+        let extra = [
+            "win a free phone today",
+            "meet me at the cafe",
+            "claim your cash reward",
+        ];
         for (i, text) in extra.iter().enumerate() {
             send(&mut forgot, serde_json::json!({"id": format!("x-{i}"), "text": text}));
             send(
@@ -419,12 +428,21 @@ mod tests {
             send(&mut never, serde_json::json!({"id": format!("x-{i}"), "text": text}));
         }
         let before = forgot.counters().labels_forgotten;
-        let out = send(&mut forgot, serde_json::json!({"forget_reporter": "flip", "reporter": "admin"}));
+        let out = send(
+            &mut forgot,
+            serde_json::json!({"forget_reporter": "flip", "reporter": "admin"}),
+        );
         assert_eq!(out, Outcome::Forgotten { found: true });
         assert_eq!(forgot.counters().labels_forgotten, before + 3);
         same_counts(forgot.model(), never.model());
-        assert!(forgot.cache().get("x-0").is_some_and(|e| e.taught.is_none()), "kept, unlabeled");
-        assert!(forgot.cache().get("m-0").is_some_and(|e| e.taught.is_some()), "r1's labels stay");
+        assert!(
+            forgot.cache().get("x-0").is_some_and(|e| e.taught.is_none()),
+            "kept, unlabeled"
+        );
+        assert!(
+            forgot.cache().get("m-0").is_some_and(|e| e.taught.is_some()),
+            "r1's labels stay"
+        );
         let again = send(&mut forgot, serde_json::json!({"forget_reporter": "flip"}));
         assert_eq!(again, Outcome::Forgotten { found: false }, "nothing left to take back");
         for bad in [

@@ -100,7 +100,10 @@ pub(crate) fn client_address(peer: IpAddr, forwarded_for: Option<&[u8]>, trusted
     };
     let mut client = peer;
     for hop in list.rsplit(|&b| b == b',') {
-        let Some(ip) = std::str::from_utf8(hop).ok().and_then(|h| h.trim().parse::<IpAddr>().ok()) else {
+        let Some(ip) = std::str::from_utf8(hop)
+            .ok()
+            .and_then(|h| h.trim().parse::<IpAddr>().ok())
+        else {
             break;
         };
         client = ip;
@@ -187,10 +190,18 @@ mod tests {
         // nearest untrusted hop, never the client's claim.
         let spoofed = b"127.0.0.1, 198.51.100.7, 10.0.0.3";
         assert_eq!(client_address(proxy, Some(spoofed), &proxies), ip("198.51.100.7"));
-        assert_eq!(client_address(ip("192.0.2.1"), Some(b"127.0.0.1"), &proxies), ip("192.0.2.1"), "not a proxy");
+        assert_eq!(
+            client_address(ip("192.0.2.1"), Some(b"127.0.0.1"), &proxies),
+            ip("192.0.2.1"),
+            "not a proxy"
+        );
         assert_eq!(client_address(proxy, None, &proxies), proxy);
         assert_eq!(client_address(proxy, Some(b"junk, 10.0.0.3"), &proxies), ip("10.0.0.3"));
-        assert_eq!(client_address(proxy, Some(b"203.0.113.9"), &[]), proxy, "no proxy trusted");
+        assert_eq!(
+            client_address(proxy, Some(b"203.0.113.9"), &[]),
+            proxy,
+            "no proxy trusted"
+        );
     }
 
     #[test]

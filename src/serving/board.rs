@@ -47,7 +47,9 @@ pub(crate) fn email_in(raw: Raw<'_>) -> Option<Cow<'_, [u8]>> {
         (Some(Cow::Borrowed(e)), _) => Some(Cow::Borrowed(e.as_bytes())),
         (Some(Cow::Owned(e)), _) => Some(Cow::Owned(e.into_bytes())),
         (None, Some(b64)) => Some(Cow::Owned(
-            base64::engine::general_purpose::STANDARD.decode(b64.as_bytes()).unwrap_or_default(),
+            base64::engine::general_purpose::STANDARD
+                .decode(b64.as_bytes())
+                .unwrap_or_default(),
         )),
         (None, None) => None,
     }
@@ -66,6 +68,8 @@ pub(crate) struct Status {
     pub members: Vec<(String, f32)>,
     pub messages: u64,
     pub learned: u64,
+    /// Labels taken: learned with their message, joined late, or held.
+    pub labels: u64,
     pub predicted: u64,
     pub bad: u64,
     pub labels_forgotten: u64,
@@ -124,9 +128,8 @@ fn reporters_of(p: &Pipeline) -> Vec<ReporterRow> {
             ..ReporterRow::default()
         })
         .collect();
-    let at: std::collections::HashMap<String, usize> = (rows.iter().enumerate())
-        .map(|(i, r)| (r.name.clone(), i))
-        .collect();
+    let at: std::collections::HashMap<String, usize> =
+        (rows.iter().enumerate()).map(|(i, r)| (r.name.clone(), i)).collect();
     for (id, e) in p.cache().entries().into_iter().rev() {
         let by = (e.taught.as_ref().map(|t| t.reporter.as_str())).or(e.held.as_ref().map(|h| h.reporter.as_str()));
         if let Some(row) = by.and_then(|b| at.get(b)).map(|&i| &mut rows[i]) {
@@ -163,6 +166,7 @@ impl Status {
             members,
             messages,
             learned: c.learned,
+            labels: c.labels_in_full + c.labels_down_weighted + c.labels_held,
             predicted: c.predicted,
             bad: c.bad_total(),
             labels_forgotten: c.labels_forgotten,
@@ -182,16 +186,40 @@ impl Status {
     }
 }
 
-/// One point of the series: when, and the figures a chart draws.
-#[derive(Clone, Copy, Debug, Serialize)]
+/// One point of the series: when, and the figures a chart draws (counts
+/// are since the start: a chart draws their rates).
+#[derive(Clone, Debug, Serialize)]
 pub(crate) struct Point {
     pub at_ms: u64,
     pub messages: u64,
     pub learned: u64,
+    /// Labels taken (learned or held): the stream's and every lesson's.
+    pub labels: u64,
+    /// Bad input, dead-lettered.
+    pub bad: u64,
     pub progressive_accuracy: Option<f64>,
     pub window_accuracy: Option<f64>,
     pub published_accuracy: Option<f64>,
+    pub roc_auc: Option<f64>,
+    /// Predictions made, by predicted label (the stream's and requests').
+    pub verdicts: Vec<(String, u64)>,
 }
+
+/// A message the stream dead-lettered, as the console lists it.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Dead {
+    pub at_ms: u64,
+    pub reason: &'static str,
+    /// Its detail, cut to [`DEAD_DETAIL_BYTES`].
+    pub detail: String,
+}
+
+/// Dead letters the board keeps (the oldest dropped first).
+pub(crate) const DEAD_KEPT: usize = 100;
+/// The longest detail a dead letter keeps.
+const DEAD_DETAIL_BYTES: usize = 300;
+/// Classes whose predictions the board counts apart (the rest: "other").
+const VERDICTS_COUNTED: usize = 32;
 
 /// A prediction the history keeps.
 #[derive(Clone, Debug, Serialize)]
@@ -205,7 +233,8 @@ pub(crate) struct Seen {
     /// The predicted label's margin.
     pub margin: f32,
     pub uncertain: bool,
-    /// Who asked: "stream", "request".
+    /// Who asked: "stream", "request" (HTTP, spamd, rspamd), "scan" (the
+    /// console's: kept apart from the review queue).
     pub source: &'static str,
     pub explanation: Vec<Contribution>,
     /// The message's start, or with `--console-keep-text false` its
@@ -241,6 +270,10 @@ pub(crate) struct Board {
     status: Mutex<Arc<Status>>,
     series: Mutex<VecDeque<Point>>,
     history: Mutex<History>,
+    /// Predictions by predicted label, since the start.
+    verdicts: Mutex<Vec<(String, u64)>>,
+    /// The last dead letters, oldest first.
+    dead: Mutex<VecDeque<Dead>>,
     /// Most predictions the history keeps.
     cap: usize,
     /// Whether a history entry keeps the message's start (else its first
@@ -255,6 +288,8 @@ impl Board {
             status: Mutex::new(Arc::new(Status::default())),
             series: Mutex::new(VecDeque::new()),
             history: Mutex::new(History::default()),
+            verdicts: Mutex::new(Vec::new()),
+            dead: Mutex::new(VecDeque::new()),
             cap,
             keep_text,
         }
@@ -272,9 +307,13 @@ impl Board {
             at_ms: status.at_ms,
             messages: status.messages,
             learned: status.learned,
+            labels: status.labels,
+            bad: status.bad,
             progressive_accuracy: status.progressive_accuracy,
             window_accuracy: status.window_accuracy,
             published_accuracy: status.published_accuracy,
+            roc_auc: status.roc_auc,
+            verdicts: lock(&self.verdicts).clone(),
         };
         *lock(&self.status) = Arc::new(status);
         let mut series = lock(&self.series);
@@ -291,13 +330,49 @@ impl Board {
 
     /// The series, oldest first.
     pub(crate) fn series(&self) -> Vec<Point> {
-        lock(&self.series).iter().copied().collect()
+        lock(&self.series).iter().cloned().collect()
+    }
+
+    /// Keeps a message the stream dead-lettered, and why.
+    pub(crate) fn dead(&self, bad: &crate::message::Bad) {
+        let detail = &bad.detail[..bad.detail.floor_char_boundary(DEAD_DETAIL_BYTES)];
+        let mut dead = lock(&self.dead);
+        if dead.len() >= DEAD_KEPT {
+            dead.pop_front();
+        }
+        dead.push_back(Dead {
+            at_ms: crate::clock::now_ms(),
+            reason: bad.reason.as_str(),
+            detail: detail.to_string(),
+        });
+    }
+
+    /// The last dead letters, newest first.
+    pub(crate) fn dead_letters(&self) -> Vec<Dead> {
+        lock(&self.dead).iter().rev().cloned().collect()
+    }
+
+    /// Counts a prediction of `label`.
+    fn count_verdict(&self, label: &str) {
+        let mut v = lock(&self.verdicts);
+        let known = v.len() >= VERDICTS_COUNTED;
+        let name = if known && !v.iter().any(|(l, _)| l == label) {
+            "other"
+        } else {
+            label
+        };
+        match v.iter_mut().find(|(l, _)| l == name) {
+            Some((_, n)) => *n += 1,
+            None => v.push((name.to_string(), 1)),
+        }
     }
 
     /// Keeps `p`, made for `source` from `text` (when known) or from the
     /// raw e-mail `email`, in the history (the oldest entry goes past the
     /// bound).
     pub(crate) fn saw(&self, p: &Prediction, text: Option<&str>, email: Option<&[u8]>, source: &'static str) {
+        let label = p.labels.first().map_or("", String::as_str);
+        self.count_verdict(label);
         if self.cap == 0 {
             return;
         }
@@ -441,14 +516,26 @@ mod tests {
         );
         board.taught("m3", Some("ham".into()), "ann");
         let m3 = board.entry("m3").unwrap();
-        assert_eq!((m3.taught.as_deref(), m3.taught_by.as_deref()), (Some("ham"), Some("ann")));
+        assert_eq!(
+            (m3.taught.as_deref(), m3.taught_by.as_deref()),
+            (Some("ham"), Some("ann"))
+        );
         board.taught("m3", None, "ann");
-        assert_eq!(board.oldest(10, |e| e.taught.is_none() && e.margin > 2.5).1, 2, "forgotten, it waits again");
+        assert_eq!(
+            board.oldest(10, |e| e.taught.is_none() && e.margin > 2.5).1,
+            2,
+            "forgotten, it waits again"
+        );
 
         let mails = Board::new(2, true);
         let short = b"Subject: hi\r\n\r\nbody";
         mails.saw(&prediction("e1", "ham", 0.0), Some("hi body"), Some(short), "request");
-        mails.saw(&prediction("e2", "ham", 0.0), Some("big"), Some(&[b'x'; ENTRY_TEXT_BYTES + 1]), "request");
+        mails.saw(
+            &prediction("e2", "ham", 0.0),
+            Some("big"),
+            Some(&[b'x'; ENTRY_TEXT_BYTES + 1]),
+            "request",
+        );
         let (e1, e2) = (mails.entry("e1").unwrap(), mails.entry("e2").unwrap());
         assert_eq!((e1.mail, e1.email.as_deref()), (true, Some("Subject: hi\r\n\r\nbody")));
         assert_eq!((e2.mail, e2.email), (true, None), "past the cut: taught by id");

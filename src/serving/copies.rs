@@ -128,7 +128,7 @@ impl Copies {
     /// Prepares `asked` outside the copies' locks, predicts it with the
     /// active copy; with `record`, shows it on the board and hands what it
     /// answered to the learning pipeline.
-    fn answer(&self, asked: Raw<'_>, explain: Option<usize>, record: bool) -> Result<Prediction, Bad> {
+    fn answer(&self, asked: Raw<'_>, explain: Option<usize>, record: Option<&'static str>) -> Result<Prediction, Bad> {
         let default_id = || {
             let n = self.next.fetch_add(1, Ordering::Relaxed);
             format!("http-{}-{n}", self.started_ms)
@@ -142,7 +142,7 @@ impl Copies {
             let now = crate::clock::now_ms();
             match copy.as_mut() {
                 Some(predictor) => match predictor.answer(asked, (&preparer, &mut p), &default_id, now, explain) {
-                    Ok((prediction, answered)) => (Ok(prediction), Some(answered).filter(|_| record)),
+                    Ok((prediction, answered)) => (Ok(prediction), Some(answered).filter(|_| record.is_some())),
                     Err(bad) => (Err(bad), None),
                 },
                 // Both copies are made before the endpoint starts.
@@ -150,8 +150,8 @@ impl Copies {
             }
         };
         lock(&self.preparers).push((preparer, p));
-        if let (Some(board), Ok(prediction), Some(answered)) = (&self.board, &answer, &answered) {
-            board.saw(prediction, answered.text(), email_in(asked).as_deref(), "request");
+        if let (Some(board), Ok(prediction), Some(answered), Some(source)) = (&self.board, &answer, &answered, record) {
+            board.saw(prediction, answered.text(), email_in(asked).as_deref(), source);
         }
         if let (Some(to), Some(answered)) = (&self.forward, answered.filter(|a| a.kept)) {
             match to.try_send(answered) {
@@ -167,11 +167,15 @@ impl Copies {
 
 impl Classify for Copies {
     fn classify(&self, asked: Raw<'_>, explain: Option<usize>) -> Result<Prediction, Bad> {
-        self.answer(asked, explain, true)
+        self.answer(asked, explain, Some("request"))
+    }
+
+    fn scan(&self, asked: Raw<'_>, explain: usize) -> Result<Prediction, Bad> {
+        self.answer(asked, Some(explain), Some("scan"))
     }
 
     fn look(&self, asked: Raw<'_>, explain: usize) -> Result<Prediction, Bad> {
-        self.answer(asked, Some(explain), false)
+        self.answer(asked, Some(explain), None)
     }
 
     fn strongest(&self, n: usize) -> Vec<(String, Vec<(String, f32)>)> {

@@ -60,6 +60,12 @@ pub(crate) trait Classify: Send + Sync + 'static {
     /// for its late label, and shown in the history.
     fn classify(&self, asked: Raw<'_>, explain: Option<usize>) -> Result<Prediction, Bad>;
 
+    /// `asked` predicted as [`Classify::classify`] does for a person who
+    /// scans it (a console): kept, but never queued for review.
+    fn scan(&self, asked: Raw<'_>, explain: usize) -> Result<Prediction, Bad> {
+        self.classify(asked, Some(explain))
+    }
+
     /// `asked` predicted as [`Classify::classify`] does, and nothing kept
     /// of it (a screen explaining a message it shows).
     fn look(&self, asked: Raw<'_>, explain: usize) -> Result<Prediction, Bad> {

@@ -148,14 +148,16 @@ impl Service {
     /// predictor keeps none) the message's own "text", or a raw e-mail's
     /// start.
     pub(crate) fn saw<'a>(&self, outcome: &Outcome, pipeline: &Pipeline, raw: impl FnOnce() -> Raw<'a>) {
-        let (Some((board, _)), Outcome::Predicted(p)) = (&self.board, outcome) else {
+        let Some((board, _)) = &self.board else {
             return;
         };
+        let p = match outcome {
+            Outcome::Predicted(p) => p,
+            Outcome::Bad(bad) => return board.dead(bad),
+            _ => return,
+        };
         let raw = raw();
-        let text = pipeline
-            .cache()
-            .text_of(&p.id)
-            .or_else(|| text_of(raw).map(Cow::Owned));
+        let text = pipeline.cache().text_of(&p.id).or_else(|| text_of(raw).map(Cow::Owned));
         board.saw(p, text.as_deref(), email_in(raw).as_deref(), "stream");
     }
 

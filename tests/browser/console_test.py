@@ -109,6 +109,7 @@ def stream(path):
     with open(path, "w") as out:
         for m in sms(1500, 300) + [HOSTILE, RTL, LONG]:
             out.write(json.dumps(m) + "\n")
+        out.write('{"id": "broken", "text": \n')
 
 
 class Api:
@@ -380,6 +381,26 @@ def hostile_layout(page, api):
     check(order, "the notice after an RTL id reads 'as' left to right")
 
 
+def history_pages_and_export(page, api):
+    """History pages past 200 rows, and exports what its filters keep."""
+    page.goto(api.base + "#history")
+    page.fill("#f-q", "")
+    page.click("#history-filter button[type=submit]")
+    page.wait_for_selector("#history-older:not([hidden])")
+    ids = lambda: page.eval_on_selector_all("#history tr[data-id]", "rs => rs.map(r => r.dataset.id)")
+    first = ids()
+    page.click("#history-older")
+    page.wait_for_function("n => document.querySelectorAll('#history tr[data-id]').length > n", arg=len(first))
+    both = ids()
+    total = len(api.get("history", {"limit": 1000})["entries"])
+    check(len(first) == 200 and len(both) == total and len(set(both)) == len(both),
+          f"History pages: 200 rows, then the older {len(both) - 200}, none twice ({total} in all)")
+    with page.expect_download() as got:
+        page.click("#history-export")
+    lines = [json.loads(l) for l in open(got.value.path())]
+    check(len(lines) == total and {l["id"] for l in lines} == set(both), f"the export holds the {total} rows as JSON lines")
+
+
 def named_reviewers(browser, base):
     """ann and bob log in by name and teach one History row each; History
     shows each lesson under its reviewer; a logout forgets the secret."""
@@ -409,12 +430,41 @@ def named_reviewers(browser, base):
         ctx.close()
 
 
+def forget_reporter_ui(page, api):
+    """The operator forgets bob from the Reporters view (a second click
+    confirms): bob's label leaves the record."""
+    in_record = lambda: next((r["in_record"] for r in api.get("reporters")["reporters"] if r["name"] == "bob"), None)
+    api.wait("bob in the Reporters view", lambda: in_record() == 1)
+    page.goto(api.base + "#reporters")
+    button = "#reporters tr[data-reporter=bob] button.forget-reporter"
+    page.wait_for_selector(button)
+    page.click(button)
+    page.wait_for_function("b => document.querySelector(b).textContent.includes('click again')", arg=button)
+    page.click(button)
+    page.wait_for_function("() => document.querySelector('#notice').textContent.startsWith('Forgot every label of bob')")
+    api.wait("bob forgotten", lambda: in_record() == 0)
+    check(True, "the operator forgot bob from the Reporters view: nothing of bob's is left in the record")
+
+
 def status_chart(page, api):
     page.goto(api.base + "#status")
     page.wait_for_selector("#chart svg polyline", state="attached")
     first = int(page.get_attribute("#chart", "data-points"))
     page.wait_for_function("n => Number(document.querySelector('#chart').dataset.points) > n", arg=first, timeout=15000)
     check(True, f"the Status chart draws ({first} points) and updates")
+    for chart in ["chart", "chart-verdicts", "chart-labels"]:
+        page.wait_for_selector(f"#{chart} svg polyline", state="attached")
+        ys = page.eval_on_selector_all(f"#{chart} text.axis.y", "ts => ts.map(t => t.textContent)")
+        xs = page.eval_on_selector_all(f"#{chart} text.axis.x", "ts => ts.map(t => t.textContent)")
+        check(len(ys) >= 3 and len(xs) >= 2, f"#{chart} has axes: values {ys}, times {xs}")
+    ys = page.eval_on_selector_all("#chart text.axis.y", "ts => ts.map(t => parseFloat(t.textContent))")
+    check(min(ys) > 50, f"the accuracy axis is scaled to the data, not 0-100 % ({ys})")
+    page.hover("#chart svg", position={"x": 600, "y": 100})
+    readout = page.text_content("#chart text.readout")
+    check(":" in readout and "%" in readout, f"the pointer reads a time and values ({readout!r})")
+    page.wait_for_selector("#dead tr:nth-child(2)")
+    reason = page.text_content("#dead tr:nth-child(2) td:nth-child(2)")
+    check(reason == "bad_json", f"the dead letters list the broken line with its reason ({reason})")
     rendered = float(page.get_attribute("body", "data-rendered"))
     print(f"time to first render: {rendered:.0f} ms")
 
@@ -441,7 +491,7 @@ def read_only(browser, base):
 def screenshots(page, base, out):
     os.makedirs(out, exist_ok=True)
     page.set_viewport_size({"width": 1280, "height": 860})
-    for name in ["status", "history", "review", "scan", "model"]:
+    for name in ["status", "history", "review", "reporters", "scan", "model"]:
         page.goto(base + "#" + name)
         if name == "history":
             page.fill("#f-q", "")
@@ -451,7 +501,7 @@ def screenshots(page, base, out):
             page.fill("#scan-text", "Congratulations! You won a free cruise. Call now to claim your prize")
             page.click("#scan-form button[type=submit]")
             page.wait_for_selector("#scan-result[data-id]")
-        page.screenshot(path=os.path.join(out, f"{name}.png"), full_page=False)
+        page.screenshot(path=os.path.join(out, f"{name}.png"), full_page=name == "status")
     print(f"screenshots in {out}")
 
 
@@ -488,7 +538,9 @@ def main():
             scan_and_teach(page, api)
             history_and_hostile(page, api, dialogs)
             hostile_layout(page, api)
+            history_pages_and_export(page, api)
             named_reviewers(browser, base)
+            forget_reporter_ui(page, api)
             page.goto(base + "#model")
             page.wait_for_selector("#model table tr:nth-child(2)")
             check(True, "the Model page names each class's strongest features")
@@ -522,7 +574,7 @@ def main():
     check(taught == want, f"inspect counts {taught} labels learned ({want})")
     names = {r["reporter"] for r in feedback["least_trusted"]}
     check({"ann", "bob", "console"} <= names, f"inspect names the reviewers as reporters ({sorted(names)})")
-    check(feedback["labels_forgotten"] == 3, "and 3 forgotten (the undo, the scan's, the row's)")
+    check(feedback["labels_forgotten"] == 4, "and 4 forgotten (the undo, the scan's, the row's, bob's)")
     print(f"before the review: {before['learned']} learned")
 
 

@@ -191,48 +191,131 @@ async function showStatus() {
   );
   clear($("drift")).append(row(["stream", "statistic", "detections"], true), ...(s.drift || []).map(([w, st, d]) => row([w, num(st, 3), d])));
   chart(pts);
+  await showDead();
   if (!document.body.dataset.rendered) document.body.dataset.rendered = String(performance.now());
 }
 
+// The status's charts: accuracy and ROC AUC, messages per second by
+// verdict, labels and dead letters per second; each with axes, times and
+// the value under the pointer.
+const COLORS = ["#2b5797", "#e39b00", "#1b7f3b", "#8e44ad", "#b3261e", "#16a085", "#7f8c8d", "#d35400"];
+
 function chart(points) {
-  const box = clear($("chart"));
-  const ns = "http://www.w3.org/2000/svg";
-  const svg = document.createElementNS(ns, "svg");
-  const W = 1000, H = 220, P = 30;
-  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-  svg.setAttribute("preserveAspectRatio", "none");
-  svg.setAttribute("role", "img");
-  const line = (x1, y1, x2, y2, cls) => {
-    const l = document.createElementNS(ns, "line");
-    for (const [k, v] of Object.entries({ x1, y1, x2, y2, stroke: "#d8dce4" })) l.setAttribute(k, v);
-    if (cls) l.setAttribute("class", cls);
-    svg.appendChild(l);
-  };
-  for (const f of [0, 0.5, 1]) line(P, H - P - f * (H - 2 * P), W - 5, H - P - f * (H - 2 * P));
-  const t0 = points.length ? points[0].at_ms : 0;
-  const t1 = points.length ? points[points.length - 1].at_ms : 1;
-  const x = (t) => P + ((t - t0) / Math.max(1, t1 - t0)) * (W - P - 5);
-  const y = (v) => H - P - v * (H - 2 * P);
-  const series = [
-    ["progressive_accuracy", "#2b5797"],
-    ["window_accuracy", "#e39b00"],
-    ["published_accuracy", "#1b7f3b"],
+  const pct = (v) => (100 * v).toFixed(2) + " %";
+  const acc = [
+    ["progressive", (p) => p.progressive_accuracy],
+    ["window", (p) => p.window_accuracy],
+    ["published", (p) => p.published_accuracy],
+    ["ROC AUC", (p) => p.roc_auc],
+  ].map(([name, get]) => ({ name, pts: points.filter((p) => typeof get(p) === "number").map((p) => [p.at_ms, get(p)]) }));
+  drawChart("chart", acc, { format: pct });
+  const labels = [...new Set(points.flatMap((p) => (p.verdicts || []).map(([l]) => l)))];
+  const verdicts = labels.map((l) => ({ name: l, pts: rates(points, (p) => ((p.verdicts || []).find(([x]) => x === l) || [l, 0])[1]) }));
+  drawChart("chart-verdicts", verdicts, { format: perSecond, zero: true });
+  const lessons = [
+    { name: "labels", pts: rates(points, (p) => p.labels || 0) },
+    { name: "dead letters", pts: rates(points, (p) => p.bad || 0) },
   ];
-  for (const [key, color] of series) {
-    const pts = points.filter((p) => typeof p[key] === "number").map((p) => `${x(p.at_ms).toFixed(1)},${y(p[key]).toFixed(1)}`);
-    if (!pts.length) continue;
-    if (pts.length === 1) pts.push(pts[0].replace(/^[^,]+/, String(W - 5)));
-    const pl = document.createElementNS(ns, "polyline");
-    pl.setAttribute("points", pts.join(" "));
-    pl.setAttribute("fill", "none");
-    pl.setAttribute("stroke", color);
-    pl.setAttribute("stroke-width", "2");
-    pl.setAttribute("vector-effect", "non-scaling-stroke");
-    pl.setAttribute("data-series", key);
-    svg.appendChild(pl);
+  drawChart("chart-labels", lessons, { format: perSecond, zero: true });
+  $("chart").dataset.points = String(points.length);
+}
+
+function perSecond(v) {
+  if (v === 0) return "0 /s";
+  return (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)) + " /s";
+}
+
+// Per-second rates of a count that grows, between consecutive points.
+function rates(points, count) {
+  const out = [];
+  for (let i = 1; i < points.length; i++) {
+    const dt = (points[i].at_ms - points[i - 1].at_ms) / 1000;
+    if (dt > 0) out.push([points[i].at_ms, Math.max(0, count(points[i]) - count(points[i - 1])) / dt]);
   }
-  box.dataset.points = String(points.length);
+  return out;
+}
+
+// Ticks at a round step covering [lo, hi].
+function ticks(lo, hi, n) {
+  const raw = (hi - lo) / n;
+  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) || raw;
+  const out = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(v);
+  return out;
+}
+
+function svgEl(tag, attrs, text) {
+  const e = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function drawChart(id, series, opts) {
+  const box = clear($(id));
+  const legend = clear($("legend-" + id));
+  const W = 1000, H = 240, L = 80, R = 12, T = 12, B = 28;
+  const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, role: "img" });
+  const all = series.flatMap((s) => s.pts);
+  if (!all.length) {
+    svg.appendChild(svgEl("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "axis" }, "no data yet"));
+    box.appendChild(svg);
+    return;
+  }
+  const t0 = Math.min(...all.map((p) => p[0])), t1 = Math.max(...all.map((p) => p[0]), t0 + 1000);
+  let lo = opts.zero ? 0 : Math.min(...all.map((p) => p[1])), hi = Math.max(...all.map((p) => p[1]));
+  // A flat line still gets a scale; accuracies near 1 are read at their
+  // own scale (98.9 % and 99.5 % apart), not on 0-1.
+  const pad = Math.max((hi - lo) * 0.08, Math.abs(hi) * 0.002, 1e-6);
+  if (!opts.zero) lo -= pad;
+  hi += pad;
+  const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R);
+  const y = (v) => H - B - ((v - lo) / (hi - lo)) * (H - T - B);
+  for (const v of ticks(lo, hi, 4)) {
+    svg.appendChild(svgEl("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" }));
+    svg.appendChild(svgEl("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", class: "axis y" }, opts.format(v)));
+  }
+  for (const t of ticks(t0, t1, 5)) {
+    svg.appendChild(svgEl("text", { x: x(t), y: H - 8, "text-anchor": "middle", class: "axis x" }, new Date(t).toLocaleTimeString()));
+  }
+  svg.appendChild(svgEl("line", { x1: L, x2: L, y1: T, y2: H - B, class: "axis-line" }));
+  svg.appendChild(svgEl("line", { x1: L, x2: W - R, y1: H - B, y2: H - B, class: "axis-line" }));
+  series.forEach((s, i) => {
+    if (!s.pts.length) return;
+    const color = COLORS[i % COLORS.length];
+    const pts = s.pts.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`);
+    if (pts.length === 1) pts.push(`${(W - R).toFixed(1)},${y(s.pts[0][1]).toFixed(1)}`);
+    svg.appendChild(svgEl("polyline", { points: pts.join(" "), fill: "none", stroke: color, "stroke-width": 2, "data-series": s.name }));
+    const last = s.pts[s.pts.length - 1][1];
+    legend.appendChild(el("span", { class: "key" }, el("i", { class: "swatch c" + (i % COLORS.length) }), field(s.name), " " + opts.format(last)));
+  });
+  const readout = svgEl("text", { x: W - R, y: T + 10, "text-anchor": "end", class: "readout" }, "");
+  const cursor = svgEl("line", { x1: 0, x2: 0, y1: T, y2: H - B, class: "cursor", visibility: "hidden" });
+  svg.append(cursor, readout);
+  svg.addEventListener("mousemove", (ev) => {
+    const r = svg.getBoundingClientRect();
+    const t = t0 + ((ev.clientX - r.left) / r.width * W - L) / (W - L - R) * (t1 - t0);
+    const near = (pts) => pts.reduce((a, b) => (Math.abs(b[0] - t) < Math.abs(a[0] - t) ? b : a));
+    const shown = series.filter((s) => s.pts.length).map((s) => [s.name, near(s.pts)]);
+    if (!shown.length) return;
+    const at = shown[0][1][0];
+    cursor.setAttribute("x1", x(at));
+    cursor.setAttribute("x2", x(at));
+    cursor.setAttribute("visibility", "visible");
+    readout.textContent = new Date(at).toLocaleTimeString() + "  " + shown.map(([n, p]) => `${n} ${opts.format(p[1])}`).join("  ");
+  });
+  box.dataset.points = String(all.length);
   box.appendChild(svg);
+}
+
+async function showDead() {
+  const { dead, total, kept } = await api("dead");
+  $("dead-count").textContent = total ? `(the last ${Math.min(total, kept)} of ${total})` : "(none)";
+  clear($("dead")).append(
+    row(["when", "reason", "detail"], true),
+    ...dead.map((d) => el("tr", {}, el("td", {}, new Date(d.at_ms).toLocaleTimeString()), el("td", {}, d.reason), el("td", { class: "text" }, field(d.detail)))),
+  );
 }
 
 // ---- history --------------------------------------------------------------
@@ -252,20 +335,31 @@ function teachButtons(entry, onDone) {
   return box;
 }
 
-async function showHistory() {
+// The history's filters as the form says them.
+function historyQuery() {
   const num = (v) => (v.trim() === "" ? null : Number(v));
-  const q = {
+  return {
     label: $("f-label").value || null,
     user: $("f-user").value || null,
     min: num($("f-min").value),
     max: num($("f-max").value),
     q: $("f-q").value || null,
     uncertain: $("f-uncertain").checked ? true : null,
-    limit: 200,
   };
-  const { entries } = await api("history", q);
-  const table = clear($("history"));
-  table.appendChild(row(["when", "id", "user", "label", "margin", "message", "why", ""], true));
+}
+
+// The first page of the history (or, `older`, the next page after the
+// rows shown), 200 rows a page.
+async function showHistory(older) {
+  const table = $("history");
+  const before = older === true ? Number(table.dataset.oldest) : null;
+  const q = Object.assign(historyQuery(), { limit: 200, before });
+  const { entries, more } = await api("history", q);
+  if (before === null) {
+    clear(table).appendChild(row(["when", "id", "user", "label", "margin", "message", "why", ""], true));
+  }
+  if (entries.length) table.dataset.oldest = String(entries[entries.length - 1].seq);
+  $("history-older").hidden = !more;
   for (const e of entries) {
     const why = el("span", {}, (e.explanation || []).slice(0, 3).map((c) => c.feature).join(", "));
     if (!e.explanation || !e.explanation.length) {
@@ -281,10 +375,24 @@ async function showHistory() {
       el("td", { class: "num" }, num2(e.margin)),
       el("td", { class: "text" }, el("bdi", { dir: "auto" }, e.text)),
       el("td", {}, why),
-      el("td", {}, taught, teachButtons(e, showHistory)),
+      el("td", {}, taught, teachButtons(e, () => showHistory())),
     );
     table.appendChild(tr);
   }
+}
+
+// Every row the filters keep, saved as a JSON-lines file.
+async function exportHistory() {
+  const headers = { "Content-Type": "application/json" };
+  if (state.secret) headers.Authorization = "Bearer " + state.secret;
+  const r = await fetch("api/export", { method: "POST", headers, body: JSON.stringify(historyQuery()), cache: "no-store" });
+  if (!r.ok) return notice("Not exported: " + r.statusText);
+  const url = URL.createObjectURL(await r.blob());
+  const a = el("a", { href: url, download: "classifyd-history.jsonl" });
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
 }
 
 async function explainRow(entry, into) {
@@ -482,7 +590,7 @@ async function showReporters() {
   const table = clear($("reporters"));
   table.appendChild(row(["reporter", "trust", "labels", "held", "overridden", "in the record", "latest lessons", ""], true));
   for (const r of reporters) {
-    const forgetting = state.access.operator && r.in_record ? forgetReporterButton(r) : null;
+    const forgetting = state.access.operator && r.in_record && r.name !== "" ? forgetReporterButton(r) : null;
     table.appendChild(el("tr", { data: { reporter: r.name } },
       el("td", {}, field(r.name === "" ? "(nobody named)" : r.name, "reviewer")),
       el("td", { class: "num" }, r.trusted ? "trusted" : num(r.trust, 3)),
@@ -602,6 +710,8 @@ function start() {
     ev.preventDefault();
     showHistory().catch((e) => notice("Error: " + e.message));
   });
+  $("history-older").addEventListener("click", () => showHistory(true).catch((e) => notice("Error: " + e.message)));
+  $("history-export").addEventListener("click", () => exportHistory().catch((e) => notice("Not exported: " + e.message)));
   $("scan-form").addEventListener("submit", scan);
   $("scan-file").addEventListener("change", (ev) => ev.target.files[0] && readFile(ev.target.files[0]));
   const drop = $("scan-text");
