@@ -422,3 +422,47 @@ fn a_lesson_taught_on_a_predictors_console_is_learned_by_the_learner() {
     terminate(predictor);
     terminate(learner);
 }
+
+/// The pool view (`--pool-topic`): the learner's console lists the learner
+/// and both predictors with the model version each serves, the predictors
+/// catching up with the learner's.
+#[test]
+fn the_learners_console_shows_each_predictors_served_version() {
+    use common::http::client;
+    let d = Deployment::new();
+    let pool = unique("pool");
+    let console = format!("127.0.0.1:{}", free_port());
+    let with_pool = ["--pool-topic", pool.as_str()];
+    let learner = d.learner(&[&with_pool[..], &["--console-addr", &console]].concat());
+    let predictors = [d.predictor(&with_pool), d.predictor(&with_pool)];
+    produce(&d.topics.input, None, &lines_as_messages(&sms_lines()[..200]));
+    let agent = client();
+    let members = || -> Vec<(String, u64)> {
+        let Ok(mut r) = agent.get(format!("http://{console}/api/pool")).call() else {
+            return Vec::new();
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(&r.body_mut().read_to_string().unwrap_or_default()).unwrap_or_default();
+        (v["pool"].as_array().into_iter().flatten())
+            .map(|m| {
+                (
+                    m["role"].as_str().unwrap_or("").to_string(),
+                    m["model_version"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect()
+    };
+    wait_for("the pool at version 200", Duration::from_secs(120), || {
+        let mut m = members();
+        m.sort();
+        m == [
+            ("learner".into(), 200),
+            ("predictor".into(), 200),
+            ("predictor".into(), 200),
+        ]
+    });
+    for p in predictors {
+        terminate(p);
+    }
+    terminate(learner);
+}

@@ -113,6 +113,7 @@ fn kafka(a: RunArgs, file: &ConfigFile, common: Common) -> Result<RunSettings, C
         group_id: a.group_id,
         checkpoint_dir: a.checkpoint_dir,
         model_topic: a.model_topic,
+        pool_topic: a.pool_topic,
         reporter_header: a.reporter_header,
         user_header: a.user_header,
         email_input: (a.input_format == InputFormat::Email).then_some(a.label_header),

@@ -62,6 +62,7 @@ const KAFKA_ONLY: &[&str] = &[
     "create_topics",
     "topic_partitions",
     "model_topic",
+    "pool_topic",
     "input_format",
     "reporter_header",
     "user_header",
@@ -103,6 +104,11 @@ pub struct RunArgs {
     /// The compacted topic that carries the learner's model to predictors.
     #[arg(long, env = "CLASSIFYD_MODEL_TOPIC", default_value = "classifyd-model")]
     pub model_topic: String,
+    /// A compacted topic where every instance (learner, predictors)
+    /// reports its role and served model version, for a console's pool
+    /// view; off unless set (give every instance the same one).
+    #[arg(long, env = "CLASSIFYD_POOL_TOPIC", hide = true)]
+    pub pool_topic: Option<String>,
     /// What an input record's value is: json (the message contract) or
     /// email (the raw RFC 5322 message; its key is its id, a --label-header
     /// header its label).

@@ -11,6 +11,7 @@
 //! | `POST api/history` `{label, user, min, max, q, uncertain, limit, before}` | read | predictions, newest first, and whether older ones match |
 //! | `POST api/export` (the history's filters) | read | every matching entry, as a JSON-lines file |
 //! | `GET api/dead` | read | the last dead letters (reason, detail) and how many in all |
+//! | `GET api/pool` | read | every instance of the pool as it last reported (null: no `--pool-topic`) |
 //! | `POST api/review` `{limit}` | read | the uncertain predictions no one taught, oldest first, how many, the classes |
 //! | `POST api/scan` `{text` or `email, user}` | read | the prediction, explained (kept in the history) |
 //! | `POST api/look` `{id}` | read | a history entry predicted again, explained (nothing kept) |
@@ -84,7 +85,7 @@ impl Access {
 const ANONYMOUS: &str = "console";
 
 /// The API's calls, as the metrics name them.
-const CALLS: [&str; 13] = [
+const CALLS: [&str; 14] = [
     "access",
     "status",
     "series",
@@ -98,6 +99,7 @@ const CALLS: [&str; 13] = [
     "forget_reporter",
     "dead",
     "export",
+    "pool",
 ];
 
 /// What a request to `path` calls: an API call, "asset", or "other".
@@ -189,6 +191,7 @@ async fn get(call: &str, access: &Access, ctx: &Ctx) -> Answer {
             "kept": crate::serving::board::DEAD_KEPT,
         })),
         "reporters" => json_ok(json!({ "reporters": ctx.board.status().reporters })),
+        "pool" => json_ok(json!({ "pool": ctx.board.pool(), "at_ms": crate::clock::now_ms() })),
         _ => error(StatusCode::NOT_FOUND, "no such call"),
     }
 }

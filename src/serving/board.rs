@@ -205,6 +205,20 @@ pub(crate) struct Point {
     pub verdicts: Vec<(String, u64)>,
 }
 
+/// An instance of the pool as its last report says (`--pool-topic`).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize, Serialize)]
+pub(crate) struct PoolMember {
+    /// Its name (`host-pid`, unique while it runs).
+    pub instance: String,
+    pub role: String,
+    /// The model version it serves (a learner: the one it learned to).
+    pub model_version: u64,
+    /// When it reported (ms since the epoch).
+    pub at_ms: u64,
+    /// When it started.
+    pub started_ms: u64,
+}
+
 /// A message the stream dead-lettered, as the console lists it.
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct Dead {
@@ -274,6 +288,8 @@ pub(crate) struct Board {
     verdicts: Mutex<Vec<(String, u64)>>,
     /// The last dead letters, oldest first.
     dead: Mutex<VecDeque<Dead>>,
+    /// The pool's instances as they last reported (none: no pool topic).
+    pool: Mutex<Option<Vec<PoolMember>>>,
     /// Most predictions the history keeps.
     cap: usize,
     /// Whether a history entry keeps the message's start (else its first
@@ -290,6 +306,7 @@ impl Board {
             history: Mutex::new(History::default()),
             verdicts: Mutex::new(Vec::new()),
             dead: Mutex::new(VecDeque::new()),
+            pool: Mutex::new(None),
             cap,
             keep_text,
         }
@@ -345,6 +362,16 @@ impl Board {
             reason: bad.reason.as_str(),
             detail: detail.to_string(),
         });
+    }
+
+    /// The pool as its instances last reported, newest first.
+    pub(crate) fn set_pool(&self, members: Vec<PoolMember>) {
+        *lock(&self.pool) = Some(members);
+    }
+
+    /// The pool, if this process reads one.
+    pub(crate) fn pool(&self) -> Option<Vec<PoolMember>> {
+        lock(&self.pool).clone()
     }
 
     /// The last dead letters, newest first.

@@ -210,6 +210,11 @@ impl<K: Sink> Core<K> {
         &self.pipeline
     }
 
+    /// The board a console shows, if one is served.
+    pub(crate) fn board(&self) -> Option<std::sync::Arc<crate::serving::board::Board>> {
+        self.service.board().cloned()
+    }
+
     /// The pipeline, for what a transport puts in it besides records (a
     /// predictor's model versions, a refusal the transport made).
     pub(crate) fn pipeline_mut(&mut self) -> &mut Pipeline {

@@ -161,6 +161,11 @@ impl Service {
         board.saw(p, text.as_deref(), email_in(raw).as_deref(), "stream");
     }
 
+    /// The board a console shows, if one is served.
+    pub(crate) fn board(&self) -> Option<&Arc<Board>> {
+        self.board.as_ref().map(|(b, _)| b)
+    }
+
     /// Posts `pipeline`'s status to the board, when one is shown and the
     /// last post is [`POST_EVERY`] old.
     pub(crate) fn post(&mut self, pipeline: &Pipeline, messages: u64) {

@@ -191,7 +191,7 @@ async function showStatus() {
   );
   clear($("drift")).append(row(["stream", "statistic", "detections"], true), ...(s.drift || []).map(([w, st, d]) => row([w, num(st, 3), d])));
   chart(pts);
-  await showDead();
+  await Promise.all([showDead(), showPool()]);
   if (!document.body.dataset.rendered) document.body.dataset.rendered = String(performance.now());
 }
 
@@ -307,6 +307,27 @@ function drawChart(id, series, opts) {
   });
   box.dataset.points = String(all.length);
   box.appendChild(svg);
+}
+
+// The pool's instances as they last reported (--pool-topic): each one's
+// role and served version, how far behind the learner, when it reported.
+async function showPool() {
+  const { pool, at_ms } = await api("pool");
+  $("pool-box").hidden = !pool;
+  if (!pool) return;
+  const newest = Math.max(0, ...pool.filter((m) => m.role !== "predictor").map((m) => m.model_version));
+  const skew = Date.now() - at_ms;
+  clear($("pool")).append(
+    row(["instance", "role", "model version", "behind", "reported", "started"], true),
+    ...pool.map((m) => el("tr", { data: { role: m.role } },
+      el("td", {}, field(m.instance)),
+      el("td", {}, m.role),
+      el("td", { class: "num" }, m.model_version),
+      el("td", { class: "num" }, m.role === "predictor" && newest ? Math.max(0, newest - m.model_version) : "-"),
+      el("td", {}, ago(m.at_ms + skew)),
+      el("td", {}, ago(m.started_ms + skew)),
+    )),
+  );
 }
 
 async function showDead() {

@@ -91,6 +91,8 @@ pub(super) struct Daemon<'a> {
     errors: ErrorSpell,
     next_tick: Instant,
     next_feed: Instant,
+    /// Its reports to the pool topic, and the pool a console shows.
+    pool: Option<super::pool::Pool>,
     /// Whether an endpoint takes lessons: the loop then learns (or
     /// forwards) them after every poll, and polls at most
     /// [`LESSONS_EVERY`] at a time.
@@ -176,6 +178,7 @@ impl<'a> Daemon<'a> {
             lock(&core).forward_lessons(Box::new(to));
         }
         let fronts = lock(&core).serve(asked)?;
+        let pool = super::pool::Pool::open(s, lock(&core).board());
         Ok(Some(Daemon {
             s,
             shutdown,
@@ -191,6 +194,7 @@ impl<'a> Daemon<'a> {
             next_tick: Instant::now() + TICK,
             next_feed: Instant::now(),
             teaches: asked.teaches(),
+            pool,
         }))
     }
 
@@ -280,6 +284,9 @@ impl<'a> Daemon<'a> {
             tracing::info!(errors, seconds, "consumer errors stopped");
         }
         let exported = lock(&self.core).tick(self.telemetry.is_some(), &mut GroupCommit(&self.consumer))?;
+        if let Some(pool) = &mut self.pool {
+            pool.tick(lock(&self.core).pipeline().model().version());
+        }
         if let Some(t) = self.telemetry
             && exported
         {
@@ -296,6 +303,9 @@ impl<'a> Daemon<'a> {
     /// checkpoint (flush, save, commit) is retried until the deadline.
     pub(super) fn shutdown(mut self) -> Result<(), DaemonError> {
         drop(std::mem::take(&mut self.fronts));
+        if let Some(pool) = &self.pool {
+            pool.finish();
+        }
         let mut core = lock(&self.core);
         // The learner's last version goes out with the last checkpoint's flush.
         core.finish(self.s.flush_timeout, &mut GroupCommit(&self.consumer))?;

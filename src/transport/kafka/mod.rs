@@ -30,6 +30,7 @@ mod daemon;
 mod errors;
 mod forward;
 mod model_topic;
+mod pool;
 mod sink;
 pub(crate) mod tail;
 mod topics;
@@ -58,6 +59,9 @@ pub struct KafkaSettings {
     pub review_topic: Option<String>,
     /// The compacted topic that carries the learner's model to predictors.
     pub model_topic: String,
+    /// The compacted topic where each instance reports what it serves
+    /// (`--pool-topic`; none: no reports).
+    pub pool_topic: Option<String>,
     /// The record header that names a label's reporter (`--reporter-header`).
     pub reporter_header: String,
     /// The record header that names who a message is for (`--user-header`).

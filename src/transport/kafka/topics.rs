@@ -35,6 +35,9 @@ fn wanted(s: &KafkaSettings) -> Vec<Wanted<'_>> {
     if role != Role::Standalone {
         out.push((s.model_topic.as_str(), 1, true));
     }
+    if let Some(pool) = &s.pool_topic {
+        out.push((pool.as_str(), 1, true));
+    }
     // Topics named twice (the feedback on the input topic, say) are asked for once.
     let mut seen = std::collections::HashSet::new();
     out.retain(|t| seen.insert(t.0));
