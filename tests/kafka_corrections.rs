@@ -74,7 +74,11 @@ fn duplicates_relabels_forgets_and_users_on_kafka() {
     assert_eq!(user_of("q-1").as_deref(), Some("from-json"));
     // Forgotten: the record keeps the message, unlabeled (a label for it
     // later is learned anew: docs/feedback.md).
-    let q10 = pipeline.cache.iter().find(|e| e.id == "q-10").expect("q-10 kept in the record");
+    let q10 = pipeline
+        .cache
+        .iter()
+        .find(|e| e.id == "q-10")
+        .expect("q-10 kept in the record");
     assert!(!q10.has_gold && !q10.has_held, "forgotten: unlabeled");
     let c = pipeline.counters.clone().unwrap_or_default();
     assert_eq!(c.labels_repeated, 60, "each label's second delivery");

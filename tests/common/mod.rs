@@ -305,9 +305,25 @@ pub fn consume_all(topic: &str, want: usize, deadline: Duration) -> Vec<Consumed
     out
 }
 
-/// Starts `classifyd run` against the broker.
+/// `c`, whose child is killed when the thread that started it ends: a
+/// test that fails (its thread unwinds) leaves no daemon behind, holding
+/// the broker's partitions and CI's output.
+pub fn dies_with_test(c: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec the child only sets its own death
+    // signal; prctl(2) is async-signal-safe.
+    unsafe {
+        c.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        })
+    }
+}
+
+/// Starts `classifyd run` against the broker (killed if the test's thread
+/// ends first: [`dies_with_test`]).
 pub fn spawn_daemon(topics: &Topics, group: &str, dir: &Path, extra: &[&str]) -> Child {
-    Command::new(BIN)
+    dies_with_test(&mut Command::new(BIN))
         .arg("run")
         .args(["--brokers", &bootstrap(), "--group-id", group, "--checkpoint-dir"])
         .arg(dir)
