@@ -63,6 +63,40 @@ fn with<B>(mut r: ureq::RequestBuilder<B>, secret: Option<&str>, forwarded: Opti
     r
 }
 
+/// A daemon that learned 200 e-mails, its console on loopback with the
+/// named reviewers of `users` (a users file's text) and the operator's
+/// learning secret.
+struct Reviewed {
+    addr: String,
+    flags: Vec<String>,
+    learned: Learned,
+    /// Holds the users file.
+    _users: tempfile::TempDir,
+}
+
+fn with_reviewers(users: &str, learn: &str) -> Reviewed {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("users");
+    std::fs::write(&path, users).unwrap();
+    let addr = local_addr();
+    let path = path.to_str().unwrap();
+    let flags = [
+        "--console-addr",
+        &addr,
+        "--console-users",
+        path,
+        "--learn-password",
+        learn,
+    ];
+    let learned = learned(Some(200), &flags);
+    Reviewed {
+        flags: flags.map(str::to_string).to_vec(),
+        addr,
+        learned,
+        _users: dir,
+    }
+}
+
 fn inspect(dir: &std::path::Path) -> Value {
     let out = std::process::Command::new(BIN)
         .args(["inspect", "--json", "--checkpoint-dir"])
@@ -77,24 +111,8 @@ fn inspect(dir: &std::path::Path) -> Value {
 /// reviewer is refused; a body that names a reporter is refused.
 #[test]
 fn named_reviewers_teach_under_their_names() {
-    let tmp = tempfile::tempdir().unwrap();
-    let users = tmp.path().join("users");
-    std::fs::write(
-        &users,
-        "# reviewers\nann teach ann-secret-1\nbob teach bob-secret-2\ncat read cat-secret-3\n",
-    )
-    .unwrap();
-    let addr = local_addr();
-    let users = users.to_str().unwrap().to_string();
-    let flags = [
-        "--console-addr",
-        &addr,
-        "--console-users",
-        &users,
-        "--learn-password",
-        "learn-0",
-    ];
-    let learned = learned(Some(200), &flags);
+    let users = "# reviewers\nann teach ann-secret-1\nbob teach bob-secret-2\ncat read cat-secret-3\n";
+    let Reviewed { addr, learned, .. } = with_reviewers(users, "learn-0");
     let console = Console::new(&addr);
     let (_, who) = console.call("access", None, Some("ann-secret-1"), None);
     assert_eq!(
@@ -284,20 +302,13 @@ fn behind_a_trusted_proxy_each_client_waits_for_its_own_failures() {
 /// the restarted daemon's model is one that never had those labels.
 #[test]
 fn the_operator_forgets_a_reporter_and_a_crash_keeps_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let users = tmp.path().join("users");
-    std::fs::write(&users, "ann teach ann-secret-1\n").unwrap();
-    let addr = local_addr();
-    let users = users.to_str().unwrap().to_string();
-    let flags = [
-        "--console-addr",
-        &addr,
-        "--console-users",
-        &users,
-        "--learn-password",
-        "op-0",
-    ];
-    let learned = learned(Some(200), &flags);
+    let Reviewed {
+        addr,
+        flags,
+        learned,
+        _users,
+    } = with_reviewers("ann teach ann-secret-1\n", "op-0");
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let dir = learned.tmp.path().join("ckpt");
     let console = Console::new(&addr);
     let texts = [

@@ -246,6 +246,18 @@ mod tests {
         p
     }
 
+    /// A naive Bayes pipeline over 2^12 buckets.
+    fn naive_bayes() -> Pipeline {
+        let features = FeatureConfig {
+            bits: 12,
+            ..FeatureConfig::default()
+        };
+        Pipeline::new(
+            Model::new(Hyper::defaults(Learner::NaiveBayes), features),
+            PipelineConfig::default(),
+        )
+    }
+
     /// Naive Bayes counts equal but for the rounding of a sum less a
     /// term (`(c + v) - v` is `c` within an ulp).
     fn same_counts(a: &Model, b: &Model) {
@@ -331,19 +343,9 @@ mod tests {
     /// those of the message never labeled. Both survive a checkpoint.
     #[test]
     fn naive_bayes_counts_are_taken_back_exactly() {
-        let nb = || {
-            let features = FeatureConfig {
-                bits: 12,
-                ..FeatureConfig::default()
-            };
-            Pipeline::new(
-                Model::new(Hyper::defaults(Learner::NaiveBayes), features),
-                PipelineConfig::default(),
-            )
-        };
-        let mut relabeled = learned(nb());
-        let mut direct = learned(nb());
-        let mut never = learned(nb());
+        let mut relabeled = learned(naive_bayes());
+        let mut direct = learned(naive_bayes());
+        let mut never = learned(naive_bayes());
         for p in [&mut relabeled, &mut direct, &mut never] {
             send(
                 p,
@@ -400,17 +402,7 @@ mod tests {
     /// if it had never spoken; a line that names nobody is bad input.
     #[test]
     fn a_reporter_is_forgotten_whole() {
-        let nb = || {
-            let features = FeatureConfig {
-                bits: 12,
-                ..FeatureConfig::default()
-            };
-            learned(Pipeline::new(
-                Model::new(Hyper::defaults(Learner::NaiveBayes), features),
-                PipelineConfig::default(),
-            ))
-        };
-        let (mut forgot, never) = (nb(), nb());
+        let (mut forgot, never) = (learned(naive_bayes()), learned(naive_bayes()));
         let extra = [
             "win a free phone today",
             "meet me at the cafe",
