@@ -31,7 +31,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::users::Role;
+use super::users::{ANONYMOUS, Role};
 use super::{Ctx, TIMEOUT, assets};
 use crate::pipeline::Raw;
 use crate::serving::access::client_address;
@@ -80,9 +80,6 @@ impl Access {
         self.write && self.name.is_none()
     }
 }
-
-/// The reporter of lessons no reviewer named.
-const ANONYMOUS: &str = "console";
 
 /// The API's calls, as the metrics name them.
 const CALLS: [&str; 14] = [

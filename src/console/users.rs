@@ -32,6 +32,10 @@ impl std::fmt::Debug for Reviewer {
     }
 }
 
+/// The reporter of the console's lessons that no reviewer named (the
+/// single secrets', an address --learn-from allows): no reviewer's name.
+pub(super) const ANONYMOUS: &str = "console";
+
 /// The longest reviewer name (a reporter's name in metrics and records).
 const MAX_NAME: usize = 64;
 
@@ -40,9 +44,14 @@ const MAX_NAME: usize = 64;
 pub struct Reviewers(Vec<Reviewer>);
 
 impl Reviewers {
-    /// The reviewers of the file at `path`.
+    /// The reviewers of the file at `path` (a file every user of the
+    /// machine may read is taken, with a warning: it holds secrets).
     pub fn load(path: &std::path::Path) -> Result<Self, String> {
+        use std::os::unix::fs::PermissionsExt as _;
         let text = std::fs::read_to_string(path).map_err(|e| format!("--console-users {}: {e}", path.display()))?;
+        if std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o004 != 0) {
+            tracing::warn!(file = %path.display(), "--console-users is readable by every user of this machine; it holds secrets (chmod 600)");
+        }
         Self::parse(&text).map_err(|e| format!("--console-users {}: {e}", path.display()))
     }
 
@@ -93,6 +102,11 @@ fn reviewer(line: &str) -> Result<Reviewer, String> {
             "a name is at most {MAX_NAME} bytes, with no space, control or direction character"
         ));
     }
+    if name == ANONYMOUS {
+        return Err(format!(
+            "{name:?} is the reporter of the single secrets' lessons; name the reviewer otherwise"
+        ));
+    }
     let role = match role {
         "read" => Role::Read,
         "teach" => Role::Teach,
@@ -127,6 +141,7 @@ mod tests {
             ("ann teach a\nann read b", "line 2: reviewer \"ann\" is named twice"),
             ("ann teach a\nbob read a", "line 2: \"bob\" has the secret"),
             ("a\u{202e}nn teach a", "line 1: a name is"),
+            ("console teach a", "line 1: \"console\" is the reporter"),
         ] {
             let e = Reviewers::parse(bad).unwrap_err();
             assert!(e.starts_with(says), "{bad:?}: {e}");
