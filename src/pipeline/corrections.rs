@@ -161,8 +161,8 @@ impl Pipeline {
             }
         }
         tracing::info!(
-            reporter = of,
-            by = by.unwrap_or(ANONYMOUS),
+            reporter = ?of,
+            by = ?by.unwrap_or(ANONYMOUS),
             labels = taken,
             "forgot a reporter's labels"
         );
