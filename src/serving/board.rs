@@ -26,33 +26,73 @@ pub(crate) const SERIES_POINTS: usize = 1800;
 /// The longest text a history entry keeps (a message's start).
 pub(crate) const ENTRY_TEXT_BYTES: usize = 4096;
 
-/// The raw e-mail `raw` carries, if it is one: a raw e-mail record, or a
-/// JSON message's "email" or "email_base64" (decoded; undecodable, empty).
-pub(crate) fn email_in(raw: Raw<'_>) -> Option<Cow<'_, [u8]>> {
+/// What a screen shows of a message as its source gave it, read once:
+/// its text (a JSON message's "text", or a raw e-mail's start), and
+/// whether it is a raw e-mail, with its bytes when they are within a
+/// history entry's cut (a longer one is never decoded or copied: its row
+/// teaches by id).
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Shown<'a> {
+    pub text: Option<Cow<'a, str>>,
+    /// `Some` for a raw e-mail; within it, the e-mail whole when it fits.
+    pub mail: Option<Option<Cow<'a, [u8]>>>,
+}
+
+impl<'a> Shown<'a> {
+    /// What a screen shows of `raw`; its text only when `text` asks for it
+    /// (a JSON message is parsed only when its text is asked for or it
+    /// carries an e-mail).
+    pub(crate) fn of(raw: Raw<'a>, text: bool) -> Shown<'a> {
+        #[derive(serde::Deserialize)]
+        struct Fields<'a> {
+            #[serde(borrow)]
+            text: Option<Cow<'a, str>>,
+            #[serde(borrow)]
+            email: Option<Cow<'a, str>>,
+            #[serde(borrow)]
+            email_base64: Option<Cow<'a, str>>,
+        }
+        let fits = |n: usize| n <= ENTRY_TEXT_BYTES;
+        let json = match raw {
+            Raw::Email { raw, .. } => {
+                let head = &raw[..raw.len().min(ENTRY_TEXT_BYTES)];
+                return Shown {
+                    text: text.then(|| String::from_utf8_lossy(head)),
+                    mail: Some(fits(raw.len()).then_some(Cow::Borrowed(raw))),
+                };
+            }
+            Raw::Json { raw, .. } => raw,
+        };
+        if !text && memchr::memmem::find(json, b"\"email").is_none() {
+            return Shown::default();
+        }
+        let Ok(f) = serde_json::from_slice::<Fields<'a>>(json) else {
+            return Shown::default();
+        };
+        let mail = match (f.email, f.email_base64) {
+            (Some(e), _) => Some(fits(e.len()).then(|| match e {
+                Cow::Borrowed(e) => Cow::Borrowed(e.as_bytes()),
+                Cow::Owned(e) => Cow::Owned(e.into_bytes()),
+            })),
+            // Decoded only when its decoded length may fit.
+            (None, Some(b64)) => Some((b64.len() / 4 * 3 <= ENTRY_TEXT_BYTES).then(|| decode(&b64)).flatten()),
+            (None, None) => None,
+        };
+        Shown {
+            text: f.text.filter(|_| text),
+            mail,
+        }
+    }
+}
+
+/// A base64 e-mail's bytes, if they decode.
+fn decode(b64: &str) -> Option<Cow<'static, [u8]>> {
     use base64::Engine as _;
-    #[derive(serde::Deserialize)]
-    struct Email<'a> {
-        #[serde(borrow)]
-        email: Option<Cow<'a, str>>,
-        #[serde(borrow)]
-        email_base64: Option<Cow<'a, str>>,
-    }
-    let json = match raw {
-        Raw::Email { raw, .. } => return Some(Cow::Borrowed(raw)),
-        Raw::Json { raw, .. } => raw,
-    };
-    memchr::memmem::find(json, b"\"email")?;
-    let e = serde_json::from_slice::<Email<'_>>(json).ok()?;
-    match (e.email, e.email_base64) {
-        (Some(Cow::Borrowed(e)), _) => Some(Cow::Borrowed(e.as_bytes())),
-        (Some(Cow::Owned(e)), _) => Some(Cow::Owned(e.into_bytes())),
-        (None, Some(b64)) => Some(Cow::Owned(
-            base64::engine::general_purpose::STANDARD
-                .decode(b64.as_bytes())
-                .unwrap_or_default(),
-        )),
-        (None, None) => None,
-    }
+    let compact: String = b64.split_ascii_whitespace().collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(compact)
+        .ok()
+        .map(Cow::Owned)
 }
 
 /// The daemon's status, as the loop last posted it.
@@ -394,16 +434,16 @@ impl Board {
         }
     }
 
-    /// Keeps `p`, made for `source` from `text` (when known) or from the
-    /// raw e-mail `email`, in the history (the oldest entry goes past the
-    /// bound).
-    pub(crate) fn saw(&self, p: &Prediction, text: Option<&str>, email: Option<&[u8]>, source: &'static str) {
+    /// Keeps `p`, made for `source` from `text` (when known), in the
+    /// history (the oldest entry goes past the bound); `mail`: it was a
+    /// raw e-mail, with its bytes when they fit an entry ([`Shown::mail`]).
+    pub(crate) fn saw(&self, p: &Prediction, text: Option<&str>, mail: Option<Option<&[u8]>>, source: &'static str) {
         let label = p.labels.first().map_or("", String::as_str);
         self.count_verdict(label);
         if self.cap == 0 {
             return;
         }
-        let whole = email
+        let whole = (mail.flatten())
             .filter(|e| self.keep_text && e.len() <= ENTRY_TEXT_BYTES)
             .and_then(|e| std::str::from_utf8(e).ok())
             .map(str::to_string);
@@ -429,7 +469,7 @@ impl Board {
             text,
             taught: None,
             taught_by: None,
-            mail: email.is_some(),
+            mail: mail.is_some(),
             email: whole,
         }));
     }
@@ -510,6 +550,42 @@ mod tests {
         }
     }
 
+    /// A message is read once for the screen: its text when asked for,
+    /// and an e-mail's bytes only when they fit an entry (a long base64
+    /// e-mail is not decoded).
+    #[test]
+    fn a_message_is_shown_as_text_and_an_email_whole_only_within_the_cut() {
+        use base64::Engine as _;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let json = |v: serde_json::Value| v.to_string();
+        let short = b"Subject: hi\r\n\r\nbody".to_vec();
+        let long = vec![b'x'; ENTRY_TEXT_BYTES + 10];
+        let plain = json(serde_json::json!({"id": "a", "text": "hello there"}));
+        assert_eq!(
+            Shown::of(Raw::json(plain.as_bytes()), false),
+            Shown::default(),
+            "nothing read"
+        );
+        let shown = Shown::of(Raw::json(plain.as_bytes()), true);
+        assert_eq!((shown.text.as_deref(), shown.mail), (Some("hello there"), None));
+        for (line, whole) in [
+            (
+                json(serde_json::json!({"id": "b", "email": "Subject: hi\r\n\r\nbody"})),
+                true,
+            ),
+            (json(serde_json::json!({"id": "c", "email_base64": b64(&short)})), true),
+            (json(serde_json::json!({"id": "d", "email_base64": b64(&long)})), false),
+        ] {
+            let mail = Shown::of(Raw::json(line.as_bytes()), false).mail.expect("an e-mail");
+            assert_eq!(mail.as_deref(), whole.then_some(&short[..]), "{line:.60}");
+        }
+        let raw = Shown::of(Raw::email(&long, "e", None), true);
+        assert_eq!(
+            (raw.mail, raw.text.map(|t| t.len())),
+            (Some(None), Some(ENTRY_TEXT_BYTES))
+        );
+    }
+
     /// The history keeps the newest `cap` predictions, newest first, with
     /// the text's start or (privacy) its first line only, cut on a
     /// character.
@@ -556,13 +632,13 @@ mod tests {
 
         let mails = Board::new(2, true);
         let short = b"Subject: hi\r\n\r\nbody";
-        mails.saw(&prediction("e1", "ham", 0.0), Some("hi body"), Some(short), "request");
         mails.saw(
-            &prediction("e2", "ham", 0.0),
-            Some("big"),
-            Some(&[b'x'; ENTRY_TEXT_BYTES + 1]),
+            &prediction("e1", "ham", 0.0),
+            Some("hi body"),
+            Some(Some(short)),
             "request",
         );
+        mails.saw(&prediction("e2", "ham", 0.0), Some("big"), Some(None), "request");
         let (e1, e2) = (mails.entry("e1").unwrap(), mails.entry("e2").unwrap());
         assert_eq!((e1.mail, e1.email.as_deref()), (true, Some("Subject: hi\r\n\r\nbody")));
         assert_eq!((e2.mail, e2.email), (true, None), "past the cut: taught by id");

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
-use super::board::{Board, email_in};
+use super::board::{Board, Shown};
 use super::{Classify, lock};
 use crate::message::{Bad, BadReason};
 use crate::pipeline::{ANSWERED_QUEUE, Answered, Pipeline, Prediction, Predictor, Prepared, Preparer, Raw};
@@ -151,7 +151,8 @@ impl Copies {
         };
         lock(&self.preparers).push((preparer, p));
         if let (Some(board), Ok(prediction), Some(answered), Some(source)) = (&self.board, &answer, &answered, record) {
-            board.saw(prediction, answered.text(), email_in(asked).as_deref(), source);
+            let mail = Shown::of(asked, false).mail;
+            board.saw(prediction, answered.text(), mail.as_ref().map(|m| m.as_deref()), source);
         }
         if let (Some(to), Some(answered)) = (&self.forward, answered.filter(|a| a.kept)) {
             match to.try_send(answered) {

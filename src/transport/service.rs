@@ -4,7 +4,6 @@
 //! endpoints themselves, wired to both. The core holds one [`Service`] and
 //! drives it between records; an endpoint is one line of [`Service::start`].
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,26 +15,8 @@ use crate::console::{ConsoleServer, ConsoleSettings};
 use crate::http::{HttpServer, HttpSettings};
 use crate::mail::{MailServers, MailSettings};
 use crate::pipeline::{Outcome, Pipeline, Raw};
-use crate::serving::board::{Board, POST_EVERY, Status, email_in};
+use crate::serving::board::{Board, POST_EVERY, Shown, Status};
 use crate::serving::{Classify, Feed, Hooks, Told, Waker};
-
-/// The text a message shows on a screen: a JSON message's "text", or a
-/// raw e-mail's start (its headers, the subject among them), at most the
-/// history's cut.
-fn text_of(raw: Raw<'_>) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Text<'a> {
-        #[serde(borrow)]
-        text: Option<std::borrow::Cow<'a, str>>,
-    }
-    match raw {
-        Raw::Json { raw, .. } => Some(serde_json::from_slice::<Text<'_>>(raw).ok()?.text?.into_owned()),
-        Raw::Email { raw, .. } => {
-            let head = &raw[..raw.len().min(crate::serving::board::ENTRY_TEXT_BYTES)];
-            Some(String::from_utf8_lossy(head).into_owned())
-        }
-    }
-}
 
 /// The endpoints a daemon serves besides its transport; dropped, they stop.
 #[derive(Default)]
@@ -156,9 +137,10 @@ impl Service {
             Outcome::Bad(bad) => return board.dead(bad),
             _ => return,
         };
-        let raw = raw();
-        let text = pipeline.cache().text_of(&p.id).or_else(|| text_of(raw).map(Cow::Owned));
-        board.saw(p, text.as_deref(), email_in(raw).as_deref(), "stream");
+        let kept = pipeline.cache().text_of(&p.id);
+        let shown = Shown::of(raw(), kept.is_none());
+        let mail = shown.mail.as_ref().map(|m| m.as_deref());
+        board.saw(p, kept.or(shown.text).as_deref(), mail, "stream");
     }
 
     /// The board a console shows, if one is served.
