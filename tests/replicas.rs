@@ -425,7 +425,7 @@ fn a_lesson_taught_on_a_predictors_console_is_learned_by_the_learner() {
 
 /// The pool view (`--pool-topic`): the learner's console lists the learner
 /// and both predictors with the model version each serves, the predictors
-/// catching up with the learner's.
+/// catching up with the learner's; a predictor stopped leaves the list.
 #[test]
 fn the_learners_console_shows_each_predictors_served_version() {
     use common::http::client;
@@ -461,8 +461,18 @@ fn the_learners_console_shows_each_predictors_served_version() {
             ("predictor".into(), 200),
         ]
     });
-    for p in predictors {
-        terminate(p);
-    }
+    // A predictor that stops cleanly leaves the pool (its tombstone).
+    let [first, second] = predictors;
+    terminate(first);
+    wait_for(
+        "the stopped predictor gone from the pool",
+        Duration::from_secs(60),
+        || {
+            let mut m = members();
+            m.sort();
+            m == [("learner".into(), 200), ("predictor".into(), 200)]
+        },
+    );
+    terminate(second);
     terminate(learner);
 }

@@ -23,6 +23,10 @@ use crate::serving::board::{Board, PoolMember};
 pub(super) const REPORT_EVERY: Duration = Duration::from_secs(5);
 /// Reports read in one turn of the loop, at most.
 const READ_AT_ONCE: usize = 256;
+/// A member not heard from for this long has left the pool (its key
+/// stays on the compacted topic when it was killed: no tombstone), so the
+/// view stays bounded by the instances of the last minutes.
+const GONE_AFTER_MS: u64 = 10 * 60 * 1000;
 
 /// This instance's reporting, and its view of the pool when it shows one.
 pub(super) struct Pool {
@@ -92,15 +96,28 @@ impl Pool {
         };
         let mut read = 0;
         while let Some(Ok(m)) = reader.poll(Duration::ZERO) {
-            if let Some(member) = m.payload().and_then(|v| serde_json::from_slice::<PoolMember>(v).ok()) {
-                self.seen.insert(member.instance.clone(), member);
+            match m.payload() {
+                // A tombstone: an instance that stopped cleanly.
+                None => {
+                    if let Some(key) = m.key().and_then(|k| std::str::from_utf8(k).ok()) {
+                        self.seen.remove(key);
+                    }
+                }
+                Some(v) => {
+                    if let Ok(member) = serde_json::from_slice::<PoolMember>(v) {
+                        self.seen.insert(member.instance.clone(), member);
+                    }
+                }
             }
             read += 1;
             if read >= READ_AT_ONCE {
                 break;
             }
         }
-        if read == 0 && board.pool().is_some() {
+        let before = self.seen.len();
+        let now = crate::clock::now_ms();
+        self.seen.retain(|_, m| now.saturating_sub(m.at_ms) <= GONE_AFTER_MS);
+        if read == 0 && self.seen.len() == before && board.pool().is_some() {
             return;
         }
         let mut members: Vec<PoolMember> = self.seen.values().cloned().collect();
@@ -108,8 +125,13 @@ impl Pool {
         board.set_pool(members);
     }
 
-    /// Flushes the last report (at shutdown).
+    /// Leaves the pool (at shutdown): a tombstone for this instance's key,
+    /// which readers drop and compaction removes.
     pub(super) fn finish(&self) {
+        let gone = BaseRecord::<str, [u8]>::to(&self.topic).key(&self.me.instance);
+        if let Err((error, _)) = self.producer.send(gone) {
+            tracing::debug!(%error, "pool tombstone not queued");
+        }
         let _ = self.producer.flush(Duration::from_secs(1));
     }
 }
