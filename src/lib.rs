@@ -17,11 +17,15 @@
 //!   replicas rebuild it.
 //! - [`checkpoint`]: protobuf checkpoints, atomic and checksummed, with
 //!   the input positions they cover.
-//! - [`transport`]: `classifyd run` on JSON lines ([`transport::jsonl`]) and
-//!   on Kafka ([`transport::kafka`], exactly-once learning through
-//!   checkpointed offsets), and what both need to run.
+//! - [`daemon`]: `classifyd run`'s daemon, assembled once: the core that
+//!   takes each record through the pipeline, the checkpoint protocol, the
+//!   lessons, the endpoints started over the copies of its model.
+//! - [`transport`]: what the daemon reads and delivers through: JSON lines
+//!   ([`transport::jsonl`]) and Kafka ([`transport::kafka`], exactly-once
+//!   learning through checkpointed offsets).
 //! - [`commands`]: `eval`, `learn`, `predict`, `inspect`.
 //! - [`plot`]: the learning-curve SVG of `eval --plot`.
+//! - [`pool`]: the pool of instances as their reports say (`--pool-topic`).
 //! - [`metrics`]: the Prometheus endpoint, `/healthz` and `/readyz`.
 //! - [`serving`]: below every endpoint: the published copies of the model
 //!   and their feed, the lessons endpoints take, the listener and accept loop.
@@ -45,6 +49,7 @@ pub(crate) mod clock;
 pub mod commands;
 pub mod config;
 pub mod console;
+pub(crate) mod daemon;
 #[cfg(feature = "kafka")]
 pub(crate) mod demo;
 pub mod email;
@@ -59,6 +64,7 @@ pub mod metrics;
 pub mod model;
 pub mod pipeline;
 pub(crate) mod plot;
+pub(crate) mod pool;
 pub mod replica;
 pub mod serving;
 pub(crate) mod shutdown;

@@ -54,7 +54,7 @@ pub enum CommandError {
     /// The daemon's error, or opening or resuming a checkpoint directory
     /// (`learn`).
     #[error(transparent)]
-    Daemon(#[from] crate::transport::DaemonError),
+    Daemon(#[from] crate::daemon::DaemonError),
     #[error(transparent)]
     Metrics(#[from] crate::metrics::MetricsError),
     #[error("cannot install signal handlers")]

@@ -32,12 +32,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::users::{ANONYMOUS, Role};
-use super::{Ctx, TIMEOUT, assets};
+use super::{Shared, TIMEOUT, assets};
 use crate::pipeline::Raw;
 use crate::serving::access::client_address;
 use crate::serving::board::Seen;
 use crate::serving::bounds::{BodyError, declared_length, read_body};
-use crate::serving::{Lesson, TellDone, Told, same_secret};
+use crate::serving::{Tell, TellDone, Told, same_secret};
 
 type Answer = Response<Full<Bytes>>;
 
@@ -109,7 +109,7 @@ fn call_of(path: &str) -> &'static str {
 }
 
 /// Answers one request (every outcome is a response).
-pub(super) async fn answer(req: Request<Incoming>, peer: IpAddr, ctx: Arc<Ctx>) -> Result<Answer, Infallible> {
+pub(super) async fn answer(req: Request<Incoming>, peer: IpAddr, ctx: Arc<Shared>) -> Result<Answer, Infallible> {
     let call = call_of(req.uri().path());
     let mut answer = match tokio::time::timeout(TIMEOUT, route(req, peer, &ctx)).await {
         Ok(a) => a,
@@ -128,7 +128,7 @@ pub(super) async fn answer(req: Request<Incoming>, peer: IpAddr, ctx: Arc<Ctx>) 
     Ok(answer)
 }
 
-async fn route(req: Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Answer {
+async fn route(req: Request<Incoming>, peer: IpAddr, ctx: &Shared) -> Answer {
     let path = req.uri().path().to_string();
     if let Some(asset) = assets::get(&path) {
         return match *req.method() {
@@ -161,7 +161,7 @@ async fn route(req: Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Answer {
 }
 
 /// A read of the API (`GET api/<call>`).
-async fn get(call: &str, access: &Access, ctx: &Ctx) -> Answer {
+async fn get(call: &str, access: &Access, ctx: &Shared) -> Answer {
     match call {
         "access" => json_ok(json!({
             "read": access.read,
@@ -194,7 +194,7 @@ async fn get(call: &str, access: &Access, ctx: &Ctx) -> Answer {
 }
 
 /// A query or a lesson (`POST api/<call>` with `body`).
-async fn post(call: &str, body: &[u8], access: &Access, ctx: &Ctx) -> Answer {
+async fn post(call: &str, body: &[u8], access: &Access, ctx: &Shared) -> Answer {
     match call {
         "history" => parsed(body, |q: HistoryQuery| history(ctx, &q)),
         "export" => parsed(body, |q: HistoryQuery| export(ctx, &q)),
@@ -229,7 +229,7 @@ async fn post(call: &str, body: &[u8], access: &Access, ctx: &Ctx) -> Answer {
 
 /// What `req` from `peer` may do, or the refusal (a wrong secret is
 /// counted against the address, whose next answers wait longer).
-async fn access(req: &Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Result<Access, Answer> {
+async fn access(req: &Request<Incoming>, peer: IpAddr, ctx: &Shared) -> Result<Access, Answer> {
     let wait = ctx.failures.wait(peer);
     if !wait.is_zero() {
         tokio::time::sleep(wait).await;
@@ -281,7 +281,7 @@ async fn access(req: &Request<Incoming>, peer: IpAddr, ctx: &Ctx) -> Result<Acce
 }
 
 /// The body of a POST, bounded.
-async fn body_of(req: Request<Incoming>, ctx: &Ctx) -> Result<Bytes, Answer> {
+async fn body_of(req: Request<Incoming>, ctx: &Shared) -> Result<Bytes, Answer> {
     let max = ctx
         .settings
         .max_message_bytes
@@ -303,7 +303,7 @@ async fn body_of(req: Request<Incoming>, ctx: &Ctx) -> Result<Bytes, Answer> {
     }
 }
 
-fn status(ctx: &Ctx) -> Answer {
+fn status(ctx: &Shared) -> Answer {
     let status = ctx.board.status();
     let left = ctx.board.oldest(0, in_queue).1;
     let mut v = serde_json::to_value(&*status).unwrap_or(Value::Null);
@@ -331,7 +331,7 @@ struct HistoryQuery {
     before: Option<u64>,
 }
 
-fn history(ctx: &Ctx, q: &HistoryQuery) -> Answer {
+fn history(ctx: &Shared, q: &HistoryQuery) -> Answer {
     let limit = q.limit.unwrap_or(200).min(MAX_LIMIT);
     let entries = ctx.board.history(limit, filter(q));
     let more = entries.last().is_some_and(|last| {
@@ -346,7 +346,7 @@ fn history(ctx: &Ctx, q: &HistoryQuery) -> Answer {
 
 /// Every entry the filters keep, newest first, as JSON lines (a file to
 /// save): at most the history's bound.
-fn export(ctx: &Ctx, q: &HistoryQuery) -> Answer {
+fn export(ctx: &Shared, q: &HistoryQuery) -> Answer {
     let mut out = Vec::new();
     for e in ctx.board.history(usize::MAX, filter(q)) {
         // A struct of strings and numbers always serializes.
@@ -400,7 +400,7 @@ struct ReviewQuery {
     limit: Option<usize>,
 }
 
-fn review(ctx: &Ctx, q: &ReviewQuery) -> Answer {
+fn review(ctx: &Shared, q: &ReviewQuery) -> Answer {
     let (waiting, left) = ctx.board.oldest(q.limit.unwrap_or(20).min(MAX_LIMIT), in_queue);
     json_ok(json!({ "left": left, "items": waiting, "classes": ctx.board.status().classes }))
 }
@@ -475,7 +475,7 @@ fn scan(handle: &dyn crate::serving::Classify, m: &Message) -> Answer {
 }
 
 /// A history entry predicted again with the model as it stands, explained.
-async fn look(ctx: &Ctx, m: Message) -> Answer {
+async fn look(ctx: &Shared, m: Message) -> Answer {
     let Some(id) = m.id.clone() else {
         return error(StatusCode::BAD_REQUEST, "look at a history entry by its \"id\"");
     };
@@ -505,10 +505,10 @@ struct Teach {
 }
 
 /// Applies lesson `t` from `reporter` (the login's: never the body's).
-async fn teach(ctx: &Ctx, t: Teach, reporter: String) -> Answer {
+async fn teach(ctx: &Shared, t: Teach, reporter: String) -> Answer {
     let lesson = match (&t.label, t.forget) {
-        (Some(l), false) if !l.is_empty() => Lesson::Learn(l.clone()),
-        (None, true) => Lesson::Forget,
+        (Some(l), false) if !l.is_empty() => Tell::Learn(l.clone()),
+        (None, true) => Tell::Forget,
         _ => return error(StatusCode::BAD_REQUEST, "a lesson has a \"label\" or \"forget\": true"),
     };
     if t.id.is_empty() {
@@ -549,7 +549,7 @@ async fn teach(ctx: &Ctx, t: Teach, reporter: String) -> Answer {
 /// Hands the lesson `told` makes (with the reply it is given) to the
 /// loop and waits for what it did; a refusal is answered here (the
 /// client is told: never "already learned" for a lesson not learned).
-async fn tell(ctx: &Ctx, told: impl FnOnce(Reply) -> Told) -> Result<TellDone, Answer> {
+async fn tell(ctx: &Shared, told: impl FnOnce(Reply) -> Told) -> Result<TellDone, Answer> {
     let gone = || error(StatusCode::CONFLICT, "this process neither learns nor forwards lessons");
     let Some(to) = &ctx.told else {
         return Err(gone());
@@ -581,7 +581,7 @@ struct ForgetReporter {
 
 /// Forgets every label of `of`'s the record holds, asked by `by` (a
 /// lesson like any other: durable before it is answered).
-async fn forget_reporter(ctx: &Ctx, of: String, by: String) -> Answer {
+async fn forget_reporter(ctx: &Shared, of: String, by: String) -> Answer {
     if of.is_empty() {
         return error(StatusCode::BAD_REQUEST, "name the \"reporter\" to forget");
     }
@@ -589,7 +589,7 @@ async fn forget_reporter(ctx: &Ctx, of: String, by: String) -> Answer {
         id: String::new(),
         email: Vec::new(),
         text: None,
-        lesson: Lesson::ForgetReporter(of),
+        lesson: Tell::ForgetReporter(of),
         user: None,
         reporter: Some(by),
         reply,
@@ -602,7 +602,10 @@ async fn forget_reporter(ctx: &Ctx, of: String, by: String) -> Answer {
 }
 
 /// `f` on the blocking pool, with the copies.
-async fn blocking(ctx: &Ctx, f: impl FnOnce(Arc<dyn crate::serving::Classify>) -> Answer + Send + 'static) -> Answer {
+async fn blocking(
+    ctx: &Shared,
+    f: impl FnOnce(Arc<dyn crate::serving::Classify>) -> Answer + Send + 'static,
+) -> Answer {
     let handle = Arc::clone(&ctx.handle);
     match tokio::task::spawn_blocking(move || f(handle)).await {
         Ok(a) => a,

@@ -29,7 +29,9 @@ use tokio::net::TcpStream;
 
 use crate::serving::access::Failures;
 use crate::serving::board::Board;
-use crate::serving::{Bounds, Cidr, Classify, Endpoint, Listener, ServeError, Teller, accept_loop};
+use crate::serving::{
+    Bounds, Cidr, Classify, Door, Endpoint, Handles, Listener, ServeError, Serving, Teller, accept_loop,
+};
 
 mod api;
 mod assets;
@@ -46,7 +48,7 @@ pub const MAX_BODY_BYTES: usize = 4 << 20;
 /// From a request's first byte to its answer.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-const ENDPOINT: Endpoint = Endpoint {
+const DOOR: Door = Door {
     flag: "--console-addr",
     what: "the console",
 };
@@ -80,15 +82,8 @@ pub struct ConsoleSettings {
     pub trusted_proxy: Vec<Cidr>,
 }
 
-impl ConsoleSettings {
-    /// The board the console reads, as these settings bound it.
-    pub(crate) fn board(&self) -> Board {
-        Board::new(self.history, self.keep_text)
-    }
-}
-
 /// What every request shares.
-struct Ctx {
+struct Shared {
     settings: ConsoleSettings,
     handle: Arc<dyn Classify>,
     board: Arc<Board>,
@@ -97,45 +92,53 @@ struct Ctx {
 }
 
 /// The running console; dropped, it stops.
-pub(crate) struct ConsoleServer {
+struct ConsoleServer {
     _listener: Listener,
 }
 
-/// Starts the console when `settings` asks for one, answering from
-/// `handle` and `board`, teaching through `told` (none: this process
-/// neither learns nor forwards).
-pub(crate) fn serve(
-    settings: Option<&ConsoleSettings>,
-    handle: Option<Arc<dyn Classify>>,
-    board: Option<Arc<Board>>,
-    told: Option<Teller>,
-) -> Result<Option<ConsoleServer>, ServeError> {
-    let (Some(settings), Some(handle), Some(board)) = (settings, handle, board) else {
-        return Ok(None);
-    };
-    let ctx = Arc::new(Ctx {
-        settings: settings.clone(),
-        handle,
-        board,
-        told,
-        failures: Failures::default(),
-    });
-    let bounds = settings.bounds;
-    let serve = move |listener| {
-        accept_loop(
-            listener,
-            bounds,
-            |_| {},
-            move |stream, peer| connection(stream, peer, Arc::clone(&ctx)),
-        )
-    };
-    let (listener, bound) = Listener::start(ENDPOINT, &settings.addr, 4, serve)?;
-    tracing::info!(addr = %bound, "serving the console");
-    Ok(Some(ConsoleServer { _listener: listener }))
+/// The console `self` asks for, answering from the copies and the board,
+/// teaching where the handles say (none: this process neither learns nor
+/// forwards).
+impl Endpoint for ConsoleSettings {
+    fn teaches(&self) -> bool {
+        true
+    }
+
+    fn board(&self) -> Option<Board> {
+        Some(Board::new(self.history, self.keep_text))
+    }
+
+    fn serve(&self, handles: &Handles) -> Result<Serving, ServeError> {
+        let Some(board) = handles.board.clone() else {
+            return Err(ServeError::Runtime(
+                DOOR.what,
+                std::io::Error::other("the daemon made no board for the console"),
+            ));
+        };
+        let ctx = Arc::new(Shared {
+            settings: self.clone(),
+            handle: Arc::clone(&handles.copies),
+            board,
+            told: handles.lessons.clone(),
+            failures: Failures::default(),
+        });
+        let bounds = self.bounds;
+        let serve = move |listener| {
+            accept_loop(
+                listener,
+                bounds,
+                |_| {},
+                move |stream, peer| connection(stream, peer, Arc::clone(&ctx)),
+            )
+        };
+        let (listener, bound) = Listener::start(DOOR, &self.addr, 4, serve)?;
+        tracing::info!(addr = %bound, "serving the console");
+        Ok(Box::new(ConsoleServer { _listener: listener }))
+    }
 }
 
 /// One connection: its requests until it closes or goes silent.
-async fn connection(stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) {
+async fn connection(stream: TcpStream, peer: SocketAddr, ctx: Arc<Shared>) {
     let _ = stream.set_nodelay(true);
     let service = service_fn(|req| api::answer(req, peer.ip(), Arc::clone(&ctx)));
     let served = http1::Builder::new()

@@ -15,7 +15,7 @@ use hyper::header::{ALLOW, AUTHORIZATION, CONNECTION, CONTENT_TYPE, HeaderValue,
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::value::RawValue;
 
-use super::Ctx;
+use super::Shared;
 use crate::message::{Bad, BadReason};
 use crate::pipeline::{Prediction, Raw};
 use crate::serving::bounds::{BodyError, declared_length, read_body};
@@ -29,7 +29,7 @@ type Answer = Response<Full<Bytes>>;
 
 /// Answers one request; every outcome is a response (the connection
 /// stays up for the next one unless the body was left unread).
-pub(super) async fn answer(req: Request<Incoming>, ctx: Arc<Ctx>) -> Result<Answer, Infallible> {
+pub(super) async fn answer(req: Request<Incoming>, ctx: Arc<Shared>) -> Result<Answer, Infallible> {
     let started = Instant::now();
     let answer = match tokio::time::timeout(ctx.settings.timeout, route(req, &ctx)).await {
         Ok(answer) => answer,
@@ -43,7 +43,7 @@ pub(super) async fn answer(req: Request<Incoming>, ctx: Arc<Ctx>) -> Result<Answ
     Ok(answer)
 }
 
-async fn route(req: Request<Incoming>, ctx: &Ctx) -> Answer {
+async fn route(req: Request<Incoming>, ctx: &Shared) -> Answer {
     let has_body = !req.body().is_end_stream();
     let (body, explain) = match read_request(req, ctx).await {
         Ok(read) => read,
@@ -79,7 +79,7 @@ async fn route(req: Request<Incoming>, ctx: &Ctx) -> Answer {
 
 /// The request's body and `?explain`, or the answer that refuses it
 /// (before its body is read whole).
-async fn read_request(req: Request<Incoming>, ctx: &Ctx) -> Result<(Bytes, Option<usize>), Answer> {
+async fn read_request(req: Request<Incoming>, ctx: &Shared) -> Result<(Bytes, Option<usize>), Answer> {
     if req.uri().path() != CLASSIFY_PATH {
         let detail = format!("no such path: predictions are asked for with POST {CLASSIFY_PATH}");
         return Err(error(StatusCode::NOT_FOUND, "not_found", &detail));

@@ -23,7 +23,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
-use crate::serving::{Bounds, Classify, Endpoint, Listener, ServeError, accept_loop};
+use crate::serving::{Bounds, Classify, Door, Endpoint, Handles, Listener, ServeError, Serving, accept_loop};
 
 mod classify;
 
@@ -67,25 +67,19 @@ impl HttpSettings {
 }
 
 /// The endpoint in the serving part's terms: its flag and what it serves.
-const ENDPOINT: Endpoint = Endpoint {
+const DOOR: Door = Door {
     flag: "--http-addr",
     what: "/v1/classify",
 };
 
-/// Starts the endpoint when `settings` asks for one, answering from
-/// `handle` (the serving part's copies).
-pub(crate) fn serve(
-    settings: Option<&HttpSettings>,
-    handle: Option<Arc<dyn Classify>>,
-) -> Result<Option<HttpServer>, ServeError> {
-    let (Some(settings), Some(handle)) = (settings, handle) else {
-        return Ok(None);
-    };
-    HttpServer::start(settings.clone(), handle).map(Some)
+impl Endpoint for HttpSettings {
+    fn serve(&self, handles: &Handles) -> Result<Serving, ServeError> {
+        Ok(Box::new(HttpServer::start(self.clone(), Arc::clone(&handles.copies))?))
+    }
 }
 
 /// What every connection's requests share.
-struct Ctx {
+struct Shared {
     handle: Arc<dyn Classify>,
     settings: HttpSettings,
     /// Turns at the model (`max_concurrent`).
@@ -105,7 +99,7 @@ impl HttpServer {
         let addr = settings.addr.clone();
         let max_blocking = settings.max_concurrent.max(1);
         let bounds = settings.bounds;
-        let ctx = Arc::new(Ctx {
+        let ctx = Arc::new(Shared {
             handle,
             turns: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
             settings,
@@ -115,14 +109,14 @@ impl HttpServer {
                 connection(stream, Arc::clone(&ctx))
             })
         };
-        let (listener, bound) = Listener::start(ENDPOINT, &addr, max_blocking, serve)?;
+        let (listener, bound) = Listener::start(DOOR, &addr, max_blocking, serve)?;
         tracing::info!(addr = %bound, "serving POST /v1/classify");
         Ok(HttpServer { _listener: listener })
     }
 }
 
 /// One HTTP connection: its requests until it closes or goes silent.
-async fn connection(stream: TcpStream, ctx: Arc<Ctx>) {
+async fn connection(stream: TcpStream, ctx: Arc<Shared>) {
     let _ = stream.set_nodelay(true);
     let service = service_fn(|req| classify::answer(req, Arc::clone(&ctx)));
     let served = http1::Builder::new()

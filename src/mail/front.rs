@@ -10,7 +10,7 @@ use tokio::sync::Semaphore;
 
 use super::{Checked, Cidr};
 use crate::message::{Bad, BadReason};
-use crate::serving::{Classify, Lesson, TellDone, Teller, Told, Untold, same_secret};
+use crate::serving::{Classify, Tell, TellDone, Teller, Told, Untold, same_secret};
 
 /// How a check was asked and answered.
 pub(super) struct Asked {
@@ -114,12 +114,7 @@ impl Front {
     /// Hands `lesson` for `raw` (from `user`, also who it is for unless not
     /// personal) to the daemon's loop and waits
     /// for what it did; the model that answers checks has learned it by then.
-    pub(super) async fn tell(
-        &self,
-        raw: Vec<u8>,
-        lesson: Lesson,
-        user: Option<String>,
-    ) -> Result<TellDone, Unanswered> {
+    pub(super) async fn tell(&self, raw: Vec<u8>, lesson: Tell, user: Option<String>) -> Result<TellDone, Unanswered> {
         let Some(to) = &self.told else {
             return Err(Unanswered::NotLearner);
         };

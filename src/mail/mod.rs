@@ -10,12 +10,13 @@
 //! - [`spamd`]: the protocol's heads and answers (pure).
 //! - `server`: the listener, its bounds, and one request per connection.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use crate::email::message_key;
 use crate::pipeline::{Contribution, Prediction};
 pub use crate::serving::Cidr;
-use crate::serving::{Bounds, Classify, Teller};
+use crate::serving::{Bounds, Endpoint, Handles, ServeError, Serving};
 
 mod front;
 pub mod rspamd;
@@ -158,46 +159,42 @@ impl Checked {
 }
 
 /// The mail endpoints a daemon serves; dropped, they stop.
-#[derive(Default)]
-pub struct MailServers {
-    pub spamd: Option<SpamdServer>,
-    pub rspamd: Option<RspamdServer>,
+struct MailServers {
+    _spamd: Option<SpamdServer>,
+    _rspamd: Option<RspamdServer>,
 }
 
-impl MailServers {
-    pub fn any(&self) -> bool {
-        self.spamd.is_some() || self.rspamd.is_some()
+/// The mail endpoints `self` asks for, answering checks with the copies
+/// and sending lessons where the handles say (none on a predictor that
+/// cannot forward them: refused).
+impl Endpoint for MailSettings {
+    fn teaches(&self) -> bool {
+        true
     }
-}
 
-/// Starts the mail endpoints `settings` asks for, answering checks with
-/// `handle` and sending lessons to `told` (none on a predictor: refused).
-pub(crate) fn serve(
-    settings: Option<&MailSettings>,
-    handle: Option<std::sync::Arc<dyn Classify>>,
-    told: Option<Teller>,
-) -> Result<MailServers, crate::serving::ServeError> {
-    let (Some(s), Some(handle)) = (settings, handle) else {
-        return Ok(MailServers::default());
-    };
-    let front = || {
-        std::sync::Arc::new(front::Front::new(
-            std::sync::Arc::clone(&handle),
-            told.clone(),
-            s.max_concurrent,
-            (s.spam_label.clone(), s.ham_label.clone(), s.personal),
-            (s.learn_from.clone(), s.password.clone()),
-        ))
-    };
-    let spamd = match &s.spamd {
-        Some(d) => Some(SpamdServer::start(d, s, front())?),
-        None => None,
-    };
-    let rspamd = match &s.rspamd {
-        Some(r) => Some(RspamdServer::start(r, s, front())?),
-        None => None,
-    };
-    Ok(MailServers { spamd, rspamd })
+    fn serve(&self, handles: &Handles) -> Result<Serving, ServeError> {
+        let front = || {
+            Arc::new(front::Front::new(
+                Arc::clone(&handles.copies),
+                handles.lessons.clone(),
+                self.max_concurrent,
+                (self.spam_label.clone(), self.ham_label.clone(), self.personal),
+                (self.learn_from.clone(), self.password.clone()),
+            ))
+        };
+        let spamd = match &self.spamd {
+            Some(d) => Some(SpamdServer::start(d, self, front())?),
+            None => None,
+        };
+        let rspamd = match &self.rspamd {
+            Some(r) => Some(RspamdServer::start(r, self, front())?),
+            None => None,
+        };
+        Ok(Box::new(MailServers {
+            _spamd: spamd,
+            _rspamd: rspamd,
+        }))
+    }
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use super::front::{Asked, Front, Unanswered};
 use super::rspamd::{self, Actions, RspamdSettings};
 use super::{MailSettings, REPORT_FEATURES};
 use crate::serving::bounds::{BodyError, declared_length};
-use crate::serving::{Endpoint, Lesson, Listener, ServeError, TellDone, accept_loop};
+use crate::serving::{Door, Listener, ServeError, Tell, TellDone, accept_loop};
 
 type Answer = Response<Full<Bytes>>;
 
@@ -35,7 +35,8 @@ enum Worker {
     Controller,
 }
 
-struct Ctx {
+/// What every connection shares.
+struct Shared {
     front: Arc<Front>,
     worker: Worker,
     actions: Actions,
@@ -65,7 +66,7 @@ impl RspamdServer {
         ];
         for (worker, addr, flag, what) in workers {
             let Some(addr) = addr else { continue };
-            let ctx = Arc::new(Ctx {
+            let ctx = Arc::new(Shared {
                 front: Arc::clone(&front),
                 worker,
                 actions: r.actions,
@@ -79,7 +80,7 @@ impl RspamdServer {
                     connection(stream, peer, Arc::clone(&ctx))
                 })
             };
-            let (s, bound) = Listener::start(Endpoint { flag, what }, addr, mail.max_concurrent, serve)?;
+            let (s, bound) = Listener::start(Door { flag, what }, addr, mail.max_concurrent, serve)?;
             tracing::info!(addr = %bound, worker = what, "serving rspamd's protocol");
             serving.push(s);
         }
@@ -91,7 +92,7 @@ fn refused_connection(reason: &'static str) {
     crate::metrics::mail_refused("rspamd", reason);
 }
 
-async fn connection(stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) {
+async fn connection(stream: TcpStream, peer: SocketAddr, ctx: Arc<Shared>) {
     let _ = stream.set_nodelay(true);
     let service = service_fn(|req| answer(req, peer, Arc::clone(&ctx)));
     let served = http1::Builder::new()
@@ -107,7 +108,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) {
     }
 }
 
-async fn answer(req: Request<Incoming>, peer: SocketAddr, ctx: Arc<Ctx>) -> Result<Answer, Infallible> {
+async fn answer(req: Request<Incoming>, peer: SocketAddr, ctx: Arc<Shared>) -> Result<Answer, Infallible> {
     let started = Instant::now();
     let answer = match tokio::time::timeout(ctx.timeout, route(req, peer, &ctx)).await {
         Ok(Ok((command, answer))) => {
@@ -144,7 +145,7 @@ fn refused(reason: &'static str, status: StatusCode, detail: impl Into<String>) 
 /// An answer (and the command it is counted under), or a refusal.
 type Routed = Result<(&'static str, Answer), Refused>;
 
-async fn route(req: Request<Incoming>, peer: SocketAddr, ctx: &Ctx) -> Routed {
+async fn route(req: Request<Incoming>, peer: SocketAddr, ctx: &Shared) -> Routed {
     let path = req.uri().path().to_string();
     if path == "/ping" {
         return Ok(("ping", plain("pong\r\n")));
@@ -155,9 +156,9 @@ async fn route(req: Request<Incoming>, peer: SocketAddr, ctx: &Ctx) -> Routed {
     let body = read_body(req, ctx.max_message_bytes, ctx.read_timeout).await?;
     let lesson = match (ctx.worker, path.as_str()) {
         (Worker::Normal, "/checkv2") => None,
-        (Worker::Controller, "/learnspam") => Some(Lesson::Learn(ctx.front.spam_label.clone())),
-        (Worker::Controller, "/learnham") => Some(Lesson::Learn(ctx.front.ham_label.clone())),
-        (Worker::Controller, "/forget") => Some(Lesson::Forget),
+        (Worker::Controller, "/learnspam") => Some(Tell::Learn(ctx.front.spam_label.clone())),
+        (Worker::Controller, "/learnham") => Some(Tell::Learn(ctx.front.ham_label.clone())),
+        (Worker::Controller, "/forget") => Some(Tell::Forget),
         _ => {
             let detail = format!("no such path {path:?} on this worker");
             return Err(refused("not_found", StatusCode::NOT_FOUND, detail));
@@ -257,7 +258,7 @@ fn from_shm(name: &[u8], h: &HeaderMap, max: usize) -> Result<Vec<u8>, Refused> 
     Ok(raw)
 }
 
-async fn check(raw: Vec<u8>, user: Option<String>, ctx: &Ctx) -> Routed {
+async fn check(raw: Vec<u8>, user: Option<String>, ctx: &Shared) -> Routed {
     let asked = Asked {
         raw,
         user,
@@ -272,11 +273,11 @@ async fn check(raw: Vec<u8>, user: Option<String>, ctx: &Ctx) -> Routed {
     }
 }
 
-async fn learn(raw: Vec<u8>, lesson: Lesson, user: Option<String>, ctx: &Ctx) -> Routed {
+async fn learn(raw: Vec<u8>, lesson: Tell, user: Option<String>, ctx: &Shared) -> Routed {
     let command = match &lesson {
-        Lesson::Forget | Lesson::ForgetReporter(_) => "forget",
-        Lesson::Learn(l) if *l == ctx.front.spam_label => "learnspam",
-        Lesson::Learn(_) => "learnham",
+        Tell::Forget | Tell::ForgetReporter(_) => "forget",
+        Tell::Learn(l) if *l == ctx.front.spam_label => "learnspam",
+        Tell::Learn(_) => "learnham",
     };
     match ctx.front.tell(raw, lesson, user).await {
         Ok(TellDone::Changed) => Ok((command, json(StatusCode::OK, rspamd::success_json()))),

@@ -17,10 +17,10 @@ use tokio::net::TcpStream;
 use super::front::{Asked, Front, Unanswered};
 use super::spamd::{self, Class, Command, Refusal, Request, Status};
 use super::{MailSettings, REPORT_FEATURES, SpamdSettings};
-use crate::serving::{Endpoint, Lesson, Listener, ServeError, TellDone, accept_loop};
+use crate::serving::{Door, Listener, ServeError, Tell, TellDone, accept_loop};
 
 /// What every connection shares.
-struct Ctx {
+struct Shared {
     front: Arc<Front>,
     required: f32,
     max_message_bytes: usize,
@@ -38,12 +38,12 @@ impl SpamdServer {
     /// Binds `spamd.addr` and serves on a thread of its own, checking and
     /// learning through `front`.
     pub(super) fn start(spamd: &SpamdSettings, mail: &MailSettings, front: Arc<Front>) -> Result<Self, ServeError> {
-        let at = Endpoint {
+        let at = Door {
             flag: "--spamd-addr",
             what: "spamd",
         };
         let bounds = mail.bounds;
-        let ctx = Arc::new(Ctx {
+        let ctx = Arc::new(Shared {
             front,
             required: spamd.required,
             max_message_bytes: mail.max_message_bytes,
@@ -71,7 +71,7 @@ fn refused_connection(reason: &'static str) {
 /// learned" and exits 0, while a connection closed without an answer
 /// makes it exit 74 (EX_IOERR): the one answer it reports as a failure
 /// (docs/mail.md). The reason is counted and logged instead.
-async fn connection(mut stream: TcpStream, peer: SocketAddr, ctx: Arc<Ctx>) {
+async fn connection(mut stream: TcpStream, peer: SocketAddr, ctx: Arc<Shared>) {
     let started = Instant::now();
     let timeout = ctx.timeout;
     let mut head = Vec::with_capacity(4096);
@@ -111,7 +111,7 @@ async fn request(
     stream: &mut TcpStream,
     buf: &mut Vec<u8>,
     peer: SocketAddr,
-    ctx: &Ctx,
+    ctx: &Shared,
 ) -> Result<(Command, Vec<u8>), Refusal> {
     let slow = || Refusal::new(Status::Timeout, "timeout", "no whole request within --read-timeout-ms");
     let head_len = (tokio::time::timeout(ctx.read_timeout, read_head(stream, buf)).await).map_err(|_| slow())??;
@@ -212,7 +212,7 @@ async fn read_body(
 }
 
 /// A checking command, answered from the served copies of the model.
-async fn check(command: Command, req: &Request, body: Vec<u8>, ctx: &Ctx) -> Result<Vec<u8>, Refusal> {
+async fn check(command: Command, req: &Request, body: Vec<u8>, ctx: &Shared) -> Result<Vec<u8>, Refusal> {
     let explain = match command {
         Command::Report | Command::ReportIfSpam => REPORT_FEATURES,
         _ => 0,
@@ -230,7 +230,7 @@ async fn check(command: Command, req: &Request, body: Vec<u8>, ctx: &Ctx) -> Res
 
 /// A `TELL`: from an allowed address, handed to the loop, answered with
 /// what the loop did.
-async fn tell(req: &Request, body: Vec<u8>, peer: SocketAddr, ctx: &Ctx) -> Result<Vec<u8>, Refusal> {
+async fn tell(req: &Request, body: Vec<u8>, peer: SocketAddr, ctx: &Shared) -> Result<Vec<u8>, Refusal> {
     // spamd's protocol carries no secret: the address decides.
     if !ctx.front.allowed(peer.ip()) {
         return Err(Refusal::new(
@@ -241,10 +241,10 @@ async fn tell(req: &Request, body: Vec<u8>, peer: SocketAddr, ctx: &Ctx) -> Resu
     }
 
     let lesson = match (&req.set, &req.remove, req.class) {
-        (Some(_), _, Some(Class::Spam)) => Lesson::Learn(ctx.front.spam_label.clone()),
-        (Some(_), _, Some(Class::Ham)) => Lesson::Learn(ctx.front.ham_label.clone()),
+        (Some(_), _, Some(Class::Spam)) => Tell::Learn(ctx.front.spam_label.clone()),
+        (Some(_), _, Some(Class::Ham)) => Tell::Learn(ctx.front.ham_label.clone()),
         (Some(_), _, None) => return Err(usage("Set: needs a Message-class: spam or ham")),
-        (None, Some(_), _) => Lesson::Forget,
+        (None, Some(_), _) => Tell::Forget,
         (None, None, _) => return Err(usage("TELL needs Set: or Remove:")),
     };
     match ctx.front.tell(body, lesson, req.user.clone()).await {

@@ -56,12 +56,12 @@ fn text(code: StatusCode, body: String, kind: &'static str) -> Response<Full<Byt
 /// A bound listener and the runtime that will serve it: made on the
 /// caller's thread, so that an address in use or a runtime that cannot
 /// start is an error of `install`, not of a thread.
-pub(super) struct Endpoint {
+pub(super) struct Server {
     listener: std::net::TcpListener,
     runtime: tokio::runtime::Runtime,
 }
 
-impl Endpoint {
+impl Server {
     pub(super) fn bind(addr: std::net::SocketAddr, shown: &str) -> Result<Self, MetricsError> {
         let bind = |e: std::io::Error| MetricsError::Bind(shown.into(), e.to_string());
         let listener = std::net::TcpListener::bind(addr).map_err(bind)?;
@@ -71,7 +71,7 @@ impl Endpoint {
             .enable_time()
             .build()
             .map_err(bind)?;
-        Ok(Endpoint { listener, runtime })
+        Ok(Server { listener, runtime })
     }
 
     /// The address it listens on (the port the OS chose for port 0).
@@ -81,7 +81,7 @@ impl Endpoint {
 
     /// Answers requests for as long as the process lives.
     pub(super) fn serve(self, pages: Pages) {
-        let Endpoint { listener, runtime } = self;
+        let Server { listener, runtime } = self;
         let pages = Arc::new(pages);
         runtime.block_on(async move {
             let listener = match tokio::net::TcpListener::from_std(listener) {

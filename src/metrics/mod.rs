@@ -28,7 +28,7 @@ use crate::pipeline::Pipeline;
 mod catalog;
 mod endpoint;
 
-use endpoint::{Endpoint, Pages};
+use endpoint::{Pages, Server};
 
 /// Classes beyond this many share the label value "other".
 pub const MAX_CLASS_SERIES: usize = 50;
@@ -140,7 +140,7 @@ pub fn install(addr: &str) -> Result<Telemetry, MetricsError> {
     let process = metrics_process::Collector::default();
     process.describe();
     export_from_start();
-    let endpoint = Endpoint::bind(sock, addr)?;
+    let endpoint = Server::bind(sock, addr)?;
     let addr = endpoint.local_addr().unwrap_or(sock);
     let ready = Arc::new(AtomicBool::new(false));
     let t = Telemetry {

@@ -286,6 +286,28 @@ impl Pipeline {
         positive_of(&self.accuracy.progressive)
     }
 
+    /// A copy of its predictor that answers requests as it does (its
+    /// model as a scoring copy, its reported messages, its review band
+    /// and positive class): what the serving copies start as.
+    pub fn serving_copy(&self) -> Predictor {
+        let mut copy = self.predictor.scoring_copy(&self.cfg);
+        copy.follow(&self.predictor.reported, self.followed());
+        copy
+    }
+
+    /// Brings `copy` (a [`Pipeline::serving_copy`]) up to this pipeline:
+    /// its model and what else it follows. Returns the model it replaced
+    /// (for the caller to drop outside its lock).
+    pub fn update_copy(&self, copy: &mut Predictor) -> Model {
+        copy.follow(&self.predictor.reported, self.followed());
+        copy.replace_model(self.predictor.model.scoring_copy())
+    }
+
+    /// What a serving copy follows of this pipeline besides its model.
+    fn followed(&self) -> predictor::Followed {
+        predictor::Followed::new(self.review.band(), self.cfg.review.fraction > 0.0, self.positive())
+    }
+
     /// Handles one JSON message as a daemon does: the shorthand of
     /// [`Pipeline::handle_entry`] for a message with no headers.
     /// `default_id` names it when it has no "id" (its position in the

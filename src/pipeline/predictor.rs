@@ -1,7 +1,7 @@
 //! Predicting, apart from learning: a [`Predictor`] holds what a
 //! prediction needs and nothing else (the model, the front stage for its
 //! features, the reported-message memory, the buffers a message passes
-//! through). The learning [`Pipeline`] predicts through its own; the copies
+//! through). The learning [`super::Pipeline`] predicts through its own; the copies
 //! that answer requests (`serving::copies`) are predictors made from it,
 //! which also carry what the learner's other parts said when the copy was
 //! made ([`Followed`]: the review's band, the positive class a late label's
@@ -11,11 +11,11 @@
 //! caller's, outside any lock) and answered by [`Predictor::answer`], which
 //! hands back what the learning pipeline keeps of it for its late label
 //! ([`Answered`]); the daemon's core hands that to
-//! [`Pipeline::keep_answered`] before the next message or lesson.
+//! [`super::Pipeline::keep_answered`] before the next message or lesson.
 
 use super::example::{Features, Work};
 use super::reported::{Print, fingerprint, recalled};
-use super::{Pipeline, Prepared, Preparer, Reported};
+use super::{Prepared, Preparer, Reported};
 use crate::features::SparseVec;
 use crate::message;
 use crate::model::{Limits, Model, Scored, Task};
@@ -43,11 +43,12 @@ pub(crate) struct Followed {
 }
 
 impl Followed {
-    fn of(from: &Pipeline) -> Self {
-        let positive = from.positive();
+    /// What a copy follows: the review's `band` (when the pipeline
+    /// `reviews`) and the `positive` class.
+    pub(super) fn new(band: f64, reviews: bool, positive: Positive<'_>) -> Self {
         Followed {
-            band: from.review.band(),
-            reviews: from.cfg.review.fraction > 0.0,
+            band,
+            reviews,
             binary: positive.binary,
             positive: positive.class.map(str::to_string),
         }
@@ -124,27 +125,20 @@ impl Predictor {
         }
     }
 
-    /// A copy of `from`'s predictor (its model as a scoring copy) that
-    /// answers as `from` does ([`Predictor::follow`]).
-    pub fn copy_of(from: &Pipeline) -> Self {
-        let mut copy = Predictor::new(from.predictor.model.scoring_copy(), &from.cfg);
-        copy.follow(from);
-        copy
+    /// A copy of this predictor, its model as a scoring copy, with no
+    /// reported messages and following nothing yet (see
+    /// [`super::Pipeline::serving_copy`]).
+    pub(super) fn scoring_copy(&self, cfg: &super::PipelineConfig) -> Self {
+        Predictor::new(self.model.scoring_copy(), cfg)
     }
 
-    /// Predicts with `from`'s model from now on, and as `from` does
-    /// besides: the reported messages (a vote is counted only with a label
-    /// learned, so they change only with the model's version), the
-    /// review's band, the positive class. Returns the model it replaced
-    /// (for the caller to drop outside its lock).
-    pub fn follow_model(&mut self, from: &Pipeline) -> Model {
-        self.follow(from);
-        self.replace_model(from.predictor.model.scoring_copy())
-    }
-
-    fn follow(&mut self, from: &Pipeline) {
-        self.reported.clone_from(&from.predictor.reported);
-        self.followed = Followed::of(from);
+    /// Answers as the learner does besides its model: `reported` (a vote
+    /// is counted only with a label learned, so they change only with the
+    /// model's version), and what it `followed` (the review's band, the
+    /// positive class).
+    pub(super) fn follow(&mut self, reported: &Reported, followed: Followed) {
+        self.reported.clone_from(reported);
+        self.followed = followed;
     }
 
     pub fn model(&self) -> &Model {

@@ -10,7 +10,7 @@
 //!
 //! The daemon answers requests from copies of its model apart from the one
 //! it learns (`serving::copies`), each a [`Predictor`] that follows the
-//! learning pipeline ([`Predictor::copy_of`]) and hands each request's
+//! learning pipeline ([`Pipeline::serving_copy`]) and hands each request's
 //! message back with its answer ([`Answered`]); the caller sends it over a
 //! bounded queue to the daemon's core, which keeps it in the learning
 //! pipeline's cache ([`Pipeline::keep_answered`]) before the next message

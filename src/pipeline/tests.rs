@@ -422,7 +422,7 @@ fn requests_prepared_apart_answer_like_whole_ones() {
         PipelineConfig::default().reading(),
     );
     let kept = p.cache().get("r").map(|e| e.score);
-    let mut copy = Predictor::copy_of(&p);
+    let mut copy = p.serving_copy();
     for mut preparer in [p.preparer(), stale] {
         let mut batch = Prepared::default();
         preparer.prepare(raw, false, &mut batch);

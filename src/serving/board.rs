@@ -16,6 +16,7 @@ use super::lock;
 use crate::eval::drift::Watched;
 use crate::model::stack::Member;
 use crate::pipeline::{Contribution, Pipeline, Prediction, Raw};
+use crate::pool::Instance;
 
 /// How often the loop posts its status (and a point of the series).
 pub(crate) const POST_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
@@ -245,20 +246,6 @@ pub(crate) struct Point {
     pub verdicts: Vec<(String, u64)>,
 }
 
-/// An instance of the pool as its last report says (`--pool-topic`).
-#[derive(Clone, Debug, PartialEq, serde::Deserialize, Serialize)]
-pub(crate) struct PoolMember {
-    /// Its name (`host-pid`, unique while it runs).
-    pub instance: String,
-    pub role: String,
-    /// The model version it serves (a learner: the one it learned to).
-    pub model_version: u64,
-    /// When it reported (ms since the epoch).
-    pub at_ms: u64,
-    /// When it started.
-    pub started_ms: u64,
-}
-
 /// A message the stream dead-lettered, as the console lists it.
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct Dead {
@@ -329,7 +316,7 @@ pub(crate) struct Board {
     /// The last dead letters, oldest first.
     dead: Mutex<VecDeque<Dead>>,
     /// The pool's instances as they last reported (none: no pool topic).
-    pool: Mutex<Option<Vec<PoolMember>>>,
+    pool: Mutex<Option<Vec<Instance>>>,
     /// Most predictions the history keeps.
     cap: usize,
     /// Whether a history entry keeps the message's start (else its first
@@ -405,12 +392,12 @@ impl Board {
     }
 
     /// The pool as its instances last reported, newest first.
-    pub(crate) fn set_pool(&self, members: Vec<PoolMember>) {
+    pub(crate) fn set_pool(&self, members: Vec<Instance>) {
         *lock(&self.pool) = Some(members);
     }
 
     /// The pool, if this process reads one.
-    pub(crate) fn pool(&self) -> Option<Vec<PoolMember>> {
+    pub(crate) fn pool(&self) -> Option<Vec<Instance>> {
         lock(&self.pool).clone()
     }
 

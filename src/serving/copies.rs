@@ -102,9 +102,9 @@ impl Copies {
         let replaced = {
             let mut copy = lock(&self.copies[next]);
             match copy.as_mut() {
-                Some(predictor) => Some(predictor.follow_model(from)),
+                Some(predictor) => Some(from.update_copy(predictor)),
                 None => {
-                    *copy = Some(Predictor::copy_of(from));
+                    *copy = Some(from.serving_copy());
                     None
                 }
             }

@@ -13,9 +13,9 @@ use tokio::sync::{Semaphore, oneshot};
 use super::ServeError;
 use super::bounds::{Bounds, PerAddress};
 
-/// Which endpoint a [`Listener`] is: its flag and what it serves, for errors.
+/// The door a [`Listener`] opens: the endpoint's flag and what it serves, for errors.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Endpoint {
+pub(crate) struct Door {
     pub flag: &'static str,
     pub what: &'static str,
 }
@@ -33,7 +33,7 @@ impl Listener {
     /// Binds `addr` (an error here stops the daemon's start) and runs
     /// `serve` over the listener until dropped; returns the address bound.
     pub(crate) fn start<F, Fut>(
-        at: Endpoint,
+        at: Door,
         addr: &str,
         max_blocking: usize,
         serve: F,

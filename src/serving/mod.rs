@@ -8,6 +8,8 @@
 //!   the copies, and the requests' messages handed back for their late
 //!   labels;
 //! - [`told`]: the lessons endpoints take, on their way to the loop;
+//! - [`endpoint`]: what every endpoint is to the daemon: one `serve` over
+//!   one [`Handles`];
 //! - [`board`]: what a screen shows: the status the loop posts, its
 //!   series, the last predictions made;
 //! - [`listener`]: a listener on a thread of its own, the accept loop with
@@ -29,6 +31,7 @@ pub(crate) mod access;
 pub(crate) mod board;
 pub(crate) mod bounds;
 mod copies;
+pub(crate) mod endpoint;
 mod feed;
 mod listener;
 mod told;
@@ -37,9 +40,11 @@ pub use access::Cidr;
 pub(crate) use access::same_secret;
 pub use bounds::Bounds;
 pub(crate) use copies::Hooks;
+pub(crate) use endpoint::Endpoint;
+pub(crate) use endpoint::{Handles, Serving};
 pub(crate) use feed::Feed;
-pub(crate) use listener::{Endpoint, Listener, accept_loop};
-pub(crate) use told::{Lesson, TellDone, Teller, Told, Untold, Waker, told_queue};
+pub(crate) use listener::{Door, Listener, accept_loop};
+pub(crate) use told::{Tell, TellDone, Teller, Told, Untold, Waker, told_queue};
 
 /// Why an endpoint could not start.
 #[derive(Debug, thiserror::Error)]

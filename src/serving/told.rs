@@ -14,7 +14,7 @@ pub(crate) const TOLD_QUEUE: usize = 1024;
 
 /// What a `TELL` asks of the model.
 #[derive(Debug)]
-pub(crate) enum Lesson {
+pub(crate) enum Tell {
     /// Learn the message as this class (a label already learned for its id
     /// is replaced, the same one again is no update).
     Learn(String),
@@ -36,7 +36,7 @@ pub(crate) struct Told {
     pub(crate) email: Vec<u8>,
     /// The text it teaches, when it is no e-mail.
     pub(crate) text: Option<String>,
-    pub(crate) lesson: Lesson,
+    pub(crate) lesson: Tell,
     /// Who it is for (its personal features), unless `--mail-personal false`.
     pub(crate) user: Option<String>,
     /// Who tells (spamd's `User:`, rspamd's envelope user).

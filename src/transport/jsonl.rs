@@ -1,5 +1,5 @@
 //! `classifyd run` on the embedded default transport (JSON lines): read
-//! lines, hand each to the [`Pipeline`], deliver predictions and dead
+//! lines, hand each to the daemon's core, deliver predictions and dead
 //! letters, checkpoint periodically and at exit, resume from the newest good
 //! checkpoint at the line after the last one it covers of this input (an
 //! input is known by its first line: [`crate::checkpoint::InputKey`];
@@ -10,33 +10,27 @@
 //! the last checkpoint are delivered again (at least once), and each carries
 //! its id for deduplication.
 //!
-//! The daemon is a type ([`JsonlDaemon`]): it reads the input's lines (on
-//! a reader thread: [`LineSource`]) and hands each to the daemon core
-//! ([`super::core`]), which handles it, delivers its output to the
+//! The transport is a type ([`Jsonl`], a [`Transport`]): it opens the input
+//! where the checkpoint resumes, then its loop ([`LinesLoop`]) reads the
+//! input's lines (on a reader thread: [`LineSource`]) and hands each to
+//! the daemon's core, which handles it, delivers its output to the
 //! [`LinesSink`] and checkpoints; like the Kafka one, a plain thread that
-//! owns the pipeline (HTTP requests are answered from copies of its model:
-//! `crate::http`).
+//! owns the pipeline (requests are answered from copies of its model).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use super::ahead::{Batch, Line};
-use super::core::{Core, Payload, Position, Record};
 use super::lines::{LineEvent, LineSource, Resume};
-use super::saving::Saving;
-use super::service::{Asked, Fronts};
 use super::sinks::{DeadLetterSink, LinesSink, PredictionSink, open_output};
-use super::{Cadence, DaemonError};
-use crate::checkpoint::{CheckpointDir, InputKey, Resumed, load_or_new};
-use crate::features::FeatureConfig;
-use crate::http::HttpSettings;
-use crate::mail::MailSettings;
+use crate::checkpoint::InputKey;
+use crate::daemon::core::{Core, Payload, Position, Record};
+use crate::daemon::{DaemonError, Opened, Start, Transport};
 use crate::metrics::Telemetry;
-use crate::model::HyperChoice;
-use crate::pipeline::{PipelineConfig, Prepared};
+use crate::pipeline::Prepared;
 use crate::shutdown::Shutdown;
 
-/// Settings of a JSON-lines run.
+/// Settings of a JSON-lines run: its files.
 #[derive(Clone, Debug)]
 pub struct JsonlSettings {
     pub input: String,
@@ -46,123 +40,113 @@ pub struct JsonlSettings {
     pub dead_letter: Option<PathBuf>,
     /// Messages to review (`--review`), appended.
     pub review: Option<PathBuf>,
-    pub checkpoint_dir: Option<PathBuf>,
-    pub checkpoint_interval: Duration,
-    /// Checkpoint after this many learned updates too (0: off).
-    pub checkpoint_every_updates: u64,
-    pub keep_checkpoints: usize,
-    pub features: FeatureConfig,
-    pub hyper: HyperChoice,
-    pub pipeline: PipelineConfig,
-    /// Predictions on request (`--http-addr`).
-    pub http: Option<HttpSettings>,
-    /// The mail protocols (`--spamd-addr`, `--rspamd-addr`).
-    pub mail: Option<MailSettings>,
-    /// The web console (`--console-addr`).
-    pub console: Option<crate::console::ConsoleSettings>,
 }
 
-/// Runs until the input ends or `shutdown` is triggered; checkpoints at exit.
-pub(crate) fn run_jsonl(
-    s: &JsonlSettings,
-    shutdown: &Shutdown,
-    telemetry: Option<&Telemetry>,
-) -> Result<(), DaemonError> {
-    let mut daemon = JsonlDaemon::start(s, telemetry)?;
-    loop {
-        if shutdown.is_triggered() {
-            tracing::info!("shutdown requested; finishing");
-            break;
-        }
-        daemon.on_tick()?;
-        match daemon.source.next(Duration::from_millis(100)) {
-            None => continue,
-            Some(LineEvent::Start(resume)) => daemon.on_start(resume),
-            Some(LineEvent::End) => {
-                daemon.on_end(shutdown)?;
-                break;
-            }
-            Some(LineEvent::Error(e)) => return Err(DaemonError::Io(e)),
-            // A lesson: the next tick learns it.
-            Some(LineEvent::Woken) => continue,
-            Some(LineEvent::Lines(mut batch)) => {
-                let handled = daemon.on_lines(&mut batch);
-                daemon.source.done(batch);
-                handled?;
-            }
-        }
+/// The JSON-lines transport: its settings, then, once opened, the input.
+pub(crate) struct Jsonl {
+    s: JsonlSettings,
+    source: Option<LineSource>,
+}
+
+impl Jsonl {
+    pub(crate) fn new(s: JsonlSettings) -> Self {
+        Jsonl { s, source: None }
     }
-    daemon.shutdown()
 }
 
-/// The JSON-lines daemon: the core over the lines' sink, the input, and
-/// where it stands in it.
-struct JsonlDaemon<'a> {
-    s: &'a JsonlSettings,
-    telemetry: Option<&'a Telemetry>,
-    core: Core<LinesSink>,
-    /// The HTTP endpoint, stopped before the last checkpoint.
-    fronts: Fronts,
-    source: LineSource,
-    resumed_from: Option<PathBuf>,
-    /// The input, once its first line is read.
-    input: Option<InputKey>,
-}
+impl Transport for Jsonl {
+    type Sink = LinesSink;
 
-impl<'a> JsonlDaemon<'a> {
-    /// Opens the checkpoint directory (resuming from it), the input, the
-    /// outputs and the HTTP endpoint.
-    fn start(s: &'a JsonlSettings, telemetry: Option<&'a Telemetry>) -> Result<Self, DaemonError> {
-        let dir = match &s.checkpoint_dir {
-            Some(d) => Some(CheckpointDir::open(d, s.keep_checkpoints)?),
-            None => None,
-        };
-        let Resumed {
-            pipeline,
-            positions,
-            from: resumed_from,
-        } = load_or_new(dir.as_ref(), &s.features, &s.hyper, s.pipeline.clone())?;
+    /// Resumes from the checkpoint directory, then opens the input where
+    /// it resumes and the outputs.
+    fn open(&mut self, start: &Start<'_>) -> Result<Option<Opened<LinesSink>>, DaemonError> {
+        let s = &self.s;
+        let model = start.checkpointed(None)?;
         // The reader thread prepares each line for the pipeline's model
         // (whose features a JSON-lines run never changes), so the loop only
         // learns and predicts.
+        let max = model.pipeline.config().max_message_bytes;
         let source = LineSource::open(
             &s.input,
-            positions.clone(),
+            model.positions.clone(),
             s.input_name.clone(),
-            (s.pipeline.max_message_bytes, Some(pipeline.preparer())),
+            (max, Some(model.pipeline.preparer())),
         )?;
         let predictions = PredictionSink::new(open_output(&s.output)?, &s.output).with_review(s.review.as_deref())?;
         let dead = DeadLetterSink::open(s.dead_letter.as_deref())?;
-        let cadence = Cadence::new(
-            s.checkpoint_interval,
-            s.checkpoint_every_updates,
-            pipeline.model().version(),
-        );
         let sink = LinesSink::new(predictions, dead, &source.name);
-        let mut core = Core::new(pipeline, Saving::new(dir, positions, cadence), sink);
+        // A lesson wakes the loop where it waits for lines (an open pipe
+        // may send none for a long while).
+        let wake = Some(source.waker());
+        self.source = Some(source);
+        Ok(Some(Opened {
+            model,
+            sink,
+            publication: None,
+            forward: None,
+            wake,
+        }))
+    }
+
+    /// Runs until the input ends or `shutdown` is triggered; checkpoints at exit.
+    fn drive(
+        self,
+        core: Core<LinesSink>,
+        shutdown: &Shutdown,
+        telemetry: Option<&Telemetry>,
+    ) -> Result<(), DaemonError> {
+        let Some(source) = self.source else {
+            return Err(DaemonError::Usage("the JSON-lines input was not opened".into()));
+        };
         if let Some(t) = telemetry {
             crate::metrics::publish(core.pipeline());
             t.set_ready(true);
         }
-        // A lesson wakes the loop where it waits for lines (an open pipe
-        // may send none for a long while).
-        core.wake_for_lessons(source.waker());
-        let fronts = core.serve(Asked {
-            http: s.http.as_ref(),
-            mail: s.mail.as_ref(),
-            console: s.console.as_ref(),
-        })?;
-        Ok(JsonlDaemon {
-            s,
+        let mut daemon = LinesLoop {
             telemetry,
             core,
-            fronts,
             source,
-            resumed_from,
             input: None,
-        })
+        };
+        daemon.run(shutdown)?;
+        daemon.shutdown()
     }
+}
 
+/// The JSON-lines loop: the core over the lines' sink, the input, and
+/// where it stands in it.
+struct LinesLoop<'a> {
+    telemetry: Option<&'a Telemetry>,
+    core: Core<LinesSink>,
+    source: LineSource,
+    /// The input, once its first line is read.
+    input: Option<InputKey>,
+}
+
+impl LinesLoop<'_> {
+    /// Reads until the input ends or `shutdown` is triggered.
+    fn run(&mut self, shutdown: &Shutdown) -> Result<(), DaemonError> {
+        loop {
+            if shutdown.is_triggered() {
+                tracing::info!("shutdown requested; finishing");
+                return Ok(());
+            }
+            self.on_tick()?;
+            match self.source.next(Duration::from_millis(100)) {
+                None => continue,
+                Some(LineEvent::Start(resume)) => self.on_start(resume),
+                Some(LineEvent::End) => return self.on_end(shutdown),
+                Some(LineEvent::Error(e)) => return Err(DaemonError::Io(e)),
+                // A lesson: the next tick learns it.
+                Some(LineEvent::Woken) => continue,
+                Some(LineEvent::Lines(mut batch)) => {
+                    let handled = self.on_lines(&mut batch);
+                    self.source.done(batch);
+                    handled?;
+                }
+            }
+        }
+    }
     /// The core's time-based work, before each read.
     fn on_tick(&mut self) -> Result<(), DaemonError> {
         self.core.tick(self.telemetry.is_some(), &mut ())?;
@@ -181,13 +165,12 @@ impl<'a> JsonlDaemon<'a> {
                 "the checkpoint predates per-input positions: assuming this is the input it was reading \
                  and resuming at its line; from now on its position is kept under the input's own key"
             );
-            self.core.positions_mut().forget_legacy_line();
         } else if resume.skip > 0 {
             tracing::info!(input = %name, key = %resume.key, line = resume.skip, "resuming the input after the lines the checkpoint holds");
-        } else if self.resumed_from.is_some() {
+        } else if self.core.resumed_from().is_some() {
             tracing::info!(input = %name, key = %resume.key, "the checkpoint has not read this input: reading it from its first line");
         }
-        self.core.positions_mut().start_reading(resume.key.clone(), resume.skip);
+        (self.core).start_input(resume.key.clone(), resume.skip, resume.legacy);
         self.input = Some(resume.key);
     }
 
@@ -211,16 +194,19 @@ impl<'a> JsonlDaemon<'a> {
     /// A line over the size cap: read past, never held, refused with its
     /// first bytes and its length.
     fn on_oversized(&mut self, number: u64, prefix: &[u8], length: u64) -> Result<(), DaemonError> {
-        let max = self.s.pipeline.max_message_bytes;
-        let bad = self.core.pipeline_mut().refuse(crate::message::too_large(length, max));
-        let position = Position::Line {
-            input: started(&self.input)?,
-            number,
-            line: prefix,
+        let record = Record {
+            payload: Payload::Oversized { prefix, length },
+            key: None,
+            reporter: None,
+            user: None,
+            stamp_ms: None,
+            position: Position::Line {
+                input: started(&self.input)?,
+                number,
+                line: prefix,
+            },
         };
-        self.core.sink_mut().refuse_prefix(&position, &bad, prefix, length)?;
-        self.core.advance(position);
-        Ok(())
+        self.core.handle(&record)
     }
 
     /// One line through the core (as the reader prepared it, when it did).
@@ -251,7 +237,7 @@ impl<'a> JsonlDaemon<'a> {
     /// The input ended. With the HTTP endpoint on, the daemon checkpoints
     /// and goes on answering requests until it is stopped.
     fn on_end(&mut self, shutdown: &Shutdown) -> Result<(), DaemonError> {
-        if !self.fronts.any() {
+        if !self.core.serves() {
             return Ok(());
         }
         // Requests are answered from the whole input's model from now on.
@@ -269,9 +255,8 @@ impl<'a> JsonlDaemon<'a> {
     /// the one it resumed from, which still says it all), and the run's
     /// report in the log.
     fn shutdown(mut self) -> Result<(), DaemonError> {
-        drop(std::mem::take(&mut self.fronts));
         let changed = self.core.messages() > 0 || self.core.lessons_learned() > 0;
-        if changed || self.resumed_from.is_none() {
+        if changed || self.core.resumed_from().is_none() {
             self.core.finish(Duration::ZERO, &mut ())?;
         } else {
             self.core.stop_requests();

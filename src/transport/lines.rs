@@ -257,9 +257,9 @@ impl LineSource {
 
     /// Wakes [`LineSource::next`] with [`LineEvent::Woken`] (when the
     /// queue has room: a full one wakes it anyway).
-    pub(crate) fn waker(&self) -> crate::serving::Waker {
+    pub(crate) fn waker(&self) -> Arc<dyn Fn() + Send + Sync> {
         let tx = self.tx.clone();
-        std::sync::Arc::new(move || {
+        Arc::new(move || {
             let _ = tx.try_send(LineEvent::Woken);
         })
     }

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use base64::Engine as _;
 
-use super::DaemonError;
-use super::core::{Position, Record, Sink};
+use crate::daemon::DaemonError;
+use crate::daemon::core::{Payload, Position, Record, Sink};
 use crate::message::Bad;
 use crate::pipeline::{Outcome, Prediction};
 
@@ -214,19 +214,6 @@ impl LinesSink {
     fn position(&self, position: &Position<'_>) -> String {
         format!("{}:{}", self.input, position.default_id())
     }
-
-    /// Refuses a line of which only `prefix` is at hand, `length` bytes
-    /// long (over the size cap).
-    pub(crate) fn refuse_prefix(
-        &mut self,
-        position: &Position<'_>,
-        bad: &Bad,
-        prefix: &[u8],
-        length: u64,
-    ) -> io::Result<()> {
-        let at = self.position(position);
-        self.dead.write_prefix(&at, bad, prefix, length)
-    }
 }
 
 impl Sink for LinesSink {
@@ -234,8 +221,12 @@ impl Sink for LinesSink {
         match outcome {
             Outcome::Predicted(p) => self.predictions.write(&p)?,
             Outcome::Bad(bad) => {
-                let position = self.position(&record.position);
-                self.dead.write(&position, &bad, record.payload.bytes())?;
+                let at = self.position(&record.position);
+                match record.payload {
+                    // Over the size cap: only its first bytes were read.
+                    Payload::Oversized { prefix, length } => self.dead.write_prefix(&at, &bad, prefix, length)?,
+                    _ => self.dead.write(&at, &bad, record.payload.bytes())?,
+                }
             }
             _ => {}
         }

@@ -18,23 +18,23 @@ use rdkafka::types::RDKafkaRespErr;
 use super::KafkaSettings;
 use super::sink::KafkaSink;
 use crate::checkpoint::Positions;
+use crate::daemon::DaemonError;
+use crate::daemon::core::{Checkpointed, Core};
 use crate::pipeline::Role;
-use crate::transport::DaemonError;
-use crate::transport::core::{Checkpointed, Core};
 
 /// The consumer's context: sets start offsets on assignment and checkpoints
 /// before partitions are revoked.
-pub(super) struct Ctx {
+pub(super) struct ConsumerCtx {
     pub(super) core: Arc<Mutex<KafkaCore>>,
     /// Partitions currently assigned (for `/readyz`).
     pub(super) assigned: Arc<AtomicU64>,
     /// Rebalances so far (each assignment and revocation): records taken
-    /// before one are not handled after it (`super::daemon`).
+    /// before one are not handled after it (`super::poll`).
     pub(super) rebalances: Arc<AtomicU64>,
 }
 
 /// The daemon core over the Kafka sink, shared by the loop and the
-/// rebalance callback (see `super::daemon`).
+/// rebalance callback (see `super::poll`).
 pub(super) type KafkaCore = Core<KafkaSink>;
 
 pub(super) fn lock(core: &Mutex<KafkaCore>) -> MutexGuard<'_, KafkaCore> {
@@ -42,7 +42,7 @@ pub(super) fn lock(core: &Mutex<KafkaCore>) -> MutexGuard<'_, KafkaCore> {
     core.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl ClientContext for Ctx {
+impl ClientContext for ConsumerCtx {
     /// librdkafka's statistics (every `statistics.interval.ms`): consumer lag
     /// per partition.
     fn stats(&self, stats: rdkafka::Statistics) {
@@ -57,7 +57,7 @@ impl ClientContext for Ctx {
     }
 }
 
-impl ConsumerContext for Ctx {
+impl ConsumerContext for ConsumerCtx {
     fn rebalance(&self, consumer: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
         self.rebalances.fetch_add(1, Ordering::SeqCst);
         match err {
@@ -121,14 +121,14 @@ impl ConsumerContext for Ctx {
 /// the group.
 pub(super) struct GroupCommit<'c, C>(pub(super) &'c C);
 
-impl<C: Consumer<Ctx>> Checkpointed for GroupCommit<'_, C> {
+impl<C: Consumer<ConsumerCtx>> Checkpointed for GroupCommit<'_, C> {
     fn commit(&mut self, positions: &Positions, why: &str) {
         commit(self.0, positions, why);
     }
 }
 
 /// Commits `positions`' offsets of the partitions `consumer` is assigned.
-fn commit<C: Consumer<Ctx>>(consumer: &C, positions: &Positions, why: &str) {
+fn commit<C: Consumer<ConsumerCtx>>(consumer: &C, positions: &Positions, why: &str) {
     let mut tpl = TopicPartitionList::new();
     if let Ok(assigned) = consumer.assignment() {
         for e in assigned.elements() {
@@ -150,7 +150,7 @@ fn commit<C: Consumer<Ctx>>(consumer: &C, positions: &Positions, why: &str) {
 /// must see every partition), offsets stored and committed by the daemon
 /// only, range assignment, statistics for the lag, quick rebalances.
 pub(super) fn consumer_config(s: &KafkaSettings) -> ClientConfig {
-    let group = match s.pipeline.role {
+    let group = match s.role {
         Role::Learner => format!("{}-learner", s.group_id),
         _ => s.group_id.clone(),
     };

@@ -33,7 +33,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use super::KafkaSettings;
 use super::context::producer_config;
 use crate::checkpoint::lessons::Recorded;
-use crate::transport::lessons::{Forward, json_of};
+use crate::daemon::lessons::{Forward, json_of};
 
 /// How long the broker has to take a batch of lessons before they are
 /// refused (the client retries).

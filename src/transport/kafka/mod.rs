@@ -16,7 +16,8 @@
 //! and none is skipped; predictions after the last checkpoint may repeat (at
 //! least once, each carrying its id).
 //!
-//! Roles (`--role`, the pipeline's [`Role`]) share this loop: a standalone
+//! The transport is [`Kafka`], which the daemon drives
+//! (`crate::daemon::Transport`). Roles (`--role`, the pipeline's [`Role`]) share this loop: a standalone
 //! process does all of the above; a learner reads the input and feedback
 //! topics in its own group (`GROUP-learner`: it must see every partition),
 //! learns, checkpoints and publishes its model to the model topic; a
@@ -26,31 +27,29 @@
 //! no checkpoint). See docs/scaling.md.
 
 mod context;
-mod daemon;
 mod errors;
 mod forward;
 mod model_topic;
+mod poll;
 mod pool;
-mod sink;
+mod publication;
+pub(crate) mod sink;
 pub(crate) mod tail;
 mod topics;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use self::daemon::Daemon;
-use crate::features::FeatureConfig;
-use crate::metrics::Telemetry;
-use crate::model::HyperChoice;
-use crate::pipeline::PipelineConfig;
+pub(crate) use self::poll::Kafka;
+use crate::pipeline::Role;
 use crate::replica::PublishSettings;
-use crate::shutdown::Shutdown;
-use crate::transport::DaemonError;
 
-/// Settings of a Kafka run.
+/// Settings of a Kafka run: its brokers, topics and headers.
 #[derive(Clone, Debug)]
 pub struct KafkaSettings {
     pub brokers: String,
+    /// The process's role (`--role`, the pipeline's too): which topics it
+    /// reads and writes, in which group.
+    pub role: Role,
     pub input_topic: String,
     pub feedback_topic: String,
     pub output_topic: String,
@@ -72,40 +71,13 @@ pub struct KafkaSettings {
     pub group_id: String,
     /// librdkafka properties (`-X key=value`), applied to consumer and producer.
     pub properties: Vec<(String, String)>,
-    /// Required but for a predictor (which keeps no checkpoint).
-    pub checkpoint_dir: Option<PathBuf>,
-    pub checkpoint_interval: Duration,
-    pub checkpoint_every_updates: u64,
-    pub keep_checkpoints: usize,
     /// How long the producer may take to deliver what is queued at a
     /// checkpoint or at shutdown before the checkpoint is put off.
     pub flush_timeout: Duration,
     /// How a learner publishes its model.
     pub publish: PublishSettings,
-    pub features: FeatureConfig,
-    pub hyper: HyperChoice,
-    /// Its `role` says what this process does.
-    pub pipeline: PipelineConfig,
-    /// Predictions on request (`--http-addr`).
-    pub http: Option<crate::http::HttpSettings>,
-    /// The mail protocols (`--spamd-addr`, `--rspamd-addr`).
-    pub mail: Option<crate::mail::MailSettings>,
-    /// The web console (`--console-addr`).
-    pub console: Option<crate::console::ConsoleSettings>,
     /// Create the topics this process needs when they are missing.
     pub create_topics: bool,
     /// Partitions of the topics it creates (the model topic has one).
     pub topic_partitions: i32,
-}
-
-/// Runs until `shutdown`; then finishes the message in hand, flushes,
-/// checkpoints, commits (a learner publishes its last version first).
-/// Blocks the calling thread, which it uses as the daemon's loop
-/// ([`daemon`] says why).
-pub(crate) fn run(s: &KafkaSettings, shutdown: &Shutdown, telemetry: Option<&Telemetry>) -> Result<(), DaemonError> {
-    let Some(mut daemon) = Daemon::start(s, shutdown, telemetry)? else {
-        return Ok(());
-    };
-    daemon.run()?;
-    daemon.shutdown()
 }

@@ -4,50 +4,22 @@
 //! to the [`Assembler`]. The format and the logic are [`crate::replica`]'s.
 //! A predictor's feed ([`ModelFeed`]) is polled by the daemon's loop,
 //! on the loop's own thread, between input messages. A learner writes it
-//! through [`TopicOutlet`], the core's [`Outlet`] on the output producer.
+//! through its publication (`super::publication`).
 
 use std::collections::HashSet;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Message};
-use rdkafka::producer::{Producer, ThreadedProducer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use super::KafkaSettings;
 use super::context::{client_config, kafka_error, with_properties};
-use super::sink::{DeliveryCounter, send_opt};
+use crate::daemon::DaemonError;
 use crate::model::{Limits, Model};
 use crate::pipeline::Pipeline;
 use crate::replica::{Assembler, FullVersion, TopicIndex, Update, apply_delta};
 use crate::shutdown::Shutdown;
-use crate::transport::DaemonError;
-use crate::transport::publication::Outlet;
-
-/// A learner's model topic as the core's outlet: records queued on the
-/// daemon's producer (waiting while librdkafka's queue is full), settled
-/// once the producer's delivery reports have counted them all
-/// ([`DeliveryCounter::model_settled`]).
-pub(super) struct TopicOutlet {
-    pub(super) producer: Arc<ThreadedProducer<DeliveryCounter>>,
-    pub(super) topic: String,
-    /// Records queued so far.
-    pub(super) sent: u64,
-}
-
-impl Outlet for TopicOutlet {
-    fn send(&mut self, key: &[u8], value: Option<&[u8]>) -> bool {
-        let queued = send_opt(&self.producer, &self.topic, key, value, None);
-        self.sent += u64::from(queued);
-        queued
-    }
-
-    fn settled(&self) -> bool {
-        self.producer.context().model_settled.load(Ordering::Relaxed) >= self.sent
-    }
-}
 
 /// A consumer of the model topic's one partition from its start, outside
 /// any group (it commits nothing: every start reads the topic again).
@@ -223,7 +195,11 @@ impl ModelFeed {
     /// Reads the topic to its end, then waits (logging every ten seconds)
     /// until it holds a complete version the predictor can serve; `None`
     /// on shutdown.
-    pub(super) fn first_model(s: &KafkaSettings, shutdown: &Shutdown) -> Result<Option<(Self, Model)>, DaemonError> {
+    pub(super) fn first_model(
+        s: &KafkaSettings,
+        limits: Limits,
+        shutdown: &Shutdown,
+    ) -> Result<Option<(Self, Model)>, DaemonError> {
         // First the keys the learner has deleted (what compaction will
         // drop, and may not have yet: the full versions before the newest
         // and the deltas before it), so that they are neither decoded nor
@@ -237,13 +213,13 @@ impl ModelFeed {
         catch_up(&consumer, &s.model_topic, shutdown, Duration::from_secs(30), |m| {
             let key = m.key().map(String::from_utf8_lossy).unwrap_or_default();
             if !deleted.contains(key.as_ref()) && take(&mut assembler, m) {
-                apply_all(&mut assembler, &mut served, s.pipeline.limits);
+                apply_all(&mut assembler, &mut served, limits);
             }
         })?;
         let mut feed = ModelFeed { consumer, assembler };
         let mut waiting = Instant::now();
         loop {
-            apply_all(&mut feed.assembler, &mut served, s.pipeline.limits);
+            apply_all(&mut feed.assembler, &mut served, limits);
             if let Some(model) = served.take() {
                 crate::metrics::model_swapped();
                 tracing::info!(topic = %s.model_topic, served = ?feed.assembler.served(), "serving the model");

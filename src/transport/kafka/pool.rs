@@ -2,12 +2,11 @@
 //! Kafka instance of any role reports, every [`REPORT_EVERY`], its role
 //! and the model version it serves, keyed by its name; an instance that
 //! serves a console also reads every report (from the topic's start,
-//! outside any group, committing nothing) and shows the pool on its
-//! board. What a member says is its own: a predictor's version is the one
-//! its copies answer from.
+//! outside any group, committing nothing) and hands the pool it sees
+//! (`crate::pool::View`) to the daemon, whose console shows it. What a
+//! member says is its own: a predictor's version is the one its copies
+//! answer from.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -17,33 +16,28 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use super::KafkaSettings;
 use super::context::client_config;
-use crate::serving::board::{Board, PoolMember};
+use crate::pool::{Instance, View};
 
 /// How often an instance reports.
 pub(super) const REPORT_EVERY: Duration = Duration::from_secs(5);
 /// Reports read in one turn of the loop, at most.
 const READ_AT_ONCE: usize = 256;
-/// A member not heard from for this long has left the pool (its key
-/// stays on the compacted topic when it was killed: no tombstone), so the
-/// view stays bounded by the instances of the last minutes.
-const GONE_AFTER_MS: u64 = 10 * 60 * 1000;
 
 /// This instance's reporting, and its view of the pool when it shows one.
 pub(super) struct Pool {
     producer: ThreadedProducer<DefaultProducerContext>,
     topic: String,
-    me: PoolMember,
-    /// Reads the reports, when a console shows them.
-    reader: Option<(BaseConsumer, Arc<Board>)>,
-    seen: BTreeMap<String, PoolMember>,
+    me: Instance,
+    /// Reads the reports, when a console shows them, into the pool's view.
+    reader: Option<(BaseConsumer, View)>,
     next: Instant,
 }
 
 impl Pool {
-    /// The pool of `s`'s `--pool-topic` (none without one); `board`: the
-    /// console's, which then shows it. A client librdkafka refuses is
-    /// logged and the daemon goes on without a pool view.
-    pub(super) fn open(s: &KafkaSettings, board: Option<Arc<Board>>) -> Option<Pool> {
+    /// The pool of `s`'s `--pool-topic` (none without one); with `shown`
+    /// (a console shows it), its reports are read too. A client librdkafka
+    /// refuses is logged and the daemon goes on without a pool view.
+    pub(super) fn open(s: &KafkaSettings, shown: bool) -> Option<Pool> {
         let topic = s.pool_topic.clone()?;
         let producer = match client_config(s).set("linger.ms", "0").create() {
             Ok(p) => p,
@@ -52,17 +46,17 @@ impl Pool {
                 return None;
             }
         };
-        let reader = board.and_then(|b| match reader(s, &topic) {
-            Ok(c) => Some((c, b)),
+        let reader = shown.then(|| reader(s, &topic)).and_then(|r| match r {
+            Ok(c) => Some((c, View::default())),
             Err(error) => {
                 tracing::warn!(%error, "no pool view: the reader cannot be made");
                 None
             }
         });
         let now = crate::clock::now_ms();
-        let me = PoolMember {
+        let me = Instance {
             instance: instance_name(),
-            role: s.pipeline.role.to_string(),
+            role: s.role.to_string(),
             model_version: 0,
             at_ms: now,
             started_ms: now,
@@ -72,14 +66,13 @@ impl Pool {
             topic,
             me,
             reader,
-            seen: BTreeMap::new(),
             next: Instant::now(),
         })
     }
 
     /// Reports `version` when a report is due, and reads the reports that
-    /// came (posting the pool to the board).
-    pub(super) fn tick(&mut self, version: u64) {
+    /// came: the pool's members when they changed since the last call.
+    pub(super) fn tick(&mut self, version: u64) -> Option<Vec<Instance>> {
         if Instant::now() >= self.next {
             self.next = Instant::now() + REPORT_EVERY;
             self.me.model_version = version;
@@ -91,38 +84,16 @@ impl Pool {
                 tracing::debug!(%error, "pool report not queued");
             }
         }
-        let Some((reader, board)) = &self.reader else {
-            return;
-        };
+        let (reader, view) = self.reader.as_mut()?;
         let mut read = 0;
         while let Some(Ok(m)) = reader.poll(Duration::ZERO) {
-            match m.payload() {
-                // A tombstone: an instance that stopped cleanly.
-                None => {
-                    if let Some(key) = m.key().and_then(|k| std::str::from_utf8(k).ok()) {
-                        self.seen.remove(key);
-                    }
-                }
-                Some(v) => {
-                    if let Ok(member) = serde_json::from_slice::<PoolMember>(v) {
-                        self.seen.insert(member.instance.clone(), member);
-                    }
-                }
-            }
+            view.read(m.key(), m.payload());
             read += 1;
             if read >= READ_AT_ONCE {
                 break;
             }
         }
-        let before = self.seen.len();
-        let now = crate::clock::now_ms();
-        self.seen.retain(|_, m| now.saturating_sub(m.at_ms) <= GONE_AFTER_MS);
-        if read == 0 && self.seen.len() == before && board.pool().is_some() {
-            return;
-        }
-        let mut members: Vec<PoolMember> = self.seen.values().cloned().collect();
-        members.sort_by_key(|m| std::cmp::Reverse(m.at_ms));
-        board.set_pool(members);
+        view.changed(read, crate::clock::now_ms())
     }
 
     /// Leaves the pool (at shutdown): a tombstone for this instance's key,

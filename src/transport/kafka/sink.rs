@@ -1,7 +1,7 @@
 //! The Kafka transport's [`Sink`]: one producer for the output, review and
 //! dead-letter topics (and, shared with [`super::model_topic`]'s outlet, a
 //! learner's model topic), flushed by the core before a checkpoint. The
-//! checkpoint protocol itself is the core's ([`crate::transport::core`]);
+//! checkpoint protocol itself is the core's ([`crate::daemon::core`]);
 //! the commit of its offsets is the consumer's ([`super::context`]).
 
 use std::sync::Arc;
@@ -15,10 +15,10 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 
 use super::KafkaSettings;
 use crate::clock::now_ms;
+use crate::daemon::DaemonError;
+use crate::daemon::core::{Record, Sink};
 use crate::message::Bad;
 use crate::pipeline::{Outcome, Prediction};
-use crate::transport::DaemonError;
-use crate::transport::core::{Record, Sink};
 use crate::transport::sinks::DEAD_LETTER_PREFIX;
 
 /// Counts deliveries; librdkafka retries until `message.timeout.ms`, which
@@ -63,7 +63,7 @@ impl ProducerContext for DeliveryCounter {
 /// refusals to the dead-letter topic with their reason in headers. One
 /// producer (shared with a learner's model outlet) queues them all; a
 /// flush delivers them.
-pub(super) struct KafkaSink {
+pub(crate) struct KafkaSink {
     producer: Arc<ThreadedProducer<DeliveryCounter>>,
     output_topic: String,
     dead_letter_topic: String,

@@ -4,7 +4,7 @@
 //! the daemon published. Reads outside any group and commits nothing.
 
 use super::context::kafka_error;
-use crate::transport::DaemonError;
+use crate::daemon::DaemonError;
 use std::io::Write;
 use std::time::{Duration, Instant};
 

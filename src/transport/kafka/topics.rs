@@ -20,7 +20,7 @@ type Wanted<'a> = (&'a str, i32, bool);
 /// The topics a process of this role reads or writes.
 fn wanted(s: &KafkaSettings) -> Vec<Wanted<'_>> {
     let n = s.topic_partitions;
-    let role = s.pipeline.role;
+    let role = s.role;
     let mut out = vec![(s.input_topic.as_str(), n, false)];
     if role != Role::Predictor {
         out.push((s.feedback_topic.as_str(), n, false));

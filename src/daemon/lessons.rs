@@ -19,7 +19,7 @@ use crate::checkpoint::lessons::{LessonsLog, Recorded};
 use crate::checkpoint::{CheckpointDir, Positions};
 use crate::clock::now_ms;
 use crate::pipeline::{Daemon, EmailRecord, Entry, Outcome, Pipeline, Raw};
-use crate::serving::{Lesson, TellDone, Told};
+use crate::serving::{Tell, TellDone, Told};
 
 /// Where an instance that does not learn sends its lessons.
 pub(crate) trait Forward: Send {
@@ -38,9 +38,14 @@ pub(crate) struct Lessons {
 }
 
 /// A lesson learned, and who waits for its answer.
-pub(crate) type Answered = (tokio::sync::oneshot::Sender<TellDone>, TellDone);
+pub(crate) type Reply = (tokio::sync::oneshot::Sender<TellDone>, TellDone);
 
 impl Lessons {
+    /// Whether it takes the endpoints' lessons.
+    pub(crate) fn listening(&self) -> bool {
+        self.told.is_some()
+    }
+
     /// Takes the endpoints' lessons from `told` from now on.
     pub(crate) fn listen(&mut self, told: Receiver<Told>) {
         self.told = Some(told);
@@ -111,7 +116,7 @@ impl Lessons {
         batch: Vec<Told>,
         pipeline: &mut Pipeline,
         mut each: impl FnMut(&Pipeline, &Outcome),
-    ) -> Vec<Answered> {
+    ) -> Vec<Reply> {
         let (batch, mut answers) = known_labels(batch, pipeline);
         if batch.is_empty() {
             return answers;
@@ -168,15 +173,15 @@ impl Lessons {
 /// The lessons of `batch` whose label the model knows (or that may add a
 /// class), and the answers to the others: refused before they are made
 /// durable, so none of them is ever learned.
-fn known_labels(batch: Vec<Told>, pipeline: &Pipeline) -> (Vec<Told>, Vec<Answered>) {
+fn known_labels(batch: Vec<Told>, pipeline: &Pipeline) -> (Vec<Told>, Vec<Reply>) {
     let (trust, classes) = (&pipeline.config().trust, pipeline.model().labels().names());
     let mut refused = Vec::new();
     let known = batch
         .into_iter()
         .filter_map(|t| {
             let why = match &t.lesson {
-                Lesson::Learn(label) => trust.unknown_lesson_label(label, classes),
-                Lesson::Forget | Lesson::ForgetReporter(_) => None,
+                Tell::Learn(label) => trust.unknown_lesson_label(label, classes),
+                Tell::Forget | Tell::ForgetReporter(_) => None,
             };
             match why {
                 Some(why) => {
@@ -199,12 +204,12 @@ fn split(t: Told) -> (Recorded, tokio::sync::oneshot::Sender<TellDone>) {
     let recorded = Recorded {
         id: t.id,
         learn: match &t.lesson {
-            Lesson::Learn(label) => Some(label.clone()),
-            Lesson::Forget | Lesson::ForgetReporter(_) => None,
+            Tell::Learn(label) => Some(label.clone()),
+            Tell::Forget | Tell::ForgetReporter(_) => None,
         },
         forget_reporter: match t.lesson {
-            Lesson::ForgetReporter(of) => Some(of),
-            Lesson::Learn(_) | Lesson::Forget => None,
+            Tell::ForgetReporter(of) => Some(of),
+            Tell::Learn(_) | Tell::Forget => None,
         },
         user: t.user,
         reporter: t.reporter,
@@ -289,7 +294,7 @@ mod tests {
             id: format!("m-{id}"),
             email: Vec::new(),
             text: label.map(|_| TEXTS[id % TEXTS.len()].to_string()),
-            lesson: label.map_or(Lesson::Forget, |l| Lesson::Learn(l.to_string())),
+            lesson: label.map_or(Tell::Forget, |l| Tell::Learn(l.to_string())),
             user: None,
             reporter: Some(format!("r-{}", id % 3)),
             reply,

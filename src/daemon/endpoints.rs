@@ -1,8 +1,9 @@
 //! The serving part as the daemon's loop holds it: the copies of the model
 //! that requests are answered from (their feed), the lessons endpoints
 //! take (their queue and log, or where a predictor forwards them), and the
-//! endpoints themselves, wired to both. The core holds one [`Service`] and
-//! drives it between records; an endpoint is one line of [`Service::start`].
+//! endpoints themselves, wired to both: each started by its one `serve`
+//! over the same [`Handles`]. The core holds one [`Endpoints`] and drives it
+//! between records.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,52 +12,34 @@ use super::DaemonError;
 use super::lessons::{Forward, Lessons};
 use super::publication::Publication;
 use crate::checkpoint::{CheckpointDir, Positions};
-use crate::console::{ConsoleServer, ConsoleSettings};
-use crate::http::{HttpServer, HttpSettings};
-use crate::mail::{MailServers, MailSettings};
 use crate::pipeline::{Outcome, Pipeline, Raw};
 use crate::serving::board::{Board, POST_EVERY, Shown, Status};
-use crate::serving::{Classify, Feed, Hooks, Told, Waker};
+use crate::serving::{Classify, Endpoint, Feed, Handles, Hooks, Serving, Told, Waker};
 
-/// The endpoints a daemon serves besides its transport; dropped, they stop.
-#[derive(Default)]
-pub(crate) struct Fronts {
-    pub http: Option<HttpServer>,
-    pub mail: MailServers,
-    pub console: Option<ConsoleServer>,
-}
+/// The endpoints asked for, as `run` listed them, in the order they start.
+#[derive(Debug, Default)]
+pub struct EndpointSettings(Vec<Box<dyn Endpoint>>);
 
-impl Fronts {
-    /// Whether any endpoint is served (a JSON-lines daemon then goes on
-    /// after its input ends).
-    pub(crate) fn any(&self) -> bool {
-        self.http.is_some() || self.mail.any() || self.console.is_some()
+impl EndpointSettings {
+    pub(crate) fn new(listed: Vec<Box<dyn Endpoint>>) -> Self {
+        EndpointSettings(listed)
     }
-}
 
-/// The endpoints' settings, as `run` parsed them.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Asked<'a> {
-    pub http: Option<&'a HttpSettings>,
-    pub mail: Option<&'a MailSettings>,
-    pub console: Option<&'a ConsoleSettings>,
-}
-
-impl Asked<'_> {
-    fn any(&self) -> bool {
-        self.http.is_some() || self.mail.is_some() || self.console.is_some()
+    /// Whether any endpoint is asked for.
+    pub(crate) fn any(&self) -> bool {
+        !self.0.is_empty()
     }
 
     /// Whether an endpoint asked for takes lessons (the mail protocols,
     /// the console).
     pub(crate) fn teaches(&self) -> bool {
-        self.mail.is_some() || self.console.is_some()
+        self.0.iter().any(|e| e.teaches())
     }
 }
 
 /// The copies, the lessons, and how many lessons this run learned.
 #[derive(Default)]
-pub(crate) struct Service {
+pub(crate) struct Endpoints {
     /// The copies of the model that requests are answered from.
     feed: Option<Feed>,
     /// The endpoints' lessons, to learn between records, and their log.
@@ -68,37 +51,40 @@ pub(crate) struct Service {
     board: Option<(Arc<Board>, Instant)>,
     /// Wakes the loop where it waits when a lesson is queued.
     wake: Option<Waker>,
+    /// The endpoints served (none: none asked for, or stopped); dropped,
+    /// they stop.
+    fronts: Option<Vec<Serving>>,
 }
 
-impl Service {
+impl Endpoints {
     /// Forwards the lessons to `to` (a predictor's way to the learner)
-    /// rather than refusing them; before [`Service::start`].
+    /// rather than refusing them; before [`Endpoints::start`].
     pub(crate) fn forward_to(&mut self, to: Box<dyn Forward>) {
         self.lessons.forward_to(to);
     }
 
     /// Wakes the loop with `wake` whenever an endpoint queues a lesson
     /// (where it waits for its input: a JSON-lines reader); before
-    /// [`Service::start`].
+    /// [`Endpoints::start`].
     pub(crate) fn wake_with(&mut self, wake: Waker) {
         self.wake = Some(wake);
     }
 
     /// Starts the endpoints asked for, which answer from copies of
-    /// `pipeline`'s model and whose lessons [`Service::learn`] learns (but
+    /// `pipeline`'s model and whose lessons [`Endpoints::learn`] learns (but
     /// on a predictor, which forwards or refuses them); first, the lessons
     /// a crash left in `dir`'s log are learned.
     pub(crate) fn start(
         &mut self,
         pipeline: &mut Pipeline,
         (dir, positions): (Option<&CheckpointDir>, &Positions),
-        asked: Asked<'_>,
-    ) -> Result<Fronts, DaemonError> {
+        asked: &EndpointSettings,
+    ) -> Result<(), DaemonError> {
         let learns = pipeline.config().role.duties().learns;
         if let (true, Some(dir)) = (learns, dir) {
             self.taught += self.lessons.recover(dir, positions, pipeline)? as u64;
         }
-        let board = asked.console.map(|c| Arc::new(c.board()));
+        let board = asked.0.iter().find_map(|e| e.board()).map(Arc::new);
         if asked.any() {
             let hooks = Hooks {
                 published: crate::metrics::http_model,
@@ -115,12 +101,28 @@ impl Service {
             false => None,
         };
         self.board = board.clone().map(|b| (b, Instant::now() - POST_EVERY));
-        let copies = || self.feed.as_ref().map(|f| f.copies() as Arc<dyn Classify>);
-        Ok(Fronts {
-            http: crate::http::serve(asked.http, copies())?,
-            mail: crate::mail::serve(asked.mail, copies(), told.clone())?,
-            console: crate::console::serve(asked.console, copies(), board, told)?,
-        })
+        if let Some(feed) = &self.feed {
+            let handles = Handles {
+                copies: feed.copies() as Arc<dyn Classify>,
+                lessons: told,
+                board,
+            };
+            let fronts = asked.0.iter().map(|e| e.serve(&handles));
+            self.fronts = Some(fronts.collect::<Result<_, _>>()?);
+        }
+        Ok(())
+    }
+
+    /// Whether endpoints are served (a JSON-lines daemon then goes on
+    /// after its input ends).
+    pub(crate) fn serves(&self) -> bool {
+        self.fronts.is_some()
+    }
+
+    /// Whether endpoints take lessons (learned, or forwarded by a
+    /// predictor), which the loop must then take often.
+    pub(crate) fn takes_lessons(&self) -> bool {
+        self.lessons.listening()
     }
 
     /// Shows `outcome`, which `pipeline` just gave for the message `raw`
@@ -184,7 +186,7 @@ impl Service {
         &mut self,
         pipeline: &mut Pipeline,
         first: Option<Told>,
-        publication: Option<&mut Publication>,
+        publication: Option<&mut Box<dyn Publication>>,
     ) {
         // A check answered before its lesson is kept first (its record is
         // the one the lesson then teaches).
@@ -220,10 +222,11 @@ impl Service {
         }
     }
 
-    /// Stops answering requests (the endpoints are stopped first): keeps
-    /// the messages they answered for their late labels, learns the last
-    /// lessons and takes no more.
-    pub(crate) fn stop(&mut self, pipeline: &mut Pipeline, publication: Option<&mut Publication>) {
+    /// Stops answering requests: the endpoints stop first, then the
+    /// messages they answered are kept for their late labels, and the last
+    /// lessons learned; no more are taken.
+    pub(crate) fn stop(&mut self, pipeline: &mut Pipeline, publication: Option<&mut Box<dyn Publication>>) {
+        drop(self.fronts.take());
         self.absorb(pipeline);
         drop(self.feed.take());
         self.learn(pipeline, None, publication);

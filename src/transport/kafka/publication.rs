@@ -1,46 +1,59 @@
-//! The model's publication beyond this process, a part the daemon core
-//! owns: a learner's [`Publisher`] decides when a version is due and
-//! which records carry it ([`crate::replica`]); an [`Outlet`] (the model
-//! topic, on Kafka) takes the records. A transport's sink only delivers
-//! its records' outcomes.
+//! A learner's publication of its model on the model topic (the daemon's
+//! `Publication`): its [`Publisher`] decides when a version is due and
+//! which records carry it ([`crate::replica`]); a [`TopicOutlet`] queues
+//! them on the daemon's producer, delivered by its next flush (the
+//! checkpoint's).
 
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use rdkafka::producer::{Producer, ThreadedProducer};
+
+use super::sink::{DeliveryCounter, send_opt};
 use crate::clock::now_ms;
+use crate::daemon::publication::Publication;
 use crate::model::Model;
 use crate::replica::Publisher;
 
-/// Where the model's records go: queued now, delivered by the transport's
-/// next flush (the checkpoint's).
-pub(crate) trait Outlet: Send {
+/// A learner's model topic: records queued on the
+/// daemon's producer (waiting while librdkafka's queue is full), settled
+/// once the producer's delivery reports have counted them all
+/// ([`DeliveryCounter::model_settled`]).
+pub(super) struct TopicOutlet {
+    pub(super) producer: Arc<ThreadedProducer<DeliveryCounter>>,
+    pub(super) topic: String,
+    /// Records queued so far.
+    pub(super) sent: u64,
+}
+
+impl TopicOutlet {
     /// Queues one record (a value of none deletes its key); false when it
-    /// could not be queued (logged and counted by the outlet).
-    fn send(&mut self, key: &[u8], value: Option<&[u8]>) -> bool;
-
-    /// Whether every record queued so far was delivered or failed for good.
-    fn settled(&self) -> bool;
-}
-
-/// A learner's publication: its publisher and its outlet.
-pub(crate) struct Publication {
-    publisher: Publisher,
-    outlet: Box<dyn Outlet>,
-}
-
-impl Publication {
-    pub(crate) fn new(publisher: Publisher, outlet: Box<dyn Outlet>) -> Self {
-        Publication { publisher, outlet }
+    /// could not be queued (logged and counted).
+    fn send(&mut self, key: &[u8], value: Option<&[u8]>) -> bool {
+        let queued = send_opt(&self.producer, &self.topic, key, value, None);
+        self.sent += u64::from(queued);
+        queued
     }
 
-    /// The model's version after a record was handled (when it first
-    /// differs from the one published, the staleness clock starts).
-    pub(crate) fn observe(&mut self, version: u64) {
+    /// Whether every record queued so far was delivered or failed for good.
+    fn settled(&self) -> bool {
+        self.producer.context().model_settled.load(Ordering::Relaxed) >= self.sent
+    }
+}
+
+/// A learner's publication: its publisher and the model topic.
+pub(super) struct TopicPublication {
+    pub(super) publisher: Publisher,
+    pub(super) outlet: TopicOutlet,
+}
+
+impl Publication for TopicPublication {
+    fn observe(&mut self, version: u64) {
         self.publisher.observe(version, now_ms);
     }
 
-    /// Publishes `model` when a new version is due (with `force`, whenever
-    /// it is not the one last published).
-    pub(crate) fn publish(&mut self, model: &mut Model, force: bool) {
+    fn publish(&mut self, model: &mut Model, force: bool) {
         let version = model.version();
         // A model that has learned nothing predicts nothing: replicas wait
         // (not ready) for the first one that has.

@@ -5,7 +5,10 @@
 //! writes the model and the positions past those outputs, then the
 //! transport commits them.
 
-use super::{Cadence, DaemonError};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::DaemonError;
 use crate::checkpoint::{CheckpointDir, InputKey, Positions};
 use crate::pipeline::Pipeline;
 
@@ -53,19 +56,33 @@ pub(crate) struct Saving {
     written: u64,
     /// Why the last save failed, while no save has succeeded since.
     failing: Option<DaemonError>,
+    /// The checkpoint the run resumed from (none: a new model).
+    resumed_from: Option<PathBuf>,
 }
 
 impl Saving {
     /// Checkpoints into `dir` (none: positions kept, nothing written),
-    /// resumed at `positions`, as often as `cadence` says.
-    pub(crate) fn new(dir: Option<CheckpointDir>, positions: Positions, cadence: Cadence) -> Self {
+    /// resumed at `positions` (from the checkpoint `resumed_from`), as
+    /// often as `cadence` says.
+    pub(crate) fn new(
+        dir: Option<CheckpointDir>,
+        positions: Positions,
+        cadence: Cadence,
+        resumed_from: Option<PathBuf>,
+    ) -> Self {
         Saving {
             dir,
             positions,
             cadence,
             written: 0,
             failing: None,
+            resumed_from,
         }
+    }
+
+    /// The checkpoint the run resumed from, if any.
+    pub(crate) fn resumed_from(&self) -> Option<&Path> {
+        self.resumed_from.as_deref()
     }
 
     pub(crate) fn dir(&self) -> Option<&CheckpointDir> {
@@ -161,5 +178,80 @@ impl Saving {
     /// positions settled).
     pub(crate) fn written(&self) -> u64 {
         self.written
+    }
+}
+
+/// When a run checkpoints: every `interval`, and after every
+/// `every_updates` learned updates (0: only by time).
+#[derive(Clone, Debug)]
+pub(crate) struct Cadence {
+    interval: Duration,
+    every_updates: u64,
+    last: Instant,
+    /// The model's version at the last checkpoint.
+    updates_at: u64,
+    /// After a failed save: when the next try is due, and the wait after
+    /// it should it fail too (doubling from [`RETRY_FIRST`] to
+    /// [`RETRY_MOST`]). Until then no checkpoint is due, by time or by
+    /// updates.
+    retry: Option<(Instant, Duration)>,
+}
+
+/// The first wait after a failed checkpoint.
+pub(crate) const RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between tries of a failing checkpoint.
+pub(crate) const RETRY_MOST: Duration = Duration::from_secs(30);
+
+impl Cadence {
+    /// A cadence starting now, for a model at `version`.
+    pub(crate) fn new(interval: Duration, every_updates: u64, version: u64) -> Self {
+        Cadence {
+            interval,
+            every_updates,
+            last: Instant::now(),
+            updates_at: version,
+            retry: None,
+        }
+    }
+
+    /// Whether a failed checkpoint's retry is still ahead.
+    fn waiting_to_retry(&self) -> bool {
+        self.retry.is_some_and(|(at, _)| Instant::now() < at)
+    }
+
+    /// Whether `interval` has passed since the last checkpoint, or a
+    /// failed one's retry is due.
+    pub(crate) fn due_by_time(&self) -> bool {
+        match self.retry {
+            Some((at, _)) => Instant::now() >= at,
+            None => self.last.elapsed() >= self.interval,
+        }
+    }
+
+    /// Whether `every_updates` updates were learned since the last
+    /// checkpoint (and no failed one's retry is still ahead).
+    pub(crate) fn due_by_updates(&self, version: u64) -> bool {
+        self.every_updates > 0 && version - self.updates_at >= self.every_updates && !self.waiting_to_retry()
+    }
+
+    /// A checkpoint of the model at `version` was written.
+    pub(crate) fn done(&mut self, version: u64) {
+        self.last = Instant::now();
+        self.updates_at = version;
+        self.retry = None;
+    }
+
+    /// A checkpoint could not be saved: the next try waits, twice as long
+    /// as the last wait, from [`RETRY_FIRST`] to [`RETRY_MOST`]; returns
+    /// the wait.
+    pub(crate) fn failed(&mut self) -> Duration {
+        let wait = self.retry.map_or(RETRY_FIRST, |(_, w)| w);
+        self.retry = Some((Instant::now() + wait, (wait * 2).min(RETRY_MOST)));
+        wait
+    }
+
+    /// A checkpoint was put off: the next try is one interval away.
+    pub(crate) fn put_off(&mut self) {
+        self.last = Instant::now();
     }
 }

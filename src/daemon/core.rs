@@ -1,6 +1,6 @@
 //! The daemon core, written once for every transport: it holds the
 //! [`Pipeline`] and its parts (the checkpoint protocol's [`Saving`]: the
-//! directory, positions and cadence; the serving part's [`Service`]: the
+//! directory, positions and cadence; the serving part's [`Endpoints`]: the
 //! copies requests are answered from and the lessons endpoints take);
 //! it takes each [`Record`] a transport read through the pipeline to the
 //! transport's [`Sink`], and runs the one checkpoint protocol: the sink
@@ -22,11 +22,11 @@
 use std::time::{Duration, Instant};
 
 use super::DaemonError;
+use super::endpoints::{EndpointSettings, Endpoints};
 use super::publication::Publication;
 pub(crate) use super::saving::Position;
 use super::saving::Saving;
-use super::service::{Asked, Fronts, Service};
-use crate::checkpoint::Positions;
+use crate::checkpoint::{InputKey, Positions};
 use crate::clock::now_ms;
 use crate::pipeline::{Daemon, EmailRecord, Entry, Outcome, Pipeline, Prepared, Preparer, Raw};
 
@@ -37,13 +37,16 @@ pub(crate) enum Payload<'a> {
     Json(&'a [u8]),
     /// A raw e-mail, whose label came in a record header.
     Email { raw: &'a [u8], label: Option<&'a [u8]> },
+    /// A record over the size cap, of which only `prefix` was read: it is
+    /// refused (too large) without being parsed.
+    Oversized { prefix: &'a [u8], length: u64 },
 }
 
 impl<'a> Payload<'a> {
     /// The payload's bytes.
     pub(crate) fn bytes(&self) -> &'a [u8] {
         match self {
-            Payload::Json(b) | Payload::Email { raw: b, .. } => b,
+            Payload::Json(b) | Payload::Email { raw: b, .. } | Payload::Oversized { prefix: b, .. } => b,
         }
     }
 }
@@ -69,7 +72,9 @@ impl<'a> Record<'a> {
     /// headers name.
     pub(crate) fn raw(&self) -> Raw<'a> {
         match self.payload {
-            Payload::Json(raw) => Raw::Json {
+            // An oversized record is never parsed (`Core::handle`): what
+            // would be read of it is its prefix, as a JSON line.
+            Payload::Json(raw) | Payload::Oversized { prefix: raw, .. } => Raw::Json {
                 raw,
                 reporter: self.reporter,
                 user: self.user,
@@ -134,9 +139,9 @@ pub(crate) struct Core<K: Sink> {
     /// The checkpoint directory, the positions, the cadence.
     saving: Saving,
     /// The copies requests are answered from, the lessons endpoints take.
-    service: Service,
+    endpoints: Endpoints,
     /// A learner's publication of the model beyond this process.
-    publication: Option<Publication>,
+    publication: Option<Box<dyn Publication>>,
     last_metrics: Instant,
     /// Records handled by this run.
     messages: u64,
@@ -150,7 +155,7 @@ impl<K: Sink> Core<K> {
             pipeline,
             sink,
             saving,
-            service: Service::default(),
+            endpoints: Endpoints::default(),
             publication: None,
             last_metrics: Instant::now(),
             messages: 0,
@@ -160,19 +165,19 @@ impl<K: Sink> Core<K> {
     /// Forwards the endpoints' lessons to `to` (a predictor's way to the
     /// learner) rather than refusing them; before [`Core::serve`].
     pub(crate) fn forward_lessons(&mut self, to: Box<dyn super::lessons::Forward>) {
-        self.service.forward_to(to);
+        self.endpoints.forward_to(to);
     }
 
     /// Wakes the loop where it waits for its input with `wake` whenever an
     /// endpoint queues a lesson, so it is learned at once; before
     /// [`Core::serve`].
     pub(crate) fn wake_for_lessons(&mut self, wake: crate::serving::Waker) {
-        self.service.wake_with(wake);
+        self.endpoints.wake_with(wake);
     }
 
     /// Publishes the model beyond this process through `publication` (a
     /// learner's model topic) from now on.
-    pub(crate) fn publish_to(&mut self, publication: Publication) {
+    pub(crate) fn publish_to(&mut self, publication: Box<dyn Publication>) {
         self.publication = Some(publication);
     }
 
@@ -184,25 +189,37 @@ impl<K: Sink> Core<K> {
         }
     }
 
-    /// Starts the endpoints asked for (see [`Service::start`]), which
+    /// Starts the endpoints asked for (see [`Endpoints::start`]), which
     /// answer from copies of the model that [`Core::tick`] publishes to.
-    pub(crate) fn serve(&mut self, asked: Asked<'_>) -> Result<Fronts, DaemonError> {
+    pub(crate) fn serve(&mut self, asked: &EndpointSettings) -> Result<(), DaemonError> {
         let at = (self.saving.dir(), self.saving.positions());
-        self.service.start(&mut self.pipeline, at, asked)
+        self.endpoints.start(&mut self.pipeline, at, asked)
+    }
+
+    /// Whether endpoints are served (a JSON-lines daemon then goes on
+    /// after its input ends).
+    pub(crate) fn serves(&self) -> bool {
+        self.endpoints.serves()
+    }
+
+    /// Whether endpoints take lessons (see [`Endpoints::takes_lessons`]).
+    pub(crate) fn takes_lessons(&self) -> bool {
+        self.endpoints.takes_lessons()
     }
 
     /// Applies the endpoints' lessons that came since the last call
-    /// ([`Service::learn`]).
+    /// ([`Endpoints::learn`]).
     pub(crate) fn learn_told(&mut self) {
-        self.service.learn(&mut self.pipeline, None, self.publication.as_mut());
+        self.endpoints
+            .learn(&mut self.pipeline, None, self.publication.as_mut());
     }
 
     /// Waits up to `within` for a lesson from the endpoints (sleeps that
     /// long without them), then applies what came: an idle daemon answers
     /// a lesson at once, not at its next tick.
     pub(crate) fn wait_for_lessons(&mut self, within: Duration) {
-        if let Some(first) = self.service.wait(within) {
-            (self.service).learn(&mut self.pipeline, Some(first), self.publication.as_mut());
+        if let Some(first) = self.endpoints.wait(within) {
+            (self.endpoints).learn(&mut self.pipeline, Some(first), self.publication.as_mut());
         }
     }
 
@@ -210,29 +227,44 @@ impl<K: Sink> Core<K> {
         &self.pipeline
     }
 
-    /// The board a console shows, if one is served.
-    pub(crate) fn board(&self) -> Option<std::sync::Arc<crate::serving::board::Board>> {
-        self.service.board().cloned()
+    /// Whether a console shows a board (the pool among what it shows).
+    pub(crate) fn shows_board(&self) -> bool {
+        self.endpoints.board().is_some()
     }
 
-    /// The pipeline, for what a transport puts in it besides records (a
-    /// predictor's model versions, a refusal the transport made).
-    pub(crate) fn pipeline_mut(&mut self) -> &mut Pipeline {
-        &mut self.pipeline
+    /// The pool's instances as their reports say, to the board.
+    pub(crate) fn show_pool(&self, instances: Vec<crate::pool::Instance>) {
+        if let Some(board) = self.endpoints.board() {
+            board.set_pool(instances);
+        }
+    }
+
+    /// Puts a model that came from elsewhere in service between two
+    /// records (a predictor's newer version from the model topic):
+    /// `update` replaces or updates the pipeline's model, and says whether
+    /// it did.
+    pub(crate) fn put_in_service(&mut self, update: impl FnOnce(&mut Pipeline) -> bool) -> bool {
+        update(&mut self.pipeline)
     }
 
     pub(crate) fn positions(&self) -> &Positions {
         self.saving.positions()
     }
 
-    /// The positions, for what a transport records besides its records'
-    /// (an input's start, read from its first line).
-    pub(crate) fn positions_mut(&mut self) -> &mut Positions {
-        self.saving.positions_mut()
+    /// The checkpoint the run resumed from, if any.
+    pub(crate) fn resumed_from(&self) -> Option<&std::path::Path> {
+        self.saving.resumed_from()
     }
 
-    pub(crate) fn sink_mut(&mut self) -> &mut K {
-        &mut self.sink
+    /// The input `input` starts being read at its line `next` (a JSON-lines
+    /// input, known by its first line); `legacy`: the checkpoint kept one
+    /// line for any input, which this input's position now replaces.
+    pub(crate) fn start_input(&mut self, input: InputKey, next: u64, legacy: bool) {
+        let positions = self.saving.positions_mut();
+        if legacy {
+            positions.forget_legacy_line();
+        }
+        positions.start_reading(input, next);
     }
 
     /// Records handled by this run.
@@ -242,7 +274,7 @@ impl<K: Sink> Core<K> {
 
     /// Lessons this run learned: what its last checkpoint must hold.
     pub(crate) fn lessons_learned(&self) -> u64 {
-        self.service.taught()
+        self.endpoints.taught()
     }
 
     /// One record through the pipeline, its outcome to the sink, its
@@ -268,7 +300,14 @@ impl<K: Sink> Core<K> {
         record: &Record<'_>,
         prepared: Option<(&mut Prepared, usize)>,
     ) -> Result<(), DaemonError> {
-        self.service.absorb(&mut self.pipeline);
+        self.endpoints.absorb(&mut self.pipeline);
+        if let Payload::Oversized { length, .. } = record.payload {
+            let max = self.pipeline.config().max_message_bytes;
+            let bad = self.pipeline.refuse(crate::message::too_large(length, max));
+            self.sink.deliver(record, Outcome::Bad(bad))?;
+            self.advance(record.position);
+            return Ok(());
+        }
         let default_id = || record.position.default_id();
         let now = record.stamp_ms.unwrap_or_else(now_ms);
         let started = Instant::now();
@@ -279,7 +318,7 @@ impl<K: Sink> Core<K> {
         let outcome = self.pipeline.handle_entry(entry, &default_id, now, &mut Daemon);
         crate::metrics::handled(&outcome, started.elapsed());
         self.observe();
-        self.service.saw(&outcome, &self.pipeline, || record.raw());
+        self.endpoints.saw(&outcome, &self.pipeline, || record.raw());
         self.sink.deliver(record, outcome)?;
         self.advance(record.position);
         Ok(())
@@ -287,7 +326,7 @@ impl<K: Sink> Core<K> {
 
     /// Records that the record at `position` is done (see
     /// [`Saving::advance`]).
-    pub(crate) fn advance(&mut self, position: Position<'_>) {
+    fn advance(&mut self, position: Position<'_>) {
         self.saving.advance(position);
         self.messages += 1;
     }
@@ -302,10 +341,10 @@ impl<K: Sink> Core<K> {
     /// (with `metrics`; true when they were exported), a checkpoint when
     /// one is due (with the transport's part, `part`).
     pub(crate) fn tick(&mut self, metrics: bool, part: &mut impl Checkpointed) -> Result<bool, DaemonError> {
-        self.service.absorb(&mut self.pipeline);
+        self.endpoints.absorb(&mut self.pipeline);
         self.learn_told();
         self.publish(false);
-        self.service.post(&self.pipeline, self.messages);
+        self.endpoints.post(&self.pipeline, self.messages);
         let exported = metrics && self.last_metrics.elapsed() >= crate::metrics::PUBLISH_INTERVAL;
         if exported {
             crate::metrics::publish(&self.pipeline);
@@ -321,7 +360,7 @@ impl<K: Sink> Core<K> {
     /// Publishes the model to the copies that answer requests and beyond
     /// this process, when due (with `force`, whenever it changed).
     pub(crate) fn publish(&mut self, force: bool) {
-        self.service.publish(&self.pipeline, force);
+        self.endpoints.publish(&self.pipeline, force);
         if let Some(p) = &mut self.publication {
             p.publish(self.pipeline.model_mut(), force);
         }
@@ -336,11 +375,11 @@ impl<K: Sink> Core<K> {
             self.saving.put_off();
             return Ok(false);
         }
-        let lessons = self.service.lessons_position();
+        let lessons = self.endpoints.lessons_position();
         match self.saving.save(&self.pipeline, lessons, why) {
             // Retried later (`Saving::save`); nothing committed.
             None => return Ok(false),
-            Some(true) => self.service.checkpointed(),
+            Some(true) => self.endpoints.checkpointed(),
             Some(false) => {}
         }
         part.commit(self.saving.positions(), why);
@@ -350,7 +389,7 @@ impl<K: Sink> Core<K> {
     /// Stops answering requests (the endpoints are stopped first) and keeps
     /// the messages they answered, for their late labels.
     pub(crate) fn stop_requests(&mut self) {
-        self.service.stop(&mut self.pipeline, self.publication.as_mut());
+        self.endpoints.stop(&mut self.pipeline, self.publication.as_mut());
     }
 
     /// The last checkpoint, after the model's last publication, retried

@@ -1,10 +1,12 @@
-//! The Kafka daemon as a type: [`Daemon::start`] opens the clients and the
-//! model, [`Daemon::run`] polls until shutdown, handing the input and
-//! feedback records waiting, a batch at a time, to [`Daemon::on_batch`]
-//! (a helper thread prepares a batch's messages while the loop handles
-//! them: `crate::transport::ahead`), a predictor's model records
-//! to [`Daemon::on_model_records`] and the time-based work to
-//! [`Daemon::on_tick`]; [`Daemon::shutdown`] finishes.
+//! The Kafka transport as the daemon drives it: [`Kafka::open`] opens the
+//! producer, the topics and the model by role (a predictor's from the
+//! model topic, else the checkpoint's), [`Kafka::drive`] makes the
+//! consumer and runs the loop ([`KafkaLoop`]) until shutdown, handing the
+//! input and feedback records waiting, a batch at a time, to
+//! [`KafkaLoop::on_batch`] (a helper thread prepares a batch's messages
+//! while the loop handles them: `crate::transport::ahead`), a predictor's
+//! model records to [`KafkaLoop::on_model_records`] and the time-based
+//! work to [`KafkaLoop::on_tick`]; [`KafkaLoop::shutdown`] finishes.
 //!
 //! One concurrency model: a plain thread over a `BaseConsumer`. Every
 //! blocking call (polling, the producer's flush, the synchronous commit,
@@ -24,25 +26,24 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::producer::ThreadedProducer;
 
-use super::context::GroupCommit;
-use super::context::{Ctx, KafkaCore, consumer_config, kafka_error, lock, producer_config};
+use super::context::{ConsumerCtx, GroupCommit, KafkaCore, consumer_config, kafka_error, lock, producer_config};
 use super::errors::{ErrorSpell, SpellNote};
-use super::model_topic::TopicOutlet;
+use super::forward::TopicForward;
 use super::model_topic::{self, ModelFeed};
+use super::pool::Pool;
+use super::publication::{TopicOutlet, TopicPublication};
 use super::sink::{DeliveryCounter, KafkaSink};
 use super::{KafkaSettings, topics};
-use crate::checkpoint::{CheckpointDir, Positions, Resumed, load_or_new};
 use crate::clock::now_ms;
+use crate::daemon::core::{Payload, Position, Record, prepare_record};
+use crate::daemon::lessons::Forward;
+use crate::daemon::publication::Publication;
+use crate::daemon::{DaemonError, Model, Opened, Start, Transport};
 use crate::metrics::Telemetry;
 use crate::pipeline::{Pipeline, Prepared, Preparer, Role};
 use crate::replica::{Publisher, TopicIndex};
 use crate::shutdown::Shutdown;
 use crate::transport::ahead::{handle_ahead, worth_a_helper};
-use crate::transport::core::{Core, Payload, Position, Record, prepare_record};
-use crate::transport::publication::Publication;
-use crate::transport::saving::Saving;
-use crate::transport::service::{Asked, Fronts};
-use crate::transport::{Cadence, DaemonError};
 
 /// How often the loop does its time-based work, and the longest a poll
 /// waits for a record.
@@ -58,23 +59,87 @@ const BATCH: usize = 64;
 /// ... or about this many payload bytes.
 const BATCH_BYTES: usize = 1 << 20;
 
-/// The model a process starts with, and what comes with it by role.
-struct Opened {
-    pipeline: Pipeline,
-    positions: Positions,
-    dir: Option<CheckpointDir>,
-    /// A learner's publisher.
-    publisher: Option<Publisher>,
-    /// A predictor's feed of the model topic.
+/// The Kafka transport: its settings, then, once opened, a predictor's
+/// feed of the model topic.
+pub(crate) struct Kafka {
+    s: KafkaSettings,
     feed: Option<ModelFeed>,
 }
 
-/// A running Kafka daemon of any role.
-pub(super) struct Daemon<'a> {
-    s: &'a KafkaSettings,
+impl Kafka {
+    pub(crate) fn new(s: KafkaSettings) -> Self {
+        Kafka { s, feed: None }
+    }
+}
+
+impl Transport for Kafka {
+    type Sink = KafkaSink;
+
+    /// Opens the producer (a property librdkafka refuses fails here, before
+    /// anything waits on the broker), the topics, the model (a predictor
+    /// waits for the learner's first version: `None` if shut down first),
+    /// a learner's publication and a predictor's way to forward lessons.
+    fn open(&mut self, start: &Start<'_>) -> Result<Option<Opened<KafkaSink>>, DaemonError> {
+        let s = &self.s;
+        let producer: Arc<ThreadedProducer<DeliveryCounter>> = Arc::new(
+            producer_config(s)
+                .create_with_context(DeliveryCounter {
+                    model_topic: (s.role == Role::Learner).then(|| s.model_topic.clone()),
+                    ..DeliveryCounter::default()
+                })
+                .map_err(kafka_error("producer"))?,
+        );
+        tracing::info!(brokers = %s.brokers, "kafka clients configured; connecting");
+        topics::ensure(s);
+        let Some((model, publisher, feed)) = open_model(s, start)? else {
+            return Ok(None);
+        };
+        let sink = KafkaSink::new(s, Arc::clone(&producer));
+        let publication = publisher.map(|publisher| {
+            let outlet = TopicOutlet {
+                producer,
+                topic: s.model_topic.clone(),
+                sent: 0,
+            };
+            Box::new(TopicPublication { publisher, outlet }) as Box<dyn Publication>
+        });
+        // A predictor sends the lessons it is taught (mail, console) to the learner
+        // through the input topic; the learner keeps its own in its
+        // lessons log. (Through the topic, a produce still in flight when
+        // a learner is killed can land after its successor's lessons:
+        // the lessons soak saw one such forget in 20 kills. Fencing it
+        // needs a transactional producer; docs/mail.md.)
+        let forward = match s.role == Role::Predictor && start.teaches() {
+            true => Some(Box::new(TopicForward::new(s).map_err(DaemonError::Usage)?) as Box<dyn Forward>),
+            false => None,
+        };
+        self.feed = feed;
+        Ok(Some(Opened {
+            model,
+            sink,
+            publication,
+            forward,
+            wake: None,
+        }))
+    }
+
+    /// Makes the consumer, polls until `shutdown`, then finishes the
+    /// message in hand, flushes, checkpoints, commits (a learner publishes
+    /// its last version first). Blocks the calling thread, which it uses as
+    /// the daemon's loop (the module's doc says why).
+    fn drive(self, core: KafkaCore, shutdown: &Shutdown, telemetry: Option<&Telemetry>) -> Result<(), DaemonError> {
+        let mut daemon = KafkaLoop::start(self, core, shutdown, telemetry)?;
+        daemon.run()?;
+        daemon.shutdown()
+    }
+}
+
+/// A running Kafka loop of any role.
+struct KafkaLoop<'a> {
+    s: KafkaSettings,
     shutdown: &'a Shutdown,
     telemetry: Option<&'a Telemetry>,
-    consumer: BaseConsumer<Ctx>,
+    consumer: BaseConsumer<ConsumerCtx>,
     /// Shared with the consumer's callbacks (see the module's doc).
     core: Arc<Mutex<KafkaCore>>,
     /// Partitions assigned now (for `/readyz`).
@@ -86,100 +151,53 @@ pub(super) struct Daemon<'a> {
     /// otherwise).
     preparer: Option<Preparer>,
     feed: Option<ModelFeed>,
-    /// The HTTP endpoint, stopped before the last checkpoint.
-    fronts: Fronts,
     errors: ErrorSpell,
     next_tick: Instant,
     next_feed: Instant,
     /// Its reports to the pool topic, and the pool a console shows.
-    pool: Option<super::pool::Pool>,
+    pool: Option<Pool>,
     /// Whether an endpoint takes lessons: the loop then learns (or
     /// forwards) them after every poll, and polls at most
     /// [`LESSONS_EVERY`] at a time.
     teaches: bool,
 }
 
-impl<'a> Daemon<'a> {
-    /// Opens the producer (a property librdkafka refuses fails here, before
-    /// anything waits on the broker), the topics, the model (a predictor
-    /// waits for the learner's first version: `None` if shut down first)
-    /// and the consumer.
-    pub(super) fn start(
-        s: &'a KafkaSettings,
+impl<'a> KafkaLoop<'a> {
+    /// The consumer, subscribed to the topics of this role, over `core`.
+    fn start(
+        kafka: Kafka,
+        core: KafkaCore,
         shutdown: &'a Shutdown,
         telemetry: Option<&'a Telemetry>,
-    ) -> Result<Option<Self>, DaemonError> {
-        let producer: Arc<ThreadedProducer<DeliveryCounter>> = Arc::new(
-            producer_config(s)
-                .create_with_context(DeliveryCounter {
-                    model_topic: (s.pipeline.role == Role::Learner).then(|| s.model_topic.clone()),
-                    ..DeliveryCounter::default()
-                })
-                .map_err(kafka_error("producer"))?,
-        );
-        tracing::info!(brokers = %s.brokers, "kafka clients configured; connecting");
-        topics::ensure(s);
-        let Some(opened) = open_model(s, shutdown)? else {
-            return Ok(None);
-        };
-        let cadence = Cadence::new(
-            s.checkpoint_interval,
-            s.checkpoint_every_updates,
-            opened.pipeline.model().version(),
-        );
-        let sink = KafkaSink::new(s, Arc::clone(&producer));
-        let saving = Saving::new(opened.dir, opened.positions, cadence);
-        let mut core = Core::new(opened.pipeline, saving, sink);
-        if let Some(publisher) = opened.publisher {
-            let outlet = TopicOutlet {
-                producer,
-                topic: s.model_topic.clone(),
-                sent: 0,
-            };
-            core.publish_to(Publication::new(publisher, Box::new(outlet)));
-        }
+    ) -> Result<Self, DaemonError> {
+        let Kafka { s, feed } = kafka;
+        let teaches = core.takes_lessons();
+        let pool = Pool::open(&s, core.shows_board());
         let core = Arc::new(Mutex::new(core));
         let assigned = Arc::new(AtomicU64::new(0));
         let rebalances = Arc::new(AtomicU64::new(0));
-        let ctx = Ctx {
+        let ctx = ConsumerCtx {
             core: Arc::clone(&core),
             assigned: Arc::clone(&assigned),
             rebalances: Arc::clone(&rebalances),
         };
-        let consumer: BaseConsumer<Ctx> = consumer_config(s)
+        let consumer: BaseConsumer<ConsumerCtx> = consumer_config(&s)
             .create_with_context(ctx)
             .map_err(kafka_error("consumer"))?;
         // A predictor leaves feedback to the learner.
-        let topics: Vec<&str> = if s.feedback_topic == s.input_topic || s.pipeline.role == Role::Predictor {
+        let topics: Vec<&str> = if s.feedback_topic == s.input_topic || s.role == Role::Predictor {
             vec![&s.input_topic]
         } else {
             vec![&s.input_topic, &s.feedback_topic]
         };
         consumer.subscribe(&topics).map_err(kafka_error("subscribe"))?;
-        tracing::info!(brokers = %s.brokers, ?topics, role = %s.pipeline.role, "consuming");
+        tracing::info!(brokers = %s.brokers, ?topics, role = %s.role, "consuming");
         // Exported from the start, at 0, so a rate over it is defined before the first error.
         metrics::counter!("classifyd_consumer_errors_total").increment(0);
         // And the forwarding of a predictor's lessons: 1 (none refused).
         crate::metrics::lessons_forwarding(true);
         metrics::counter!("classifyd_lessons_producer_rebuilds_total").increment(0);
-        // A predictor sends the lessons it is taught (mail, console) to the learner
-        // through the input topic; the learner keeps its own in its
-        // lessons log. (Through the topic, a produce still in flight when
-        // a learner is killed can land after its successor's lessons:
-        // the lessons soak saw one such forget in 20 kills. Fencing it
-        // needs a transactional producer; docs/mail.md.)
-        let asked = Asked {
-            http: s.http.as_ref(),
-            mail: s.mail.as_ref(),
-            console: s.console.as_ref(),
-        };
-        if s.pipeline.role == Role::Predictor && asked.teaches() {
-            let to = super::forward::TopicForward::new(s).map_err(DaemonError::Usage)?;
-            lock(&core).forward_lessons(Box::new(to));
-        }
-        let fronts = lock(&core).serve(asked)?;
-        let pool = super::pool::Pool::open(s, lock(&core).board());
-        Ok(Some(Daemon {
+        Ok(KafkaLoop {
             s,
             shutdown,
             telemetry,
@@ -188,18 +206,17 @@ impl<'a> Daemon<'a> {
             assigned,
             rebalances,
             preparer: None,
-            feed: opened.feed,
-            fronts,
+            feed,
             errors: ErrorSpell::default(),
             next_tick: Instant::now() + TICK,
             next_feed: Instant::now(),
-            teaches: asked.teaches(),
+            teaches,
             pool,
-        }))
+        })
     }
 
     /// Polls until shutdown is requested.
-    pub(super) fn run(&mut self) -> Result<(), DaemonError> {
+    fn run(&mut self) -> Result<(), DaemonError> {
         while !self.shutdown.is_triggered() {
             let now = Instant::now();
             if now >= self.next_tick {
@@ -222,7 +239,7 @@ impl<'a> Daemon<'a> {
                 lock(&self.core).learn_told();
             }
             if !batch.msgs.is_empty() {
-                Self::on_batch(self.s, &self.core, &self.consumer, &mut self.preparer, &batch)?;
+                Self::on_batch(&self.s, &self.core, &self.consumer, &mut self.preparer, &batch)?;
             }
         }
         tracing::info!("shutdown requested; finishing");
@@ -237,7 +254,7 @@ impl<'a> Daemon<'a> {
     fn on_batch(
         s: &KafkaSettings,
         core: &Mutex<KafkaCore>,
-        consumer: &BaseConsumer<Ctx>,
+        consumer: &BaseConsumer<ConsumerCtx>,
         preparer: &mut Option<Preparer>,
         batch: &Batch<'_>,
     ) -> Result<(), DaemonError> {
@@ -271,7 +288,7 @@ impl<'a> Daemon<'a> {
         let Some(feed) = self.feed.as_mut() else {
             return;
         };
-        if feed.poll(Duration::ZERO) && feed.update(lock(&self.core).pipeline_mut()) {
+        if feed.poll(Duration::ZERO) && lock(&self.core).put_in_service(|p| feed.update(p)) {
             let published_ms = feed.assembler.served().map_or(0, |(_, _, at)| at);
             crate::metrics::model_staleness(feed.assembler.oldest_update_ms(), published_ms);
         }
@@ -285,7 +302,10 @@ impl<'a> Daemon<'a> {
         }
         let exported = lock(&self.core).tick(self.telemetry.is_some(), &mut GroupCommit(&self.consumer))?;
         if let Some(pool) = &mut self.pool {
-            pool.tick(lock(&self.core).pipeline().model().version());
+            let core = lock(&self.core);
+            if let Some(instances) = pool.tick(core.pipeline().model().version()) {
+                core.show_pool(instances);
+            }
         }
         if let Some(t) = self.telemetry
             && exported
@@ -301,8 +321,7 @@ impl<'a> Daemon<'a> {
 
     /// Finishes: a learner publishes its last version, then the last
     /// checkpoint (flush, save, commit) is retried until the deadline.
-    pub(super) fn shutdown(mut self) -> Result<(), DaemonError> {
-        drop(std::mem::take(&mut self.fronts));
+    fn shutdown(self) -> Result<(), DaemonError> {
         if let Some(pool) = &self.pool {
             pool.finish();
         }
@@ -327,7 +346,7 @@ struct Batch<'c> {
 /// checkpoint's offset, before them, so they come again (to this process
 /// or the partition's new owner), and were never handled here.
 fn take_batch<'c>(
-    consumer: &'c BaseConsumer<Ctx>,
+    consumer: &'c BaseConsumer<ConsumerCtx>,
     rebalances: &AtomicU64,
     mut wait: Duration,
     errors: &mut ErrorSpell,
@@ -415,43 +434,27 @@ fn record<'m>(s: &'m KafkaSettings, msg: &'m BorrowedMessage<'m>) -> Record<'m> 
     }
 }
 
-/// The model by role: a predictor's newest version on the model topic
-/// (`None` if shut down while waiting); else the checkpoint's or a new
-/// one, with, for a learner, its publisher.
-fn open_model(s: &KafkaSettings, shutdown: &Shutdown) -> Result<Option<Opened>, DaemonError> {
-    let role = s.pipeline.role;
+/// The model by role: a predictor's newest version on the model topic,
+/// with its feed (`None` if shut down while waiting); else the
+/// checkpoint's or a new one, with, for a learner, its publisher.
+type ByRole = (Model, Option<Publisher>, Option<ModelFeed>);
+
+fn open_model(s: &KafkaSettings, start: &Start<'_>) -> Result<Option<ByRole>, DaemonError> {
+    let role = s.role;
     if role == Role::Predictor {
-        let Some((feed, model)) = ModelFeed::first_model(s, shutdown)? else {
+        let limits = start.settings().pipeline.limits;
+        let Some((feed, model)) = ModelFeed::first_model(s, limits, start.shutdown)? else {
             return Ok(None);
         };
-        return Ok(Some(Opened {
-            pipeline: Pipeline::new(model, s.pipeline.clone()),
-            positions: Positions::default(),
-            dir: None,
-            publisher: None,
-            feed: Some(feed),
-        }));
+        return Ok(Some((start.served(model), None, Some(feed))));
     }
-    let Some(path) = &s.checkpoint_dir else {
-        return Err(DaemonError::Usage(format!(
-            "--checkpoint-dir is required with --brokers and --role {role} (it holds the model and the offsets)"
-        )));
-    };
-    let dir = CheckpointDir::open(path, s.keep_checkpoints)?;
-    let Resumed {
-        pipeline, positions, ..
-    } = load_or_new(Some(&dir), &s.features, &s.hyper, s.pipeline.clone())?;
+    let why = format!("with --brokers and --role {role} (it holds the model and the offsets)");
+    let model = start.checkpointed(Some(&why))?;
     let publisher = match role {
-        Role::Learner => Some(publisher(s, shutdown)?),
+        Role::Learner => Some(publisher(s, start.shutdown)?),
         _ => None,
     };
-    Ok(Some(Opened {
-        pipeline,
-        positions,
-        dir: Some(dir),
-        publisher,
-        feed: None,
-    }))
+    Ok(Some((model, publisher, None)))
 }
 
 /// A learner's publisher: what the model topic holds (the keys its first
