@@ -2,8 +2,9 @@
 //! those builds did: `tests/data/checkpoints/1fb279c-jsonl.ckpt`, written
 //! by 1fb279c with the version 1 feature hash (xxh3; new models take
 //! version 2), and the predictions 1fb279c made from it; 3e4dd5d's (the
-//! last build before the stack) and b3d66f3's (the last before the
-//! compression member) likewise.
+//! last build before the stack), b3d66f3's (the last before the byte
+//! context models) and 1515879's (the last before the stack's added
+//! members were carried by name) likewise.
 
 mod common;
 
@@ -69,6 +70,22 @@ fn a_checkpoint_of_b3d66f3_predicts_as_b3d66f3_did() {
         report["stack"]["weights"]["linear"].as_f64().is_some_and(|w| w > 0.0),
         "{report}"
     );
+}
+
+/// 1515879's checkpoint (format 6: the byte context models learned in
+/// their own field, 200 SMS messages at `--bits 12 --compression always
+/// --byte-lr off`), resumed by this build, which carries the stack's
+/// added members by name: the member restores from the old field and
+/// predicts byte for byte as 1515879 did (the same 21 messages as
+/// b3d66f3's, whose e-mails add the byte LR in both builds), and its
+/// weight in the stack is the one it learned.
+#[test]
+fn a_checkpoint_of_1515879_predicts_as_1515879_did() {
+    let (now, then, report) = resume("1515879-compression.ckpt", "1515879");
+    assert_eq!(now.lines().count(), 21);
+    assert_eq!(now, then);
+    let weight = report["stack"]["weights"]["compression"].as_f64();
+    assert!(weight.is_some_and(|w| w > 0.5), "{report}");
 }
 
 /// Resumes the fixture checkpoint `ckpt` in a fresh directory, predicts

@@ -9,6 +9,7 @@ use crate::eval::users::UserBands;
 use crate::eval::{Progressive, Tally};
 use crate::features::{FeatureConfig, FeatureHash};
 use crate::message::BadReason;
+use crate::model::member::Added;
 use crate::model::stack::Stack;
 use crate::model::{Hyper, Lesson, Model, NaiveBayes, State, Task};
 use crate::pipeline::{CacheEntry, Counters, FeedbackCache, Pipeline};
@@ -106,7 +107,11 @@ fn lesson_to_pb(l: &Lesson) -> pb::Lesson {
         rate: l.rate,
         move_classes: l.moves.iter().map(|m| m.0).collect(),
         move_grads: l.moves.iter().map(|m| m.1).collect(),
-        head_step: l.head_step,
+        head_step: 0.0,
+        added_steps: match l.added_steps.iter().any(|&s| s != 0.0) {
+            true => l.added_steps.to_vec(),
+            false => Vec::new(),
+        },
         stack_step: l.stack_step.scale,
         stack_moves: if l.stack_step.scale == 0.0 {
             Vec::new()
@@ -287,14 +292,7 @@ fn model_to_pb(m: &Model, weights: WeightsPlacement) -> pb::ModelState {
             weight: f.weight,
             sum_sq: f.sum_sq,
         }),
-        byte_lr: m
-            .byte_lr
-            .as_ref()
-            .map(|b| byte_lr_to_pb(b.weights().to_vec(), Vec::new(), Vec::new())),
-        compression: m.compression().map(|c| {
-            let (slots, counts) = c.nonzero();
-            pb::CompressionState { slots, counts }
-        }),
+        members: members_to_pb(m),
         doc_freq: m.doc_freq().map(|d| {
             // Read through the model: the counts may ride in its weight rows.
             let (buckets, counts) = (0..m.doc_buckets() as u32)
@@ -307,18 +305,31 @@ fn model_to_pb(m: &Model, weights: WeightsPlacement) -> pb::ModelState {
                 counts,
             }
         }),
+        ..pb::ModelState::default()
     }
 }
 
-/// The byte LR's state with `weights` (all of them) or `buckets` and
-/// `values` (those a delta sets).
-pub fn byte_lr_to_pb(weights: Vec<f32>, buckets: Vec<u32>, values: Vec<f32>) -> pb::ByteLrState {
-    pb::ByteLrState {
-        weights,
-        buckets,
+/// An added member of the stack as its state: `slots` and their
+/// `values` (every slot holding anything, or those a delta changed).
+pub fn member_to_pb(a: &dyn Added, slots: Vec<u32>, values: Vec<f32>) -> pb::MemberState {
+    pb::MemberState {
+        name: a.name().to_string(),
+        width: a.width() as u32,
+        slots,
         values,
-        ..Default::default()
     }
+}
+
+/// The stack's added members of `m` (`crate::model::member`), each with
+/// every slot holding anything.
+pub fn members_to_pb(m: &Model) -> Vec<pb::MemberState> {
+    m.added()
+        .iter()
+        .map(|(_, a)| {
+            let (slots, values) = a.nonzero();
+            member_to_pb(a, slots, values)
+        })
+        .collect()
 }
 
 /// The stack's state: the bias and each member's weight, and their sums.

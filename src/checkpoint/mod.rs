@@ -26,11 +26,11 @@ mod restore;
 mod stream;
 
 pub use capture::{
-    WeightsPlacement, byte_lr_to_pb, capture, capture_model, capture_model_with, capture_with, fragments, model_digest,
-    stack_to_pb,
+    WeightsPlacement, capture, capture_model, capture_model_with, capture_with, fragments, member_to_pb, members_to_pb,
+    model_digest, stack_to_pb,
 };
 pub use positions::{InputKey, LinePosition, Positions, UnknownPosition};
-pub use restore::{RestoreError, restore, restore_model};
+pub use restore::{RestoreError, legacy_members, restore, restore_model};
 pub use stream::{load as load_file, read_model};
 
 /// The generated protobuf types.
@@ -50,18 +50,20 @@ pub mod pb {
 /// which a version-3 reader would ignore and score users' messages at 2
 /// with the whole model. 5 added the stack (`ModelState.stack`), which a
 /// version-4 reader would ignore and combine the members its old way. 6
-/// added the compression member (`ModelState.compression`), which a
-/// version-5 reader would ignore and score without. A
+/// added the byte context models (`ModelState` field 13), which a
+/// version-5 reader would ignore and score without. 7 carries the stack's
+/// added members by name (`ModelState.members`: what fields 10 and 13
+/// held), which a version-6 reader would ignore. A
 /// checkpoint is stamped with the oldest format that reads it right
 /// ([`format_for`]): 2 for a model that hashes with version 1, at the
 /// personal scale 2 without a stack, so older builds still read it.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 /// The format a checkpoint of `model` is stamped with.
 pub(crate) fn format_for(model: &crate::model::Model) -> u32 {
     let features = model.features();
-    if model.compression().is_some() {
-        return 6;
+    if model.added().any() {
+        return 7;
     }
     if model.stack().is_some() {
         return 5;

@@ -5,11 +5,11 @@
 use super::{Positions, pb};
 use crate::eval::users::UserBands;
 use crate::eval::{ClassCounts, Counted, Progressive, ProgressiveParts, Tally};
+use crate::features::BYTE_LR_BITS;
 use crate::features::{DocFreq, FeatureConfig, FeatureHash, LEGACY_PERSONAL_SCALE, ValueMode};
 use crate::message::BadReason;
-use crate::model::byte_lr::ByteLr;
-use crate::model::compression::Compression;
 use crate::model::fusion::Fusion;
+use crate::model::member::{self, ADDED, Members};
 use crate::model::stack::Stack;
 use crate::model::weights::WeightsParts;
 use crate::model::{
@@ -167,10 +167,26 @@ fn lesson_from_pb(l: pb::Lesson) -> Lesson {
         weight: l.weight,
         rate: l.rate,
         moves: l.move_classes.into_iter().zip(l.move_grads).collect(),
-        head_step: l.head_step,
+        added_steps: added_steps_from_pb(l.head_step, &l.added_steps),
         stack_step: stack_step_from_pb(l.stack_step, &l.stack_moves),
         shared_only: l.shared_only,
     }
+}
+
+/// What a lesson's added members' steps returned (a lesson from before
+/// them: the byte LR's step alone); those this build lacks are dropped.
+fn added_steps_from_pb(head_step: f32, steps: &[f32]) -> [f32; ADDED] {
+    let mut out = [0.0; ADDED];
+    if steps.is_empty() {
+        if let Some(i) = member::index_of("byte_lr") {
+            out[i] = head_step;
+        }
+    } else {
+        for (o, &s) in out.iter_mut().zip(steps) {
+            *o = if s.is_finite() { s } else { 0.0 };
+        }
+    }
+    out
 }
 
 /// A lesson's stack step: none when its parts are not finite or more
@@ -372,7 +388,9 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
     };
     let binary_linear = k <= 2 && task != Some(Task::MultiLabel) && matches!(state, State::Linear(_));
     let legacy_byte_weight = m.byte_lr.as_ref().map_or(0.0, |b| b.weight);
-    let (byte_lr, compression) = members_from_pb(m.byte_lr, m.compression, binary_linear, k)?;
+    let mut states = m.members;
+    legacy_fields(m.byte_lr, m.compression, &mut states)?;
+    let added = members_from_pb(states, binary_linear, k)?;
     let legacy = Legacy {
         copies: m.personal_switch,
         naive_bayes: fusion.as_ref().map_or(0.0, |f| f.weight),
@@ -398,8 +416,7 @@ fn model_from_pb(m: pb::ModelState, choice: HyperChoice, features: FeatureConfig
         sketch,
         doc_freq,
         fusion,
-        byte_lr,
-        compression,
+        added,
         stack,
     }))
 }
@@ -439,48 +456,74 @@ fn stack_from_pb(
     })
 }
 
-/// A byte LR from a checkpoint or a full version: every weight (its
-/// weight in the margin is the stack's).
-fn byte_lr_from_pb(b: pb::ByteLrState) -> Result<ByteLr, RestoreError> {
-    let (weights, rows) = (b.weights.len(), b.buckets.len());
-    let refused = || format!("a byte LR of {weights} weights and {rows} rows").into();
-    if rows > 0 {
-        return Err(refused());
-    }
-    ByteLr::from_weights(b.weights).ok_or_else(refused)
+/// `m`'s added members as `members` carries them, from the fields that
+/// held them before (format 6 and model records 10 and before): the byte
+/// LR's every weight (a checkpoint or a full version) or the buckets a
+/// delta set, the byte context models' slots; `members` wins when set.
+/// Also what a replica does with an older learner's records.
+pub fn legacy_members(m: &mut pb::ModelState) -> Result<(), RestoreError> {
+    legacy_fields(m.byte_lr.take(), m.compression.take(), &mut m.members)
 }
 
-/// The byte LR and the compression member of a model of `k` labels,
-/// which must be binary linear to have them.
-fn members_from_pb(
+/// [`legacy_members`] of the fields themselves, into `members`.
+fn legacy_fields(
     byte_lr: Option<pb::ByteLrState>,
-    compression: Option<pb::CompressionState>,
-    binary_linear: bool,
-    k: usize,
-) -> Result<(Option<ByteLr>, Option<Compression>), RestoreError> {
-    if !binary_linear && (byte_lr.is_some() || compression.is_some()) {
-        return Err(
-            format!("a byte LR or compression member with {k} labels, a multi-label task or naive Bayes").into(),
-        );
+    counts: Option<pb::CompressionState>,
+    members: &mut Vec<pb::MemberState>,
+) -> Result<(), RestoreError> {
+    if !members.is_empty() {
+        return Ok(());
     }
-    let byte_lr = byte_lr.map(byte_lr_from_pb).transpose()?;
-    let compression = compression.as_ref().map(compression_from_pb).transpose()?;
-    Ok((byte_lr, compression))
+    if let Some(b) = byte_lr {
+        let (slots, values) = match (b.weights.len(), b.buckets.len()) {
+            (0, _) => (b.buckets, b.values),
+            (n, 0) if n == 1 << BYTE_LR_BITS => (0..n as u32).zip(b.weights).filter(|(_, v)| *v != 0.0).unzip(),
+            (n, rows) => return Err(format!("a byte LR of {n} weights and {rows} rows").into()),
+        };
+        members.push(pb::MemberState {
+            name: "byte_lr".into(),
+            width: 1,
+            slots,
+            values,
+        });
+    }
+    if let Some(c) = counts {
+        members.push(pb::MemberState {
+            name: "compression".into(),
+            width: 2,
+            slots: c.slots,
+            values: c.counts,
+        });
+    }
+    Ok(())
 }
 
-/// A compression member from a checkpoint or a full version: its slots
-/// with a count.
-fn compression_from_pb(c: &pb::CompressionState) -> Result<Compression, RestoreError> {
-    let mut member = Compression::new();
-    if !member.put(&c.slots, &c.counts) {
-        return Err(format!(
-            "a compression member of {} slots and {} counts",
-            c.slots.len(),
-            c.counts.len()
-        )
-        .into());
+/// The added members of a model of `k` labels, which must be binary
+/// linear to have them: each a member this build knows by its name, of
+/// its width, its slots and values in range.
+fn members_from_pb(states: Vec<pb::MemberState>, binary_linear: bool, k: usize) -> Result<Members, RestoreError> {
+    let mut members = Members::default();
+    if !binary_linear && !states.is_empty() {
+        return Err(format!("an added member of the stack with {k} labels, a multi-label task or naive Bayes").into());
     }
-    Ok(member)
+    for s in states {
+        let Some((i, entry)) = member::index_of(&s.name).and_then(|i| Some((i, member::REGISTRY.get(i)?))) else {
+            return Err(format!("a member of the stack this build does not know: {:?}", s.name).into());
+        };
+        let mut m = (entry.make)();
+        if s.width as usize != m.width() || !m.put(&s.slots, &s.values) {
+            return Err(format!(
+                "the member {:?} of {} slots and {} values of width {}",
+                s.name,
+                s.slots.len(),
+                s.values.len(),
+                s.width
+            )
+            .into());
+        }
+        members.set(i, m);
+    }
+    Ok(members)
 }
 
 /// A linear model's weights, checked against its `k` labels and `buckets`.

@@ -10,11 +10,11 @@ fn trained(learner: Learner) -> Pipeline {
         bits: 12,
         ..FeatureConfig::default()
     };
-    // With the byte LR and the compression member from the first message
-    // (a linear model keeps them).
+    // With every added member of the stack from the first message (a
+    // linear model keeps them): the byte LR, the byte context models and
+    // the tests' length-only member.
     let cfg = PipelineConfig {
-        byte_lr: crate::pipeline::MemberWhen::Always,
-        compression: crate::pipeline::MemberWhen::Always,
+        members: crate::pipeline::AddedWhen::all(crate::pipeline::MemberWhen::Always),
         ..PipelineConfig::default()
     };
     let mut p = Pipeline::new(Model::new(Hyper::defaults(learner), features), cfg);
@@ -76,11 +76,12 @@ fn round_trip_predicts_identically() {
         assert_eq!(p.model().fusion.is_some(), learner != Learner::NaiveBayes);
         assert_eq!(q.model().fusion, p.model().fusion, "{learner}");
         assert!(p.model().fusion.as_ref().is_none_or(|f| f.weight != 0.0));
-        // And a byte LR, and the stack that learned its weight.
-        assert_eq!(p.model().byte_lr().is_some(), learner != Learner::NaiveBayes);
-        assert_eq!(q.model().byte_lr(), p.model().byte_lr(), "{learner}");
-        assert_eq!(p.model().compression().is_some(), learner != Learner::NaiveBayes);
-        assert_eq!(q.model().compression(), p.model().compression(), "{learner}");
+        // And every added member, and the stack that learned their weights.
+        for e in crate::model::member::REGISTRY {
+            let state = |p: &Pipeline| p.model().added().state(e.name);
+            assert_eq!(state(&p).is_some(), learner != Learner::NaiveBayes, "{}", e.name);
+            assert_eq!(state(&q), state(&p), "{learner} {}", e.name);
+        }
         assert_eq!(q.model().stack(), p.model().stack(), "{learner}");
         assert!(p.model().stack().is_none_or(|s| s.weights().iter().any(|&w| w != 0.0)));
         assert_eq!(q.progressive(), p.progressive());
@@ -95,11 +96,16 @@ fn round_trip_predicts_identically() {
         p.model().predict(&x, &mut a);
         q.model().predict(&x, &mut b);
         assert_eq!(a, b, "{learner}");
-        assert_eq!(a.stacked.and_then(|s| s.head).is_some(), learner != Learner::NaiveBayes);
-        let compressed = a
-            .stacked
-            .map(|s| s.inputs.get(crate::model::stack::Member::Compression));
-        assert!(compressed.is_none_or(|z| z != 0.0), "{learner}: {compressed:?}");
+        let byte_lr = crate::model::member::index_of("byte_lr").expect("registered");
+        assert_eq!(
+            a.stacked.and_then(|s| s.added[byte_lr]).is_some(),
+            learner != Learner::NaiveBayes
+        );
+        for name in ["compression", "length"] {
+            let member = crate::model::stack::Member::named(name).expect("registered");
+            let input = a.stacked.map(|s| s.inputs.get(member));
+            assert!(input.is_none_or(|z| z != 0.0), "{learner} {name}: {input:?}");
+        }
     }
 }
 

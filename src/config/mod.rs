@@ -237,8 +237,9 @@ impl PipelineArgs {
             cache_ttl_ms: self.feedback_ttl_secs.saturating_mul(1000),
             trust: self.feedback.trust(),
             email_views: self.email_views,
-            byte_lr: self.byte_lr,
-            compression: self.compression,
+            members: crate::pipeline::AddedWhen::default()
+                .with("byte_lr", self.byte_lr)
+                .with("compression", self.compression),
             ..PipelineConfig::default()
         }
     }

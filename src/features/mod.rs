@@ -216,11 +216,12 @@ pub struct SparseVec {
     pub idx: Vec<u32>,
     pub val: Vec<f32>,
     /// The distinct byte 4-gram buckets of the document's head, for a
-    /// model's byte LR member ([`HeadGrams`]); empty when it has none.
+    /// stack's members that read them (the byte LR, [`HeadGrams`]); empty
+    /// when none does.
     /// A binary second part of the vector, in the member's own buckets.
     pub head: Vec<u32>,
-    /// The document's first bytes, for a model's compression member
-    /// (`model::compression`); empty when it has none.
+    /// The document's first bytes, for the stack's members that read
+    /// them (`model::member::Reads::Bytes`); empty when none does.
     pub bytes: Vec<u8>,
     /// Where the personal copies of a message for a named user begin
     /// (they run to the end, [`personalize`]); 0: none.

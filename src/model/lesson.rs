@@ -3,7 +3,7 @@
 //!
 //! A [`Lesson`] is the step's own record, a few numbers: the label's
 //! weight, the linear step's rate and its gradient per class that moved,
-//! the byte LR's step and the stack's (the classes are the label's, which the record
+//! the added members' steps and the stack's (the classes are the label's, which the record
 //! that keeps the lesson holds). [`Model::unlearn`] takes the step back at
 //! the message's features (featurized again from its text):
 //!
@@ -12,7 +12,9 @@
 //!   pipeline finishes them with the document frequencies less the
 //!   message, as they were; other messages learned since move them a
 //!   little);
-//! - the byte LR (a constant rate): exactly, but for rounding;
+//! - the added members (`super::member`): each as it says (the byte LR,
+//!   a constant rate, and the byte context models' counts: exactly, but
+//!   for rounding);
 //! - AdaGrad: its sums exactly (a sum of squares forgets one in any
 //!   order); each weight by the same step at the rate its coordinate has
 //!   now, so exactly where no later step touched the coordinate and a
@@ -42,8 +44,9 @@ pub struct Lesson {
     /// Per class the linear step moved, its gradient (the label's weight
     /// in it): the step on a feature is this times the feature's value.
     pub moves: Few<(u32, f32)>,
-    /// The step each of the byte LR's grams took (0: none).
-    pub head_step: f32,
+    /// What each added member's step returned, by registry index (the
+    /// byte LR's: the step each of its grams took; 0: none).
+    pub added_steps: [f32; super::member::ADDED],
     /// The stack's step (a scale of 0: none).
     pub stack_step: super::stack::Step,
     /// The step left the message's personal copies out (one of its
@@ -146,11 +149,12 @@ impl Model {
         if let (Some(fusion), [gold], true) = (&mut self.fusion, gold, single) {
             fusion.unlearn(x, *gold, weight);
         }
-        if let Some(b) = self.byte_lr.as_mut().filter(|_| !x.head.is_empty()) {
-            b.unlearn(&x.head, lesson.head_step);
-        }
-        if let (Some(c), [gold], true) = (&mut self.compression, gold, single) {
-            c.unlearn(&x.bytes, *gold, weight);
+        let one = match (gold, single) {
+            ([gold], true) => Some(*gold),
+            _ => None,
+        };
+        for (i, m) in self.added.iter_mut() {
+            m.unlearn(x, one, weight, lesson.added_steps[i]);
         }
         if lesson.stack_step.scale != 0.0 && self.stack.is_some() {
             let mut now = super::Scored::default();

@@ -10,8 +10,6 @@
 //! same buffers.
 
 mod arow;
-pub mod byte_lr;
-pub mod compression;
 mod doc_counts;
 mod explain;
 pub mod fusion;
@@ -20,6 +18,7 @@ mod hyper;
 mod lesson;
 mod limits;
 mod logistic;
+pub mod member;
 mod naive_bayes;
 mod perceptron;
 pub mod sketch;
@@ -124,24 +123,23 @@ pub struct Scored {
 }
 
 /// The margins of the stack's members that are not the model's own
-/// scores: the personal copies', the byte LR's (when it scored) and the
-/// compression member's.
+/// scores: the personal copies', and each added member's (when it scored
+/// the message), by registry index.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(crate) struct Members {
+pub(crate) struct Margins {
     pub copies: f32,
-    pub head: Option<f32>,
-    pub compressed: f32,
+    pub added: [Option<f32>; member::ADDED],
 }
 
 /// A binary linear model's prediction before its stack: the model's own
 /// raw scores (linear, fused naive Bayes and personal copies, what its
-/// step and the label weighing read), the members' log-odds, and the
-/// byte LR's margin when it scored the message.
+/// step and the label weighing read), the members' log-odds, and each
+/// added member's margin when it scored the message (what its step reads).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Stacked {
     pub own: [f32; 2],
     pub inputs: stack::Inputs,
-    pub head: Option<f32>,
+    pub added: [Option<f32>; member::ADDED],
 }
 
 #[cfg(test)]
@@ -183,8 +181,8 @@ pub(crate) struct ModelParts {
     pub(crate) sketch: NameSketch,
     pub(crate) doc_freq: Option<DocFreq>,
     pub(crate) fusion: Option<fusion::Fusion>,
-    pub(crate) byte_lr: Option<byte_lr::ByteLr>,
-    pub(crate) compression: Option<compression::Compression>,
+    /// The stack's added members (`member`).
+    pub(crate) added: member::Members,
     /// The stack of a binary linear model (None: naive Bayes, more than
     /// two classes, multi-label).
     pub(crate) stack: Option<stack::Stack>,
@@ -220,13 +218,9 @@ pub struct Model {
     limits: Limits,
     /// Naive Bayes on the words, fused into a binary task's raw scores.
     pub(crate) fusion: Option<fusion::Fusion>,
-    /// The TREC-style byte LR over the document's head, added to a
-    /// binary task's margin (the pipeline adds it: `--byte-lr`).
-    pub(crate) byte_lr: Option<byte_lr::ByteLr>,
-    /// The byte context model per class over the document's head, a
-    /// member of a binary task's stack (the pipeline adds it:
-    /// `--compression`).
-    pub(crate) compression: Option<compression::Compression>,
+    /// The stack's added members over the document's head (`member`:
+    /// the pipeline adds them as their flags say).
+    pub(crate) added: member::Members,
     /// How the members combine into a binary margin (linear learners
     /// while the task may be binary).
     pub(crate) stack: Option<stack::Stack>,
@@ -260,8 +254,7 @@ impl Model {
             sketch: NameSketch::default(),
             doc_freq,
             fusion,
-            byte_lr: None,
-            compression: None,
+            added: member::Members::default(),
             stack,
         })
     }
@@ -285,8 +278,7 @@ impl Model {
             sketch: self.sketch.clone(),
             doc_freq: self.doc_freq.clone(),
             fusion: self.fusion.clone(),
-            byte_lr: self.byte_lr.as_ref().map(byte_lr::ByteLr::scoring_copy),
-            compression: self.compression.as_ref().map(compression::Compression::scoring_copy),
+            added: self.added.scoring_copy(),
             stack: self.stack,
         });
         copy.limits = self.limits;
@@ -340,8 +332,7 @@ impl Model {
             active: Vec::new(),
             limits: Limits::default(),
             fusion: p.fusion,
-            byte_lr: p.byte_lr,
-            compression: p.compression,
+            added: p.added,
             stack: p.stack,
             changed: None,
         };
@@ -377,11 +368,8 @@ impl Model {
     /// Bytes the weights or counts hold.
     pub fn state_bytes(&self) -> usize {
         let fused = self.fusion.as_ref().map_or(0, fusion::Fusion::bytes);
-        let bytes = self.byte_lr.as_ref().map_or(0, byte_lr::ByteLr::bytes);
-        let counts = self.compression.as_ref().map_or(0, compression::Compression::bytes);
         fused
-            + bytes
-            + counts
+            + self.added.bytes()
             + match &self.state {
                 State::Linear(w) => w.bytes(),
                 State::NaiveBayes(nb) => (nb.counts.len() + nb.totals.len()) * 4,
@@ -395,11 +383,8 @@ impl Model {
         if self.changed.is_none() {
             self.changed = Some(vec![0; self.features.buckets().div_ceil(64)]);
         }
-        if let Some(b) = &mut self.byte_lr {
-            b.track_changes();
-        }
-        if let Some(c) = &mut self.compression {
-            c.track_changes();
+        for (_, m) in self.added.iter_mut() {
+            m.track_changes();
         }
     }
 
@@ -410,18 +395,11 @@ impl Model {
         Some(drain_bits(bits))
     }
 
-    /// The byte LR's buckets changed since the last call (ascending), and
-    /// a clean slate; `None` without a byte LR or when changes are not
-    /// tracked.
-    pub fn take_byte_lr_changes(&mut self) -> Option<Vec<u32>> {
-        self.byte_lr.as_mut()?.take_changes()
-    }
-
-    /// The compression member's slots changed since the last call
-    /// (ascending), and a clean slate; `None` without the member or when
-    /// changes are not tracked.
-    pub fn take_compression_changes(&mut self) -> Option<Vec<u32>> {
-        self.compression.as_mut()?.take_changes()
+    /// The slots each added member's learning changed since the last
+    /// call (ascending), and a clean slate, by registry index; none for a
+    /// member not held, or when changes are not tracked.
+    pub fn take_added_changes(&mut self) -> [Option<Vec<u32>>; member::ADDED] {
+        std::array::from_fn(|i| self.added.get_mut(i)?.take_changes())
     }
 
     /// How the members combine into a binary margin; none in a naive
@@ -430,14 +408,9 @@ impl Model {
         self.stack.as_ref()
     }
 
-    /// The byte LR member, if the model has one.
-    pub fn byte_lr(&self) -> Option<&byte_lr::ByteLr> {
-        self.byte_lr.as_ref()
-    }
-
-    /// The compression member, if the model has one.
-    pub fn compression(&self) -> Option<&compression::Compression> {
-        self.compression.as_ref()
+    /// The stack's added members it holds.
+    pub fn added(&self) -> &member::Members {
+        &self.added
     }
 
     /// Whether the model can take a member of its stack besides its own:
@@ -447,31 +420,22 @@ impl Model {
         matches!(self.state, State::Linear(_)) && self.task != Some(Task::MultiLabel) && self.labels.len() <= 2
     }
 
-    /// Adds a compression member (no counts) when the model can take one
-    /// ([`Model::add_byte_lr`]). Returns whether the model has one now.
-    pub fn add_compression(&mut self) -> bool {
-        if self.takes_members() && self.compression.is_none() {
-            let mut member = compression::Compression::new();
+    /// Adds added member `i` of the registry (nothing learned) when the
+    /// model can take one: a linear learner on a task not known to be
+    /// multi-label, with at most two classes. Returns whether the model
+    /// has it now.
+    pub fn add_member(&mut self, i: usize) -> bool {
+        if self.added.get(i).is_none()
+            && self.takes_members()
+            && let Some(entry) = member::REGISTRY.get(i)
+        {
+            let mut m = (entry.make)();
             if self.changed.is_some() {
-                member.track_changes();
+                m.track_changes();
             }
-            self.compression = Some(member);
+            self.added.set(i, m);
         }
-        self.compression.is_some()
-    }
-
-    /// Adds a byte LR member (zero weights) when the model can take one: a
-    /// linear learner on a task not known to be multi-label, with at most
-    /// two classes. Returns whether the model has one now.
-    pub fn add_byte_lr(&mut self) -> bool {
-        if self.takes_members() && self.byte_lr.is_none() {
-            let mut member = byte_lr::ByteLr::new();
-            if self.changed.is_some() {
-                member.track_changes();
-            }
-            self.byte_lr = Some(member);
-        }
-        self.byte_lr.is_some()
+        self.added.get(i).is_some()
     }
 
     /// The highest `|v|` at or below which the memory budget dropped
@@ -539,8 +503,7 @@ impl Model {
                     self.state = Self::empty_state(&self.hyper, &self.features, true);
                     self.set_limits(self.limits);
                     self.fusion = None;
-                    self.byte_lr = None;
-                    self.compression = None;
+                    self.added.clear();
                     self.stack = None;
                 }
                 self.task = Some(task);
@@ -575,13 +538,13 @@ impl Model {
                     tracing::info!("a third class: naive Bayes fusion (for binary tasks) is off from here");
                     self.fusion = None;
                 }
-                if k >= 2 && self.byte_lr.take().is_some() {
-                    tracing::info!("a third class: the byte LR (for binary tasks) is off from here");
-                }
-                if k >= 2 && self.compression.take().is_some() {
-                    tracing::info!("a third class: the compression member (for binary tasks) is off from here");
-                }
                 if k >= 2 {
+                    for member in self.added.clear() {
+                        tracing::info!(
+                            member,
+                            "a third class: this member of the stack (for binary tasks) is off from here"
+                        );
+                    }
                     self.stack = None;
                 }
                 w.add_class_mirrored()
@@ -639,20 +602,18 @@ impl Model {
         }
         if let (Some(stack), 2) = (&self.stack, k) {
             let (r0, r1) = (out.raw[0], out.raw[1]);
-            let head = self.head_margin(x);
-            let members = Members {
+            let margins = Margins {
                 copies: self.copies_margin(x),
-                head,
-                compressed: self.compressed_margin(x),
+                added: self.added.margins(x),
             };
-            let inputs = self.stack_inputs(r1 - r0, out.fused, members);
+            let inputs = self.stack_inputs(r1 - r0, out.fused, margins);
             // A mirrored pair, as the linear scores of a binary task are.
             let half = stack.margin(&inputs) / 2.0;
             (out.raw[0], out.raw[1]) = (-half, half);
             out.stacked = Some(Stacked {
                 own: [r0, r1],
                 inputs,
-                head,
+                added: margins.added,
             });
         }
     }
@@ -660,22 +621,15 @@ impl Model {
     /// The members' log-odds, from the model's own binary margin `own`
     /// (linear, fused naive Bayes and copies), the fusion's inputs
     /// `fused` and the other members' margins.
-    fn stack_inputs(&self, own: f32, fused: Option<[f32; 2]>, m: Members) -> stack::Inputs {
+    fn stack_inputs(&self, own: f32, fused: Option<[f32; 2]>, m: Margins) -> stack::Inputs {
         let d = fused.map_or(0.0, |f| f[1] - f[0]);
         let fused = self.fusion.as_ref().map_or(0.0, |f| f.weight * d);
-        stack::Inputs([own - fused - m.copies, m.copies, d, m.head.unwrap_or(0.0), m.compressed])
-    }
-
-    /// The compression member's log-odds for `x` (0 without the member or
-    /// `x`'s bytes).
-    fn compressed_margin(&self, x: &SparseVec) -> f32 {
-        self.compression.as_ref().map_or(0.0, |c| c.margin(&x.bytes))
-    }
-
-    /// The byte LR's margin for `x`, when the model has one and `x` a head.
-    fn head_margin(&self, x: &SparseVec) -> Option<f32> {
-        let b = self.byte_lr.as_ref().filter(|_| !x.head.is_empty())?;
-        Some(b.margin(&x.head))
+        let mut inputs = stack::Inputs::default();
+        inputs.0[..stack::Member::OWN].copy_from_slice(&[own - fused - m.copies, m.copies, d]);
+        for (i, margin) in m.added.iter().enumerate() {
+            inputs.0[stack::Member::added(i).index()] = margin.unwrap_or(0.0);
+        }
+        inputs
     }
 
     /// The margin of class 1 that `x`'s personal copies add (0 without

@@ -10,9 +10,8 @@
 //!   message without a user);
 //! - `naive_bayes`: the fused naive Bayes's log-odds, clipped at
 //!   [`super::fusion::FUSION_CLIP`];
-//! - `byte_lr`: the byte LR's log-odds (0 for a model without it);
-//! - `compression`: the byte context models' log-likelihood ratio (0 for
-//!   a model without them, `super::compression`).
+//! - then each added member's (`super::member`: the byte LR, the byte
+//!   context models, in the registry's order; 0 for a model without it).
 //!
 //! The served margin is `b + sum_i v_i c(z_i)`, where `c(z) = C tanh(z /
 //! C)` bounds a member at [`INPUT_CLIP`] either way (one member's wild
@@ -34,40 +33,61 @@
 
 use super::sigmoid;
 
-/// A member of the stack, in the order its weights are stored.
+/// A member of the stack, in the order its weights are stored: the
+/// model's own three, then the added members in the registry's order
+/// (`super::member::REGISTRY`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Member {
-    Linear,
-    Personal,
-    NaiveBayes,
-    ByteLr,
-    Compression,
-}
+pub struct Member(usize);
 
 impl Member {
+    /// The linear weights' margin over the shared features.
+    pub const LINEAR: Member = Member(0);
+    /// The user's personal copies'.
+    pub const PERSONAL: Member = Member(1);
+    /// The fused naive Bayes's.
+    pub const NAIVE_BAYES: Member = Member(2);
+    /// How many of the model's own there are, before the added ones.
+    pub const OWN: usize = 3;
+
     /// Every member, in order.
-    pub const ALL: [Member; MEMBERS] = [
-        Member::Linear,
-        Member::Personal,
-        Member::NaiveBayes,
-        Member::ByteLr,
-        Member::Compression,
-    ];
+    pub const ALL: [Member; MEMBERS] = {
+        let mut all = [Member(0); MEMBERS];
+        let mut i = 0;
+        while i < MEMBERS {
+            all[i] = Member(i);
+            i += 1;
+        }
+        all
+    };
+
+    /// Added member `i` of the registry.
+    pub fn added(i: usize) -> Member {
+        Member(Self::OWN + i)
+    }
+
+    /// The member named `name`.
+    pub fn named(name: &str) -> Option<Member> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Its place among the stack's inputs.
+    pub fn index(self) -> usize {
+        self.0
+    }
 
     /// Its name in reports, metrics and explanations.
     pub fn name(self) -> &'static str {
-        match self {
-            Member::Linear => "linear",
-            Member::Personal => "personal",
-            Member::NaiveBayes => "naive_bayes",
-            Member::ByteLr => "byte_lr",
-            Member::Compression => "compression",
+        match self.0 {
+            0 => "linear",
+            1 => "personal",
+            2 => "naive_bayes",
+            i => super::member::REGISTRY.get(i - Self::OWN).map_or("?", |e| e.name),
         }
     }
 }
 
 /// How many members a stack has.
-pub const MEMBERS: usize = 5;
+pub const MEMBERS: usize = Member::OWN + super::member::ADDED;
 /// AdaGrad's rate for the stack's weights: 0.2 ranked best over the raw
 /// and text spam streams of 0.05, 0.1, 0.2, 0.3 and 0.5 (docs/accuracy.md).
 pub const STACK_RATE: f32 = 0.2;
@@ -92,7 +112,7 @@ pub struct Inputs(pub [f32; MEMBERS]);
 impl Inputs {
     /// Member `m`'s log-odds.
     pub fn get(&self, m: Member) -> f32 {
-        self.0[m as usize]
+        self.0[m.0]
     }
 
     /// The bias's input (1) and each member's log-odds bounded at
@@ -172,10 +192,12 @@ impl Stack {
             bound: 0.0,
             ..Stack::default()
         };
-        s.weights[1 + Member::Linear as usize] = 1.0;
-        s.weights[1 + Member::Personal as usize] = copies;
-        s.weights[1 + Member::NaiveBayes as usize] = naive_bayes;
-        s.weights[1 + Member::ByteLr as usize] = byte_lr;
+        s.weights[1 + Member::LINEAR.0] = 1.0;
+        s.weights[1 + Member::PERSONAL.0] = copies;
+        s.weights[1 + Member::NAIVE_BAYES.0] = naive_bayes;
+        if let Some(b) = Member::named("byte_lr") {
+            s.weights[1 + b.0] = byte_lr;
+        }
         s
     }
 
@@ -201,7 +223,7 @@ impl Stack {
 
     /// Member `m`'s weight (never under 0).
     pub fn weight(&self, m: Member) -> f32 {
-        self.weights[1 + m as usize]
+        self.weights[1 + m.0]
     }
 
     /// The served margin of class 1 for `inputs`.
@@ -267,8 +289,15 @@ impl Stack {
 mod tests {
     use super::*;
 
-    fn inputs(linear: f32, byte_lr: f32) -> Inputs {
-        Inputs([linear, 0.0, 0.0, byte_lr, 0.0])
+    fn byte_lr() -> Member {
+        Member::named("byte_lr").unwrap()
+    }
+
+    fn inputs(linear: f32, b: f32) -> Inputs {
+        let mut x = Inputs::default();
+        x.0[Member::LINEAR.0] = linear;
+        x.0[byte_lr().0] = b;
+        x
     }
 
     #[test]
@@ -281,7 +310,7 @@ mod tests {
             s.learn(&inputs(noise, 3.0), true, 1.0);
             s.learn(&inputs(-noise, -3.0), false, 1.0);
         }
-        let (lin, byte) = (s.weight(Member::Linear), s.weight(Member::ByteLr));
+        let (lin, byte) = (s.weight(Member::LINEAR), s.weight(byte_lr()));
         assert!(byte > 0.5 && lin.abs() < byte / 4.0, "{lin} {byte}");
         assert!(s.margin(&inputs(-4.0, 3.0)) > 0.0);
         let shares = s.shares(&inputs(2.0, 3.0));
@@ -313,7 +342,7 @@ mod tests {
         // A gradient too small to square in f32, on an empty sum (a fresh
         // stack, or one a forget emptied): no step, never an infinite one.
         let mut fresh = Stack::default();
-        let tiny = fresh.learn(&Inputs([1e-25, 0.0, 0.0, 0.0, 0.0]), true, 1.0);
+        let tiny = fresh.learn(&inputs(1e-25, 0.0), true, 1.0);
         assert!(fresh.weights().iter().all(|w| w.is_finite()), "{fresh:?}");
         assert_eq!(tiny.moves[1], 0.0);
         assert_eq!(
@@ -334,10 +363,9 @@ mod tests {
     fn stored_parts_round_trip_and_bad_ones_are_refused() {
         // A model from before the stack scores as it did: unbounded.
         let mut s = Stack::legacy(0.5, 0.8, 1.2);
-        assert_eq!(
-            s.margin(&Inputs([30.0, 2.0, 4.0, -1.0, 0.0])),
-            30.0 + 0.5 * 2.0 + 0.8 * 4.0 - 1.2
-        );
+        let mut old = inputs(30.0, -1.0);
+        (old.0[Member::PERSONAL.0], old.0[Member::NAIVE_BAYES.0]) = (2.0, 4.0);
+        assert_eq!(s.margin(&old), 30.0 + 0.5 * 2.0 + 0.8 * 4.0 - 1.2);
         s.learn(&inputs(1.0, 1.0), true, 1.0);
         assert_eq!(Stack::from_parts(s.weights(), s.sums(), s.bound()), Some(s));
         let c = |z: f32| INPUT_CLIP * (z / INPUT_CLIP).tanh();
@@ -345,7 +373,7 @@ mod tests {
         // Fewer entries (an older build's): the rest are 0.
         let short = Stack::from_parts(&[0.1, 1.0], &[], INPUT_CLIP).unwrap();
         assert_eq!(
-            (short.bias(), short.weight(Member::Linear), short.weight(Member::ByteLr)),
+            (short.bias(), short.weight(Member::LINEAR), short.weight(byte_lr())),
             (0.1, 1.0, 0.0)
         );
         assert_eq!(short.margin(&inputs(30.0, 0.0)), 0.1 + c(30.0));

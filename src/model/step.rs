@@ -5,7 +5,7 @@
 
 use super::stack::Step;
 use super::{
-    Learner, Lesson, Members, Model, ModelError, Schedule, Scored, State, Task, Weights, arow, fusion, hinge, logistic,
+    Learner, Lesson, Margins, Model, ModelError, Schedule, Scored, State, Task, Weights, arow, fusion, hinge, logistic,
     perceptron,
 };
 use crate::features::SparseVec;
@@ -110,9 +110,10 @@ impl Model {
         w.end_step();
         // `scratch` still holds the scores the step started from.
         lesson.stack_step = self.learn_stack(before, gold, fused.map(|(i, _)| i), weight);
-        lesson.head_step = self.learn_byte_lr(x, gold, before.members.head, weight);
-        if let (Some(c), [gold], Task::SingleLabel) = (&mut self.compression, gold, task) {
-            c.learn(&x.bytes, *gold, weight);
+        if let ([gold], Task::SingleLabel) = (gold, task) {
+            for (i, m) in self.added.iter_mut() {
+                lesson.added_steps[i] = m.learn(x, *gold, before.margins.added[i], weight);
+            }
         }
         Ok(lesson)
     }
@@ -124,9 +125,9 @@ impl Model {
 #[derive(Clone, Copy, Default)]
 struct Before {
     inputs: Option<super::stack::Inputs>,
-    /// The other members' margins (the byte LR's alone when `inputs`
-    /// are known: its step reads it).
-    members: Members,
+    /// The other members' margins (the added members' alone when
+    /// `inputs` are known: their steps read them).
+    margins: Margins,
 }
 
 impl Model {
@@ -136,21 +137,19 @@ impl Model {
         if self.stack.is_none() {
             return Before::default();
         }
-        let head = || self.head_margin(x);
         match predicted.and_then(|p| p.stacked) {
             Some(s) => Before {
                 inputs: Some(s.inputs),
-                members: Members {
-                    head: s.head.or_else(head),
-                    ..Members::default()
+                margins: Margins {
+                    added: std::array::from_fn(|i| s.added[i].or_else(|| self.added.get(i)?.margin(x))),
+                    ..Margins::default()
                 },
             },
             None => Before {
                 inputs: None,
-                members: Members {
+                margins: Margins {
                     copies: self.copies_margin(x),
-                    head: head(),
-                    compressed: self.compressed_margin(x),
+                    added: self.added.margins(x),
                 },
             },
         }
@@ -165,23 +164,11 @@ impl Model {
             return Step::default();
         };
         let own = own_1 - own_0;
-        let inputs = (before.inputs).unwrap_or_else(|| self.stack_inputs(own, fused, before.members));
+        let inputs = (before.inputs).unwrap_or_else(|| self.stack_inputs(own, fused, before.margins));
         let positive = *gold == 1;
         self.stack
             .as_mut()
             .map_or_else(Step::default, |s| s.learn(&inputs, positive, weight))
-    }
-
-    /// The byte LR's step for `x` of the one class `gold` (when the model
-    /// has one and `x` its head's grams) from its margin `head`. Returns
-    /// the step each gram took (0: none).
-    fn learn_byte_lr(&mut self, x: &SparseVec, gold: &[usize], head: Option<f32>, weight: f32) -> f32 {
-        let single = self.task != Some(Task::MultiLabel);
-        let (Some(b), [gold], true) = (self.byte_lr.as_mut().filter(|_| !x.head.is_empty()), gold, single) else {
-            return 0.0;
-        };
-        let margin = head.unwrap_or_else(|| b.margin(&x.head));
-        b.learn(&x.head, margin, *gold == 1, weight)
     }
 }
 

@@ -368,7 +368,7 @@ mod tests {
             weight: 1.0,
             rate: 0.5,
             moves: [(1, 0.25)].into_iter().collect(),
-            head_step: 0.0,
+            added_steps: Default::default(),
             stack_step: Default::default(),
             shared_only: false,
         };

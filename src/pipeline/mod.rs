@@ -46,7 +46,7 @@ pub use request::{ANSWERED_QUEUE, Answered};
 pub use review::{Query, Review, ReviewConfig, ReviewState, Verdict};
 use role::Duties;
 pub use role::Role;
-pub use settings::{HeldExample, MemberWhen, PipelineConfig};
+pub use settings::{AddedWhen, HeldExample, MemberWhen, PipelineConfig};
 pub use trust::{
     DEFAULT_CONTRADICTION_MARGIN, DEFAULT_MAX_REPORTERS, DEFAULT_REPORTED, Reporter, Reporters, TrustConfig,
 };
@@ -422,20 +422,19 @@ impl Pipeline {
         outcome
     }
 
-    /// Adds the byte LR and the compression member to the model when
-    /// `--byte-lr` and `--compression` want them for a message (an e-mail
-    /// when `email`) and this process learns; the model declines them
-    /// past two classes or for a multi-label task.
+    /// Adds each of the stack's added members to the model when its flag
+    /// (`--byte-lr`, ...) wants it for a message (an e-mail when `email`)
+    /// and this process learns; the model declines them past two classes
+    /// or for a multi-label task.
     fn offer_members(&mut self, email: bool) {
         if !self.duties.learns {
             return;
         }
         let model = &mut self.predictor.model;
-        if self.cfg.byte_lr.wants(email) && model.byte_lr().is_none() && model.add_byte_lr() {
-            tracing::info!("the byte LR joins the model (--byte-lr)");
-        }
-        if self.cfg.compression.wants(email) && model.compression().is_none() && model.add_compression() {
-            tracing::info!("the compression member joins the model (--compression)");
+        for (i, entry) in crate::model::member::REGISTRY.iter().enumerate() {
+            if self.cfg.members.when(i).wants(email) && model.added().get(i).is_none() && model.add_member(i) {
+                tracing::info!(member = entry.name, "a member joins the model's stack");
+            }
         }
     }
 

@@ -84,7 +84,7 @@ impl Predictor {
     ) -> Vec<Contribution> {
         use crate::model::stack::Member;
         let weight = |m: Member| self.model.stack().map_or(1.0, |s| s.weight(m));
-        let (shared, copies) = (weight(Member::Linear), weight(Member::Personal));
+        let (shared, copies) = (weight(Member::LINEAR), weight(Member::PERSONAL));
         let copies_from = if x.personal > 0 { x.personal as usize } else { x.len() };
         let values: Vec<(u32, f32)> = x
             .iter()

@@ -18,6 +18,7 @@ use super::reported::{Print, fingerprint, recalled};
 use super::{Prepared, Preparer, Reported};
 use crate::features::SparseVec;
 use crate::message;
+use crate::model::member::Reads;
 use crate::model::{Limits, Model, Scored, Task};
 
 /// What a binary prediction's score is of: whether the task is (so far)
@@ -171,19 +172,23 @@ impl Predictor {
     }
 
     /// Finishes `f`, which holds the raw features of `text`: the heads the
-    /// byte members read, then IDF, normalisation and the bias. Returns a
+    /// added members read, then IDF, normalisation and the bias. Returns a
     /// copy of the raw features when `keep_raw`.
     pub(super) fn finish(&mut self, text: &str, keep_raw: bool, f: &mut Features) -> Option<SparseVec> {
-        if self.model.byte_lr().is_some() {
+        let (mut grams, mut bytes) = (false, 0);
+        for (_, m) in self.model.added().iter() {
+            match m.reads() {
+                Reads::Grams => grams = true,
+                Reads::Bytes(n) => bytes = bytes.max(n),
+            }
+        }
+        if grams {
             self.prep.featurizer.head_grams(text, &mut f.x.head);
         } else {
             f.x.head.clear();
         }
         f.x.bytes.clear();
-        if self.model.compression().is_some() {
-            let head = &text.as_bytes()[..text.len().min(crate::model::compression::COMPRESSION_BYTES)];
-            f.x.bytes.extend_from_slice(head);
-        }
+        f.x.bytes.extend_from_slice(&text.as_bytes()[..text.len().min(bytes)]);
         let raw = keep_raw.then(|| f.x.clone());
         self.finalize(f);
         raw

@@ -5,6 +5,7 @@
 use super::{ReviewConfig, Role};
 use crate::features::SparseVec;
 use crate::message;
+use crate::model::member::{ADDED, REGISTRY};
 
 /// Settings of the pipeline around the model.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,16 +40,13 @@ pub struct PipelineConfig {
     pub trust: super::TrustConfig,
     /// What of a raw e-mail the document holds (`--email-views`).
     pub email_views: crate::email::Views,
-    /// Which messages make a learning model add the byte LR (`--byte-lr`).
-    pub byte_lr: MemberWhen,
-    /// Which messages make a learning model add the compression member
-    /// (`--compression`).
-    pub compression: MemberWhen,
+    /// Which messages make a learning model add each of the stack's
+    /// added members (`--byte-lr`, ...: one flag a member).
+    pub members: AddedWhen,
 }
 
-/// `--byte-lr`, `--compression`: when a learning model adds a member of
-/// its stack that reads the bytes of a document's head (the byte LR,
-/// `model::byte_lr`; the compression member, `model::compression`). Once
+/// `--byte-lr`, ...: when a learning model adds a member of its stack
+/// that reads the bytes of a document's head (`model::member`). Once
 /// added it stays (checkpointed, published) and reads every message's
 /// head.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -72,6 +70,42 @@ impl MemberWhen {
             MemberWhen::Always => true,
             MemberWhen::Off => false,
         }
+    }
+}
+
+/// When a learning model adds each added member of its stack, by the
+/// registry's index (`model::member::REGISTRY`): at the first raw e-mail
+/// for those that say so, else never, unless set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AddedWhen([MemberWhen; ADDED]);
+
+impl Default for AddedWhen {
+    fn default() -> Self {
+        AddedWhen(std::array::from_fn(|i| match REGISTRY[i].on_email {
+            true => MemberWhen::Email,
+            false => MemberWhen::Off,
+        }))
+    }
+}
+
+impl AddedWhen {
+    /// Every member at `when`.
+    pub fn all(when: MemberWhen) -> Self {
+        AddedWhen([when; ADDED])
+    }
+
+    /// The member named `name` at `when` (a name the registry lacks:
+    /// nothing).
+    pub fn with(mut self, name: &str, when: MemberWhen) -> Self {
+        if let Some(i) = crate::model::member::index_of(name) {
+            self.0[i] = when;
+        }
+        self
+    }
+
+    /// When member `i` of the registry is added.
+    pub fn when(&self, i: usize) -> MemberWhen {
+        self.0.get(i).copied().unwrap_or(MemberWhen::Off)
     }
 }
 
@@ -102,8 +136,7 @@ impl Default for PipelineConfig {
             review_output: false,
             trust: super::TrustConfig::default(),
             email_views: crate::email::Views::default(),
-            byte_lr: MemberWhen::Email,
-            compression: MemberWhen::Email,
+            members: AddedWhen::default(),
         }
     }
 }

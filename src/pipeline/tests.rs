@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::features::FeatureConfig;
+use crate::model::member::compression::Compression;
 use crate::model::{Hyper, Learner, Scored};
 
 /// A logistic pipeline over 2^16 buckets (for tests here and elsewhere).
@@ -485,28 +486,30 @@ fn the_byte_lr_and_the_compression_member_join_at_the_first_e_mail() {
         (MemberWhen::Off, false, false),
     ] {
         let mut p = pipeline(PipelineConfig {
-            byte_lr: when,
-            compression: when,
+            members: AddedWhen::default().with("byte_lr", when).with("compression", when),
             ..PipelineConfig::default()
         });
+        let has = |p: &Pipeline, name: &str| p.model().added().named(name).is_some();
         p.handle(text, &id0, 0);
-        assert_eq!(p.model().byte_lr().is_some(), after_text, "{when:?}");
-        assert_eq!(p.model().compression().is_some(), after_text, "{when:?}");
+        assert_eq!(has(&p, "byte_lr"), after_text, "{when:?}");
+        assert_eq!(has(&p, "compression"), after_text, "{when:?}");
         for i in 0..5 {
             p.handle(mail("spam", &format!("cheap pills {i}")).as_bytes(), &id0, 0);
             p.handle(mail("ham", &format!("lunch at noon {i}")).as_bytes(), &id0, 0);
         }
-        assert_eq!(p.model().byte_lr().is_some(), after_mail, "{when:?}");
-        assert_eq!(p.model().compression().is_some(), after_mail, "{when:?}");
+        assert_eq!(has(&p, "byte_lr"), after_mail, "{when:?}");
+        assert_eq!(has(&p, "compression"), after_mail, "{when:?}");
+        assert!(!has(&p, "length"), "off unless asked for");
         let Outcome::Predicted(pred) = p.handle(br#"{"id": "q", "text": "cheap pills 9"}"#, &id0, 0) else {
             panic!("expected a prediction")
         };
         assert_eq!(pred.labels, ["spam"], "{when:?}");
-        if p.model().byte_lr().is_some() {
+        if has(&p, "byte_lr") {
             // The stack learned a weight for it from 0.
             let stack = p.model().stack().expect("a binary linear model has a stack");
-            assert_ne!(stack.weight(crate::model::stack::Member::ByteLr), 0.0);
-            assert_ne!(stack.weight(crate::model::stack::Member::Compression), 0.0);
+            let weight = |name| stack.weight(crate::model::stack::Member::named(name).expect("a member"));
+            assert_ne!(weight("byte_lr"), 0.0);
+            assert_ne!(weight("compression"), 0.0);
         }
     }
 }
@@ -518,8 +521,7 @@ fn the_byte_lr_and_the_compression_member_join_at_the_first_e_mail() {
 fn an_explanation_gives_each_members_share_of_the_margin() {
     let mut p = pipeline(PipelineConfig {
         explain: 3,
-        byte_lr: MemberWhen::Always,
-        compression: MemberWhen::Always,
+        members: AddedWhen::all(MemberWhen::Always),
         ..PipelineConfig::default()
     });
     for i in 0..40 {
@@ -538,6 +540,8 @@ fn an_explanation_gives_each_members_share_of_the_margin() {
     };
     let shares = pred.members.expect("a binary model with a stack explains its members");
     let names: Vec<&str> = shares.iter().map(|(m, _)| m.as_str()).collect();
+    // (The tests' length-only member adds nothing here: its stack weight
+    // stays at 0, and a member that adds nothing is left out.)
     for m in ["linear", "byte_lr", "compression", "bias"] {
         assert!(names.contains(&m), "{names:?}");
     }
@@ -557,10 +561,16 @@ fn an_explanation_gives_each_members_share_of_the_margin() {
 #[test]
 fn a_forget_takes_back_the_compression_members_counts() {
     let mut p = pipeline(PipelineConfig {
-        compression: MemberWhen::Always,
+        members: AddedWhen::default().with("compression", MemberWhen::Always),
         ..PipelineConfig::default()
     });
     let send = |p: &mut Pipeline, v: serde_json::Value| p.handle(v.to_string().as_bytes(), &id0, 0);
+    let counts = |p: &Pipeline| {
+        let (slots, values) = p.model().added().state("compression").expect("always on");
+        let mut c = Compression::new();
+        assert!(c.put(&slots, &values));
+        c
+    };
     for i in 0..10 {
         let label = if i % 2 == 0 { "spam" } else { "ham" };
         send(
@@ -568,17 +578,17 @@ fn a_forget_takes_back_the_compression_members_counts() {
             serde_json::json!({"id": format!("w{i}"), "text": format!("warm up {i}"), "label": label}),
         );
     }
-    let before = p.model().compression().expect("always on").clone();
+    let before = counts(&p);
     send(
         &mut p,
         serde_json::json!({"id": "m", "text": "cheap pills here", "label": "spam"}),
     );
-    let learned = p.model().compression().expect("kept").clone();
+    let learned = counts(&p);
     assert_ne!(learned, before);
     let forget = send(&mut p, serde_json::json!({"id": "m", "forget": true}));
     assert!(matches!(forget, Outcome::Forgotten { .. }));
     // As before, to the rounding of the label's weight.
-    let now = |p: &Pipeline| p.model().compression().expect("kept").clone();
+    let now = counts;
     assert!(now(&p).distance(&before) < 1e-5, "{}", now(&p).distance(&before));
     assert!(learned.distance(&before) > 0.5);
     // Relabelled: the spam counts go back, the ham ones come.
@@ -594,14 +604,10 @@ fn a_forget_takes_back_the_compression_members_counts() {
     let ham = now(&p);
     // Each class's counts in all: the spam label added to class 1's
     // alone, and its relabel took that back and added to class 0's.
-    let mass = |c: &crate::model::compression::Compression, class: usize| -> f32 {
-        c.nonzero().1.iter().skip(class).step_by(2).sum()
-    };
+    let mass = |c: &Compression, class: usize| -> f32 { c.nonzero().1.iter().skip(class).step_by(2).sum() };
     let bytes = "see you at lunch".len() as f32 * 4.0;
     let s = p.model().labels().get("spam").expect("known");
-    let added = |c: &crate::model::compression::Compression| {
-        [mass(c, s) - mass(&before, s), mass(c, 1 - s) - mass(&before, 1 - s)]
-    };
+    let added = |c: &Compression| [mass(c, s) - mass(&before, s), mass(c, 1 - s) - mass(&before, 1 - s)];
     let [to_spam, to_ham] = added(&spam);
     assert!(to_ham.abs() < 1e-3 && to_spam > 0.1 * bytes, "{to_spam} {to_ham}");
     // The relabel is believed by its weight (little, against a model
@@ -823,4 +829,45 @@ fn forgetting_a_first_label_leaves_the_copies() {
     };
     let (a, b) = (margin(&mut p, "a"), margin(&mut p, "b"));
     assert!((a - b).abs() < 1e-4, "a {a}, b {b}");
+}
+
+/// The proof that a member of the stack is one file and a line of the
+/// registry (`model::member::length`, in the tests only): asked for by
+/// name, it joins, learns, and a forget takes its lesson back; its
+/// checkpoint and its model records are the other tests' (checkpoint and
+/// replica tests run every registered member).
+#[test]
+fn a_member_written_as_one_file_joins_learns_and_forgets() {
+    let mut p = pipeline(PipelineConfig {
+        members: AddedWhen::default().with("length", MemberWhen::Always),
+        ..PipelineConfig::default()
+    });
+    let send = |p: &mut Pipeline, v: serde_json::Value| p.handle(v.to_string().as_bytes(), &id0, 0);
+    for i in 0..20 {
+        let (text, label) = match i % 2 {
+            0 => (format!("a long message about a cash prize to claim today {i}"), "spam"),
+            _ => (format!("lunch {i}"), "ham"),
+        };
+        send(
+            &mut p,
+            serde_json::json!({"id": format!("w{i}"), "text": text, "label": label}),
+        );
+    }
+    let state = |p: &Pipeline| p.model().added().state("length").expect("asked for").1;
+    assert!(p.model().added().named("byte_lr").is_none(), "only what was asked for");
+    let before = state(&p);
+    assert!(before.iter().any(|&w| w != 0.0), "{before:?}");
+    send(
+        &mut p,
+        serde_json::json!({"id": "m", "text": "a long long long message", "label": "spam"}),
+    );
+    assert_ne!(state(&p), before);
+    send(&mut p, serde_json::json!({"id": "m", "forget": true}));
+    for (a, b) in state(&p).iter().zip(&before) {
+        assert!((a - b).abs() < 1e-5, "{:?} against {before:?}", state(&p));
+    }
+    let stack = p.model().stack().expect("a binary linear model has a stack");
+    use crate::model::stack::Member;
+    assert_eq!(Member::named("length").map(|m| m.index()), Some(Member::OWN + 2));
+    assert_eq!(stack.weights().len(), crate::model::stack::MEMBERS + 1);
 }

@@ -6,6 +6,7 @@
 
 use super::ReplicaError;
 use crate::checkpoint::pb;
+use crate::model::member;
 use crate::model::stack::Stack;
 use crate::model::{Model, NaiveBayes, State, Task};
 
@@ -18,6 +19,8 @@ pub fn apply_delta(m: &mut Model, d: &mut pb::ModelState) -> Result<(), ReplicaE
     if let Some(PbState::Linear(pb::LinearState { entries: Some(e), .. })) = &mut d.state {
         expand_gaps(e)?;
     }
+    // An older learner's delta carries its members in their own fields.
+    crate::checkpoint::legacy_members(d)?;
     let d = &*d;
     check(m, d)?;
     // New classes (sparse weights only: `check` saw to it), with no
@@ -62,13 +65,11 @@ pub fn apply_delta(m: &mut Model, d: &mut pb::ModelState) -> Result<(), ReplicaE
         }
         (f.weight, f.sum_sq) = (n.weight, n.sum_sq);
     }
-    if let (Some(b), Some(n)) = (&mut m.byte_lr, &d.byte_lr) {
-        // Checked: the rows are in range, the scalars too.
-        b.put(&n.buckets, &n.values);
-    }
-    if let (Some(c), Some(n)) = (&mut m.compression, &d.compression) {
-        // Checked: the slots are in range, the counts too.
-        c.put(&n.slots, &n.counts);
+    for n in &d.members {
+        // Checked: a member the model holds, its slots and values fit.
+        if let Some(a) = member::index_of(&n.name).and_then(|i| m.added.get_mut(i)) {
+            a.put(&n.slots, &n.values);
+        }
     }
     if let (true, Some(n)) = (m.doc_freq.is_some(), &d.doc_freq) {
         for (&b, &c) in n.buckets.iter().zip(&n.counts) {
@@ -149,29 +150,22 @@ fn check(m: &Model, d: &pb::ModelState) -> Result<(), ReplicaError> {
         }
         _ => false,
     };
-    let byte_lr_fits = match (&m.byte_lr, &d.byte_lr) {
-        (None, None) => true,
-        (Some(b), Some(n)) => {
-            n.weights.is_empty()
-                && n.buckets.len() == n.values.len()
-                && n.buckets.iter().all(|&g| (g as usize) < b.weights().len())
-        }
-        _ => false,
-    };
-    let compression_fits = match (&m.compression, &d.compression) {
-        (None, None) => true,
-        (Some(c), Some(n)) => c.fits(&n.slots, &n.counts),
-        _ => false,
-    };
+    // The members the model holds, each once, in the registry's order.
+    let held: Vec<&str> = m.added.iter().map(|(_, a)| a.name()).collect();
+    let named: Vec<&str> = d.members.iter().map(|n| n.name.as_str()).collect();
+    let members_fit = held == named
+        && (d.members.iter()).all(|n| {
+            (m.added.named(&n.name)).is_some_and(|a| a.width() == n.width as usize && a.fits(&n.slots, &n.values))
+        });
     let stack_fits = match (&m.stack, &d.stack) {
         (None, None) => true,
         (Some(_), Some(n)) => Stack::from_parts(&n.weights, &n.sum_sq, n.bound).is_some(),
         _ => false,
     };
-    if !fusion_fits || !df_fits || !byte_lr_fits || !stack_fits || !compression_fits {
+    if !fusion_fits || !df_fits || !members_fit || !stack_fits {
         return Err(
-            "a delta with or without a fusion, a byte LR, a compression member, document frequencies or \
-             a stack the model lacks or has"
+            "a delta with or without a fusion, an added member of the stack, document frequencies or a stack \
+             the model lacks or has"
                 .into(),
         );
     }

@@ -5,7 +5,8 @@
 //! scoring image's ([`super::image::scoring_image`]), so a replica puts it
 //! in place as it would a delta between two images.
 
-use crate::checkpoint::{byte_lr_to_pb, pb, stack_to_pb};
+use crate::checkpoint::{member_to_pb, pb, stack_to_pb};
+use crate::model::member::ADDED;
 use crate::model::{Model, NaiveBayes, State, Task, Weights};
 
 use pb::model_state::State as PbState;
@@ -21,8 +22,8 @@ pub(super) struct Shape {
     labels: Vec<String>,
     layout: Option<(bool, bool, bool, bool)>,
     fused: bool,
-    byte_lr: bool,
-    compression: bool,
+    /// Which added members of the stack it holds.
+    added: [bool; ADDED],
     scale: f64,
 }
 
@@ -49,8 +50,7 @@ impl Shape {
             labels: m.labels().names().to_vec(),
             layout,
             fused: m.fusion.is_some(),
-            byte_lr: m.byte_lr().is_some(),
-            compression: m.compression().is_some(),
+            added: std::array::from_fn(|i| m.added().get(i).is_some()),
             scale,
         }
     }
@@ -65,11 +65,7 @@ impl Shape {
             "task changed"
         } else if self.labels != now.labels && !(sparse && now.labels.starts_with(&self.labels)) {
             "labels changed"
-        } else if self.layout != now.layout
-            || self.fused != now.fused
-            || self.byte_lr != now.byte_lr
-            || self.compression != now.compression
-        {
+        } else if self.layout != now.layout || self.fused != now.fused || self.added != now.added {
             "layout changed"
         } else if now.scale > self.scale {
             "weights rescaled"
@@ -79,21 +75,15 @@ impl Shape {
     }
 }
 
-/// What changed outside the model's rows: the byte LR's buckets and the
-/// compression member's slots, each ascending.
+/// What changed outside the model's rows: each added member's slots,
+/// ascending, by registry index.
 #[derive(Debug, Default)]
-pub(super) struct Members {
-    pub(super) head: Vec<u32>,
-    pub(super) slots: Vec<u32>,
-}
+pub(super) struct Members([Vec<u32>; ADDED]);
 
 impl Members {
-    /// What changed in `m`'s members since they were last asked.
+    /// What changed in `m`'s added members since they were last asked.
     pub(super) fn take(m: &mut Model) -> Self {
-        Members {
-            head: m.take_byte_lr_changes().unwrap_or_default(),
-            slots: m.take_compression_changes().unwrap_or_default(),
-        }
+        Members(m.take_added_changes().map(Option::unwrap_or_default))
     }
 }
 
@@ -156,7 +146,6 @@ pub(super) fn delta_of_changes(
     members: &Members,
     pruned_at: Option<f32>,
 ) -> pb::ModelState {
-    let head = &members.head;
     let state = match &m.state {
         State::Linear(w) => linear_rows(w, buckets, pruned_at),
         State::NaiveBayes(nb) => PbState::NaiveBayes(nb_rows(nb, buckets)),
@@ -179,19 +168,15 @@ pub(super) fn delta_of_changes(
             weight: f.weight,
             sum_sq: f.sum_sq,
         }),
-        byte_lr: m.byte_lr().map(|b| {
-            let values = head.iter().map(|&g| b.weights()[g as usize]).collect();
-            byte_lr_to_pb(Vec::new(), head.to_vec(), values)
-        }),
-        compression: m.compression().map(|c| pb::CompressionState {
-            slots: members.slots.clone(),
-            counts: c.counts_of(&members.slots),
-        }),
+        members: (m.added().iter())
+            .map(|(i, a)| member_to_pb(a, members.0[i].clone(), a.values_of(&members.0[i])))
+            .collect(),
         doc_freq: m.doc_freq().map(|d| pb::DocFreq {
             docs: d.docs,
             buckets: buckets.to_vec(),
             counts: buckets.iter().map(|&b| m.doc_count(b)).collect(),
         }),
+        ..pb::ModelState::default()
     }
 }
 

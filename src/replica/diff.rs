@@ -174,13 +174,34 @@ fn merge_rows<R: RowSet>(base: &mut Option<R>, delta: Option<R>) -> Result<(), R
     }
 }
 
-/// The compression member's slots, two counts each.
-fn counts_sparse(c: &pb::CompressionState) -> Sparse<'_, f32> {
+/// An added member's slots, `width` values each.
+fn member_sparse(m: &pb::MemberState) -> Sparse<'_, f32> {
     Sparse {
-        ids: &c.slots,
-        values: &c.counts,
-        stride: 2,
+        ids: &m.slots,
+        values: &m.values,
+        stride: m.width as usize,
     }
+}
+
+/// The change from `old`'s added members to `new`'s: `None` unless both
+/// hold the same members, of the same widths, in the same order.
+fn members_delta(old: &[pb::MemberState], new: &[pb::MemberState]) -> Option<Vec<pb::MemberState>> {
+    if old.len() != new.len() {
+        return None;
+    }
+    (old.iter().zip(new))
+        .map(|(o, n)| {
+            (o.name == n.name && o.width == n.width && n.width > 0).then(|| {
+                let (slots, values) = diff(member_sparse(o), member_sparse(n));
+                pb::MemberState {
+                    name: n.name.clone(),
+                    width: n.width,
+                    slots,
+                    values,
+                }
+            })
+        })
+        .collect()
 }
 
 fn df_sparse(d: &pb::DocFreq) -> Sparse<'_, u32> {
@@ -233,22 +254,7 @@ pub(super) fn delta(old: &pb::ModelState, new: &pb::ModelState) -> Option<pb::Mo
             counts,
         })
     })?;
-    let byte_lr = both(&old.byte_lr, &new.byte_lr, |o, n| {
-        let (buckets, values) = (o.weights.iter().zip(&n.weights).enumerate())
-            .filter(|(_, (a, b))| a != b)
-            .map(|(g, (_, &b))| (g as u32, b))
-            .unzip();
-        (o.weights.len() == n.weights.len()).then(|| pb::ByteLrState {
-            weights: Vec::new(),
-            buckets,
-            values,
-            ..n.clone()
-        })
-    })?;
-    let compression = both(&old.compression, &new.compression, |o, n| {
-        let (slots, counts) = diff(counts_sparse(o), counts_sparse(n));
-        Some(pb::CompressionState { slots, counts })
-    })?;
+    let members = members_delta(&old.members, &new.members)?;
     Some(pb::ModelState {
         task: new.task.clone(),
         labels: new.labels.clone(),
@@ -258,10 +264,10 @@ pub(super) fn delta(old: &pb::ModelState, new: &pb::ModelState) -> Option<pb::Mo
         sketch_offered: new.sketch_offered,
         doc_freq,
         fusion,
-        byte_lr,
-        compression,
+        members,
         personal_switch: new.personal_switch,
         stack: new.stack.clone(),
+        ..pb::ModelState::default()
     })
 }
 
@@ -359,28 +365,17 @@ pub(super) fn apply(base: &mut pb::ModelState, d: pb::ModelState) -> Result<(), 
         }
         _ => return Err("a delta with and without document frequencies".into()),
     }
-    match (&mut base.byte_lr, d.byte_lr) {
-        (None, None) => {}
-        (Some(b), Some(n)) => {
-            for (&g, &v) in n.buckets.iter().zip(&n.values) {
-                *b.weights.get_mut(g as usize).ok_or("a byte LR row out of range")? = v;
-            }
-            (b.weight, b.sum_sq, b.recent_0, b.recent_1) = (n.weight, n.sum_sq, n.recent_0, n.recent_1);
-        }
-        _ => return Err("a delta with and without a byte LR".into()),
+    if base.members.len() != d.members.len() {
+        return Err("a delta with other added members of the stack".into());
     }
-    match (&mut base.compression, d.compression) {
-        (None, None) => {}
-        (Some(b), Some(n)) => {
-            let ok = |c: &pb::CompressionState| {
-                c.counts.len() == 2 * c.slots.len() && c.slots.windows(2).all(|w| w[0] < w[1])
-            };
-            if !ok(b) || !ok(&n) {
-                return Err("compression slots out of order".into());
-            }
-            (b.slots, b.counts) = merge(counts_sparse(b), counts_sparse(&n));
+    for (b, n) in base.members.iter_mut().zip(d.members) {
+        let ok = |m: &pb::MemberState| {
+            m.width > 0 && m.values.len() == m.width as usize * m.slots.len() && m.slots.windows(2).all(|w| w[0] < w[1])
+        };
+        if b.name != n.name || b.width != n.width || !ok(b) || !ok(&n) {
+            return Err(format!("a delta's member {:?} does not fit the model's", n.name).into());
         }
-        _ => return Err("a delta with and without a compression member".into()),
+        (b.slots, b.values) = merge(member_sparse(b), member_sparse(&n));
     }
     base.version = d.version;
     base.sketch_offered = d.sketch_offered;

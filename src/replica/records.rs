@@ -33,17 +33,16 @@ use crate::model::Model;
 /// (`ModelState.personal_switch`), which a version-7 reader would score
 /// users' messages without, at 2; 9 a model with a stack
 /// (`ModelState.stack`), which a version-8 reader would combine its old
-/// way; 10 a model with a compression member (`ModelState.compression`),
-/// which a version-9 reader would score without. A record is stamped
+/// way; 10 a model with the byte context models
+/// (`ModelState` field 13), which a version-9 reader would score
+/// without; 11 a model with added members carried by name
+/// (`ModelState.members`), which a version-10 reader would score without.
+/// A record is stamped
 /// with the oldest format that reads it right: [`PLAIN_FORMAT`] for full
 /// versions and dense deltas, which replicas of the builds before read.
-pub const MODEL_FORMAT_VERSION: u32 = 10;
+pub const MODEL_FORMAT_VERSION: u32 = 11;
 /// The format of a delta with sparse entries' key gaps (5).
 pub(super) const SPARSE_FORMAT: u32 = 5;
-/// The format of a record whose model has a byte LR (6): a reader of an
-/// older format would score without it, so it skips the record.
-const BYTE_LR_FORMAT: u32 = 6;
-
 /// The format of every record of a model hashed with version 2 (7): a
 /// reader of an older format would hash with version 1, so it skips them.
 pub(super) const HASH_V2_FORMAT: u32 = 7;
@@ -59,9 +58,10 @@ pub(super) const PERSONAL_SCALE_FORMAT: u32 = 8;
 /// them.
 pub(super) const STACK_FORMAT: u32 = 9;
 
-/// The format of every record of a model with a compression member (10):
-/// a reader of an older format would score without it, so it skips them.
-pub(super) const COMPRESSION_FORMAT: u32 = 10;
+/// The format of every record of a model with added members of its stack
+/// (11, `ModelState.members`): a reader of an older format would score
+/// without them, so it skips them.
+pub(super) const MEMBERS_FORMAT: u32 = 11;
 
 /// The format of every record but a delta of sparse entries.
 const PLAIN_FORMAT: u32 = 3;
@@ -69,16 +69,14 @@ const PLAIN_FORMAT: u32 = 3;
 /// The oldest format that reads a record of `m` right, from `format`,
 /// what its content needs.
 fn stamp(m: &Model, format: u32) -> u32 {
-    if m.compression().is_some() {
-        COMPRESSION_FORMAT
+    if m.added().any() {
+        MEMBERS_FORMAT
     } else if m.stack().is_some() {
         STACK_FORMAT
     } else if m.features().personal_scale != LEGACY_PERSONAL_SCALE {
         PERSONAL_SCALE_FORMAT
     } else if m.features().hash == FeatureHash::V2 {
         HASH_V2_FORMAT
-    } else if m.byte_lr().is_some() {
-        BYTE_LR_FORMAT
     } else {
         format
     }

@@ -107,10 +107,10 @@ fn pipeline_with(learner: Learner, idf: bool, byte_lr: MemberWhen) -> Pipeline {
         idf,
         ..FeatureConfig::default()
     };
-    // The compression member joins when the byte LR does.
+    // Every added member joins when the byte LR does (the tests'
+    // length-only member too: it travels as the others).
     let cfg = PipelineConfig {
-        byte_lr,
-        compression: byte_lr,
+        members: crate::pipeline::AddedWhen::all(byte_lr),
         ..PipelineConfig::default()
     };
     Pipeline::new(Model::new(Hyper::defaults(learner), features), cfg)
@@ -219,16 +219,13 @@ fn a_delta_applied_gives_the_newer_image() {
                     binary && learner != Learner::NaiveBayes,
                     "{learner:?}"
                 );
-                assert_eq!(
-                    d.byte_lr.as_ref().is_some_and(|b| !b.buckets.is_empty()),
-                    idf && binary && learner != Learner::NaiveBayes,
-                    "{learner:?}"
-                );
-                assert_eq!(
-                    d.compression.as_ref().is_some_and(|c| !c.slots.is_empty()),
-                    idf && binary && learner != Learner::NaiveBayes,
-                    "{learner:?}"
-                );
+                for name in ["byte_lr", "compression", "length"] {
+                    assert_eq!(
+                        d.members.iter().any(|m| m.name == name && !m.slots.is_empty()),
+                        idf && binary && learner != Learner::NaiveBayes,
+                        "{learner:?} {name}"
+                    );
+                }
                 assert!(
                     d.encoded_len() < n.encoded_len(),
                     "{learner:?}: the delta is smaller than the image"
@@ -386,20 +383,12 @@ fn rebuild(learner: Learner, idf: bool, lines: &[String], part: usize, byte_lr: 
         let image = model_of(&scoring_image(p.model()));
         let m = served.clone().unwrap();
         assert_eq!(m.version(), image.version());
-        // The byte LR (its weights and its learned weight) goes with the
-        // model, in records a reader of format 5 skips.
-        assert_eq!(m.byte_lr().is_some(), byte_lr == MemberWhen::Always);
-        assert_eq!(
-            m.byte_lr().map(|b| b.weights()),
-            p.model().byte_lr().map(|b| b.weights())
-        );
-        // So does the compression member, in records a reader of format
-        // 9 skips.
-        assert_eq!(m.compression().is_some(), byte_lr == MemberWhen::Always);
-        assert_eq!(
-            m.compression(),
-            p.model().compression().map(|c| c.scoring_copy()).as_ref()
-        );
+        // Every added member (its state, and its weight in the stack)
+        // goes with the model, in records a reader of format 10 skips.
+        for e in crate::model::member::REGISTRY {
+            assert_eq!(m.added().named(e.name).is_some(), byte_lr == MemberWhen::Always);
+            assert_eq!(m.added().state(e.name), p.model().added().state(e.name), "{}", e.name);
+        }
         if byte_lr == MemberWhen::Always {
             let format = pb::ModelRecord::decode(records[0].value.as_deref().unwrap())
                 .unwrap()
@@ -751,4 +740,80 @@ fn the_personal_scale_travels_with_the_records() {
         margins.push(ask(p.model().clone(), "u1"));
     }
     assert_ne!(margins[0], margins[1], "the scale changes a user's score");
+}
+
+/// `state`'s added members in the fields a learner before them wrote
+/// (format 10 and before): the byte LR's every weight (a full version) or
+/// the buckets a delta set, the byte context models' slots and counts.
+fn as_an_older_learner_wrote(state: &mut pb::ModelState, full: bool) {
+    for m in std::mem::take(&mut state.members) {
+        match m.name.as_str() {
+            "byte_lr" if full => {
+                let mut weights = vec![0.0; 1 << crate::features::BYTE_LR_BITS];
+                for (&s, &v) in m.slots.iter().zip(&m.values) {
+                    weights[s as usize] = v;
+                }
+                state.byte_lr = Some(pb::ByteLrState {
+                    weights,
+                    ..Default::default()
+                });
+            }
+            "byte_lr" => {
+                state.byte_lr = Some(pb::ByteLrState {
+                    buckets: m.slots,
+                    values: m.values,
+                    ..Default::default()
+                })
+            }
+            "compression" => {
+                state.compression = Some(pb::CompressionState {
+                    slots: m.slots,
+                    counts: m.values,
+                })
+            }
+            other => panic!("no older learner wrote {other}"),
+        }
+    }
+}
+
+/// A learner from before the stack's added members were carried by name
+/// (format 10 and before) wrote them in fields of their own: its full
+/// versions restore, and its deltas apply, to the members this build
+/// holds by name, as the learner had them.
+#[test]
+fn an_older_learners_full_versions_and_deltas_restore_the_members() {
+    let cfg = PipelineConfig {
+        members: crate::pipeline::AddedWhen::default()
+            .with("byte_lr", MemberWhen::Always)
+            .with("compression", MemberWhen::Always),
+        ..PipelineConfig::default()
+    };
+    let features = FeatureConfig {
+        bits: 14,
+        ..FeatureConfig::default()
+    };
+    let mut p = Pipeline::new(Model::new(Hyper::defaults(Learner::Logistic), features), cfg);
+    let sms = sms();
+    feed(&mut p, &sms[..200]);
+    let mut full = scoring_image(p.model());
+    as_an_older_learner_wrote(full.model.as_mut().unwrap(), true);
+    let mut served = model_of(&full);
+    served.set_limits(crate::model::Limits::default());
+    let state = |m: &Model| ["byte_lr", "compression"].map(|n| m.added().state(n));
+    assert!(state(&served).iter().all(Option::is_some));
+    assert_eq!(state(&served), state(p.model()));
+    p.model_mut().track_changes();
+    let _ = (
+        p.model_mut().take_changes(),
+        super::changes::Members::take(p.model_mut()),
+    );
+    feed(&mut p, &sms[200..260]);
+    let buckets = p.model_mut().take_changes().unwrap();
+    let members = super::changes::Members::take(p.model_mut());
+    let mut d = super::changes::delta_of_changes(p.model(), &buckets, &members, None);
+    assert!(d.members.iter().all(|m| !m.slots.is_empty()), "the members learned");
+    as_an_older_learner_wrote(&mut d, false);
+    apply_delta(&mut served, &mut d).unwrap();
+    assert_eq!(state(&served), state(p.model()));
+    assert_eq!(probe_scores(served), probe_scores(model_of(&scoring_image(p.model()))));
 }

@@ -37,7 +37,16 @@
 //!
 //! Binary single-label tasks only, like the byte LR.
 
-use crate::features::prefetch;
+use super::{Added, Entry, Reads};
+use crate::features::{SparseVec, prefetch};
+
+/// Its line of the stack's registry (`super`): added at the
+/// first raw e-mail unless `--compression` says otherwise.
+pub const ENTRY: Entry = Entry {
+    name: "compression",
+    make: || Box::new(Compression::new()),
+    on_email: true,
+};
 
 /// log2 of the hashed slots: 2^19 slots of two counts, 4 MB (2^20 ranked
 /// a little better, 2^18 worse; docs/accuracy.md).
@@ -318,7 +327,7 @@ impl Compression {
     /// slate; `None` when changes are not tracked.
     pub fn take_changes(&mut self) -> Option<Vec<u32>> {
         let bits = self.changed.as_mut()?;
-        Some(super::drain_bits(bits))
+        Some(crate::model::drain_bits(bits))
     }
 
     /// A copy without the change tracking (copies that only score).
@@ -386,6 +395,73 @@ impl Compression {
     /// Bytes of its counts.
     pub fn bytes(&self) -> usize {
         self.counts.len() * 4
+    }
+}
+
+/// A member of the stack: it scores and learns the head's bytes, two
+/// counts per slot (class 0, class 1).
+impl Added for Compression {
+    fn name(&self) -> &'static str {
+        ENTRY.name
+    }
+
+    fn reads(&self) -> Reads {
+        Reads::Bytes(COMPRESSION_BYTES)
+    }
+
+    fn margin(&self, x: &SparseVec) -> Option<f32> {
+        Some(Compression::margin(self, &x.bytes))
+    }
+
+    fn learn(&mut self, x: &SparseVec, gold: usize, _: Option<f32>, weight: f32) -> f32 {
+        Compression::learn(self, &x.bytes, gold, weight);
+        0.0
+    }
+
+    fn unlearn(&mut self, x: &SparseVec, gold: Option<usize>, weight: f32, _: f32) {
+        if let Some(gold) = gold {
+            Compression::unlearn(self, &x.bytes, gold, weight);
+        }
+    }
+
+    fn track_changes(&mut self) {
+        Compression::track_changes(self);
+    }
+
+    fn take_changes(&mut self) -> Option<Vec<u32>> {
+        Compression::take_changes(self)
+    }
+
+    fn scoring_copy(&self) -> Box<dyn Added> {
+        Box::new(Compression::scoring_copy(self))
+    }
+
+    fn boxed_clone(&self) -> Box<dyn Added> {
+        Box::new(self.clone())
+    }
+
+    fn bytes(&self) -> usize {
+        Compression::bytes(self)
+    }
+
+    fn width(&self) -> usize {
+        2
+    }
+
+    fn nonzero(&self) -> (Vec<u32>, Vec<f32>) {
+        Compression::nonzero(self)
+    }
+
+    fn values_of(&self, slots: &[u32]) -> Vec<f32> {
+        self.counts_of(slots)
+    }
+
+    fn fits(&self, slots: &[u32], values: &[f32]) -> bool {
+        Compression::fits(self, slots, values)
+    }
+
+    fn put(&mut self, slots: &[u32], values: &[f32]) -> bool {
+        Compression::put(self, slots, values)
     }
 }
 

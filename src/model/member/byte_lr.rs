@@ -9,13 +9,22 @@
 //! [`BYTE_LR_RATE`] from every label, weighed as the model's are. It
 //! learns apart from the model (its part is left out of the model's own
 //! step) and its margin `m`, the log-odds of class 1, is one member of
-//! the model's stack (`super::stack`), which learns its weight.
+//! the model's stack (`crate::model::stack`), which learns its weight.
 //!
 //! Binary single-label tasks only, like the fusion: a third class or a
 //! multi-label task drops it.
 
-use crate::features::prefetch;
+use super::{Added, Entry, Reads};
 pub use crate::features::{BYTE_LR_BITS, HEAD_BYTES};
+use crate::features::{SparseVec, prefetch};
+
+/// Its line of the stack's registry (`super`): added at the
+/// first raw e-mail unless `--byte-lr` says otherwise.
+pub const ENTRY: Entry = Entry {
+    name: "byte_lr",
+    make: || Box::new(ByteLr::new()),
+    on_email: true,
+};
 
 /// How many grams ahead a weight is fetched: they are scattered over
 /// its 4 MB, a cache miss each.
@@ -88,7 +97,7 @@ impl ByteLr {
         if grams.is_empty() || !margin.is_finite() {
             return 0.0;
         }
-        let p = super::sigmoid(margin.clamp(-LOGIT_CLIP, LOGIT_CLIP));
+        let p = crate::model::sigmoid(margin.clamp(-LOGIT_CLIP, LOGIT_CLIP));
         let step = BYTE_LR_RATE * weight * (f32::from(u8::from(positive)) - p) * Self::value(grams.len());
         self.add(grams, step);
         step
@@ -130,7 +139,7 @@ impl ByteLr {
     /// slate; `None` when changes are not tracked.
     pub fn take_changes(&mut self) -> Option<Vec<u32>> {
         let bits = self.changed.as_mut()?;
-        Some(super::drain_bits(bits))
+        Some(crate::model::drain_bits(bits))
     }
 
     /// A copy without the change tracking (copies that only score).
@@ -167,6 +176,79 @@ impl ByteLr {
     /// Bytes of its weights.
     pub fn bytes(&self) -> usize {
         self.weights.len() * 4
+    }
+}
+
+/// A member of the stack: it scores and learns the head's grams (none
+/// for a message without them), a weight per slot.
+impl Added for ByteLr {
+    fn name(&self) -> &'static str {
+        ENTRY.name
+    }
+
+    fn reads(&self) -> Reads {
+        Reads::Grams
+    }
+
+    fn margin(&self, x: &SparseVec) -> Option<f32> {
+        (!x.head.is_empty()).then(|| ByteLr::margin(self, &x.head))
+    }
+
+    fn learn(&mut self, x: &SparseVec, gold: usize, margin: Option<f32>, weight: f32) -> f32 {
+        if x.head.is_empty() {
+            return 0.0;
+        }
+        let margin = margin.unwrap_or_else(|| ByteLr::margin(self, &x.head));
+        ByteLr::learn(self, &x.head, margin, gold == 1, weight)
+    }
+
+    fn unlearn(&mut self, x: &SparseVec, _: Option<usize>, _: f32, step: f32) {
+        if !x.head.is_empty() {
+            ByteLr::unlearn(self, &x.head, step);
+        }
+    }
+
+    fn track_changes(&mut self) {
+        ByteLr::track_changes(self);
+    }
+
+    fn take_changes(&mut self) -> Option<Vec<u32>> {
+        ByteLr::take_changes(self)
+    }
+
+    fn scoring_copy(&self) -> Box<dyn Added> {
+        Box::new(ByteLr::scoring_copy(self))
+    }
+
+    fn boxed_clone(&self) -> Box<dyn Added> {
+        Box::new(self.clone())
+    }
+
+    fn bytes(&self) -> usize {
+        ByteLr::bytes(self)
+    }
+
+    fn width(&self) -> usize {
+        1
+    }
+
+    fn nonzero(&self) -> (Vec<u32>, Vec<f32>) {
+        ByteLr::nonzero(self)
+    }
+
+    fn values_of(&self, slots: &[u32]) -> Vec<f32> {
+        slots
+            .iter()
+            .map(|&g| self.weights.get(g as usize).copied().unwrap_or(0.0))
+            .collect()
+    }
+
+    fn fits(&self, slots: &[u32], values: &[f32]) -> bool {
+        slots.len() == values.len() && slots.iter().all(|&b| (b as usize) < self.weights.len())
+    }
+
+    fn put(&mut self, slots: &[u32], values: &[f32]) -> bool {
+        ByteLr::put(self, slots, values)
     }
 }
 
