@@ -104,9 +104,15 @@ pub(crate) struct Model {
 /// to its model.
 pub(crate) struct Start<'a> {
     settings: &'a DaemonSettings,
+    /// What a transport that waits at its start (a predictor, for the
+    /// learner's first version) watches; Kafka's alone.
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     pub shutdown: &'a Shutdown,
 }
 
+// What only the Kafka transport asks of its start: the daemon's
+// settings, whether an endpoint teaches, a model served from elsewhere.
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 impl Start<'_> {
     /// The daemon's settings.
     pub(crate) fn settings(&self) -> &DaemonSettings {
