@@ -194,19 +194,9 @@ impl LinesLoop<'_> {
     /// A line over the size cap: read past, never held, refused with its
     /// first bytes and its length.
     fn on_oversized(&mut self, number: u64, prefix: &[u8], length: u64) -> Result<(), DaemonError> {
-        let record = Record {
-            payload: Payload::Oversized { prefix, length },
-            key: None,
-            reporter: None,
-            user: None,
-            stamp_ms: None,
-            position: Position::Line {
-                input: started(&self.input)?,
-                number,
-                line: prefix,
-            },
-        };
-        self.core.handle(&record)
+        let payload = Payload::Oversized { prefix, length };
+        self.core
+            .handle(&line_record(started(&self.input)?, number, payload, prefix))
     }
 
     /// One line through the core (as the reader prepared it, when it did).
@@ -216,18 +206,7 @@ impl LinesLoop<'_> {
         bytes: &[u8],
         prepared: Option<(&mut Prepared, usize)>,
     ) -> Result<(), DaemonError> {
-        let record = Record {
-            payload: Payload::Json(bytes),
-            key: None,
-            reporter: None,
-            user: None,
-            stamp_ms: None,
-            position: Position::Line {
-                input: started(&self.input)?,
-                number,
-                line: bytes,
-            },
-        };
+        let record = line_record(started(&self.input)?, number, Payload::Json(bytes), bytes);
         match prepared {
             Some(p) => self.core.handle_prepared(&record, p),
             None => self.core.handle(&record),
@@ -263,6 +242,20 @@ impl LinesLoop<'_> {
         }
         self.core.report();
         Ok(())
+    }
+}
+
+/// Line `number` of `input` as a record: its `payload`, and its bytes (or,
+/// over the size cap, first bytes) `line` for the checkpoint's mark. A
+/// JSON line has no headers: its own fields name its reporter and user.
+fn line_record<'r>(input: &'r InputKey, number: u64, payload: Payload<'r>, line: &'r [u8]) -> Record<'r> {
+    Record {
+        payload,
+        key: None,
+        reporter: None,
+        user: None,
+        stamp_ms: None,
+        position: Position::Line { input, number, line },
     }
 }
 
