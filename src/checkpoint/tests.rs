@@ -491,3 +491,24 @@ fn checkpoints_of_1d55a89_restore_with_their_positions() {
         assert_eq!(pos.to_maps(), (c.positions, c.position_marks), "{}", path.display());
     }
 }
+
+/// A checkpoint or model record naming an added member this build does
+/// not know, or carrying one at another width, is refused with the
+/// member's name, never restored without it or misread.
+#[test]
+fn an_unknown_or_misshapen_member_is_refused_by_name() {
+    let p = trained(Learner::Logistic);
+    let good = capture(&p, &Positions::default());
+    assert!(restore_model(&mut good.clone()).is_ok());
+    fn members(c: &mut pb::Checkpoint) -> &mut Vec<pb::MemberState> {
+        &mut c.model.as_mut().unwrap().members
+    }
+    let mut unknown = good.clone();
+    members(&mut unknown)[0].name = "teleport".into();
+    let err = restore_model(&mut unknown).unwrap_err().to_string();
+    assert!(err.contains("does not know") && err.contains("teleport"), "{err}");
+    let mut wide = good.clone();
+    members(&mut wide)[0].width += 1;
+    let err = restore_model(&mut wide).unwrap_err().to_string();
+    assert!(err.contains(&good.model.as_ref().unwrap().members[0].name), "{err}");
+}

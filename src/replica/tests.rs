@@ -817,3 +817,32 @@ fn an_older_learners_full_versions_and_deltas_restore_the_members() {
     assert_eq!(state(&served), state(p.model()));
     assert_eq!(probe_scores(served), probe_scores(model_of(&scoring_image(p.model()))));
 }
+
+/// A delta whose added members are not the model's (one missing, or at
+/// another width) is refused and leaves the served model as it was.
+#[test]
+fn a_delta_with_other_members_is_refused() {
+    let mut p = pipeline_with(Learner::Logistic, false, MemberWhen::Always);
+    let sms = sms();
+    feed(&mut p, &sms[..100]);
+    let served = model_of(&scoring_image(p.model()));
+    p.model_mut().track_changes();
+    let _ = (
+        p.model_mut().take_changes(),
+        super::changes::Members::take(p.model_mut()),
+    );
+    feed(&mut p, &sms[100..140]);
+    let buckets = p.model_mut().take_changes().unwrap();
+    let members = super::changes::Members::take(p.model_mut());
+    let d = super::changes::delta_of_changes(p.model(), &buckets, &members, None);
+    let mut missing = d.clone();
+    missing.members.pop();
+    let mut wide = d;
+    wide.members[0].width += 1;
+    for mut bad in [missing, wide] {
+        let mut m = served.clone();
+        let err = apply_delta(&mut m, &mut bad).unwrap_err().to_string();
+        assert!(err.contains("added member"), "{err}");
+        assert_eq!(probe_scores(m), probe_scores(served.clone()));
+    }
+}
